@@ -1,0 +1,108 @@
+package backend
+
+import "fmt"
+
+// DType is an element type the collectives understand.
+type DType uint32
+
+// Element types. The values are part of the kernel ABI (see package kernels)
+// and must not change.
+const (
+	Float32  DType = 0
+	Float16  DType = 1
+	BFloat16 DType = 2
+	Float64  DType = 3
+	Int32    DType = 4
+)
+
+// DTypes lists every supported type in ABI order.
+var DTypes = []DType{Float32, Float16, BFloat16, Float64, Int32}
+
+// Size is the element size in bytes.
+func (d DType) Size() int {
+	switch d {
+	case Float16, BFloat16:
+		return 2
+	case Float32, Int32:
+		return 4
+	case Float64:
+		return 8
+	}
+	return 0
+}
+
+// Valid reports whether d is a known type.
+func (d DType) Valid() bool { return d.Size() != 0 }
+
+// String returns the short name used on the command line and in tables.
+func (d DType) String() string {
+	switch d {
+	case Float32:
+		return "float"
+	case Float16:
+		return "half"
+	case BFloat16:
+		return "bfloat16"
+	case Float64:
+		return "double"
+	case Int32:
+		return "int32"
+	}
+	return fmt.Sprintf("dtype(%d)", uint32(d))
+}
+
+// ParseDType accepts the String names and the common aliases (f32, fp16, bf16…).
+func ParseDType(s string) (DType, error) {
+	switch s {
+	case "float", "float32", "f32", "fp32":
+		return Float32, nil
+	case "half", "float16", "f16", "fp16":
+		return Float16, nil
+	case "bfloat16", "bf16":
+		return BFloat16, nil
+	case "double", "float64", "f64", "fp64":
+		return Float64, nil
+	case "int32", "int", "i32":
+		return Int32, nil
+	}
+	return 0, Errorf(CodeInvalidArgument, "unknown dtype %q", s)
+}
+
+// ReduceOp is a reduction operator.
+type ReduceOp uint32
+
+// Reduction operators; values are part of the kernel ABI.
+const (
+	Sum ReduceOp = 0
+	Max ReduceOp = 1
+	Min ReduceOp = 2
+)
+
+// String returns the name used in tables ("sum", "max", "min").
+func (o ReduceOp) String() string {
+	switch o {
+	case Sum:
+		return "sum"
+	case Max:
+		return "max"
+	case Min:
+		return "min"
+	}
+	return fmt.Sprintf("op(%d)", uint32(o))
+}
+
+// Valid reports whether o is a known operator.
+func (o ReduceOp) Valid() bool { return o <= Min }
+
+// ParseReduceOp parses "sum", "max" or "min".
+func ParseReduceOp(s string) (ReduceOp, error) {
+	switch s {
+	case "sum":
+		return Sum, nil
+	case "max":
+		return Max, nil
+	case "min":
+		return Min, nil
+	}
+	return 0, Errorf(CodeInvalidArgument, "unknown reduce op %q", s)
+}

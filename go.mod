@@ -1,0 +1,3 @@
+module github.com/intranode/intranode
+
+go 1.26
