@@ -1,0 +1,273 @@
+// Package kernels defines the kernel ABI shared by every backend: the names
+// of the built-in kernels, their argument lists, the layout of the signal pad
+// and the status word, and the exact algorithm each kernel must carry out.
+// The CUDA and HIP sources in kernels/cuda and kernels/hip and the fake
+// backend's Go kernels (package kernels/cpu) all implement this one
+// document, so that package collective can drive any backend the same way.
+//
+// # Signal pad
+//
+// Every rank owns one signal pad of SignalPadSize bytes, zeroed before first
+// use and never reset afterwards: flags only grow, so back-to-back calls and
+// graph replays never see stale values. The pad holds uint32 words:
+//
+//	inbox[ch][src] at InboxOffset + (ch*MaxRanks+src)*4   written by rank src
+//	sent[ch][dst]  at SentOffset  + (ch*MaxRanks+dst)*4   local: signals sent to dst
+//	recv[ch][src]  at RecvOffset  + (ch*MaxRanks+src)*4   local: signals consumed from src
+//	state          at StateOffset, StateSize bytes         per-rank P2P state
+//
+// PutSignal(dst, ch): s = sent[ch][dst]+1; sent[ch][dst] = s; then, with
+// release semantics (all prior writes of this block visible system-wide
+// first), store s into inbox[ch][me] of dst's pad.
+//
+// WaitSignal(src, ch): want = recv[ch][src]+1; spin with acquire loads until
+// int32(inbox[ch][src] - want) >= 0 (wrap-safe); then recv[ch][src] = want.
+// Signals count, so two puts may precede two waits.
+//
+// Barrier(ch, mask): for every rank p != me with bit p of mask set,
+// PutSignal(p, ch); then for each such p, WaitSignal(p, ch).
+//
+// # Deadlines and status
+//
+// Every spin has a deadline: timeoutNs nanoseconds after the kernel began
+// waiting (device clock: %globaltimer on CUDA, wall clock on the fake). On
+// expiry the kernel stores EncodeStatus(StatusTimeout, peer, ch) into the
+// status word (a uint32 in host-mapped memory) with compare-and-swap from 0,
+// so the first failure wins, and returns without trapping. The host reads
+// and clears the status word after synchronising.
+//
+// # All-reduce
+//
+// The three all-reduce kernels take AllReduceArgs. Each rank's symmetric
+// buffer is bufs[r] (device array of World pointers, as mapped in this
+// process); signal pads are pads[r]. Reduction is in ascending rank order
+// (acc = x0; acc = op(acc, x1); …) so every rank gets identical bits;
+// float16 and bfloat16 accumulate in float32 and round to nearest even once
+// at the end; float32 accumulates in float32, float64 in float64, int32 with
+// two's-complement wrap-around.
+//
+// Multi-block kernels synchronise block b only with block b of the other
+// ranks (channel b), so a block may only read what same-index blocks wrote.
+// Kernels use channels [0, KernelChannels).
+//
+// OneShot (count*size <= buffer):
+//  1. copy input to bufs[me][0:n) unless input == bufs[me];
+//  2. Barrier(all);
+//  3. output[i] = reduce over r of bufs[r][i];
+//  4. Barrier(all), so no rank overwrites its buffer while a peer reads it.
+//
+// TwoShot (count*size <= buffer): slices split count into World pieces of
+// SliceElems(count, world, size) elements (16-byte aligned boundaries; the
+// last slices may be short or empty).
+//  1. copy input to bufs[me] as above; 2. Barrier(all);
+//  3. bufs[me][slice me] = reduce over r of bufs[r][slice me];
+//  4. Barrier(all);
+//  5. output[slice p] = bufs[p][slice p] for every p;
+//  6. Barrier(all).
+//
+// HCM (World == 8, hybrid cube mesh, count*size <= buffer/2): Extra packs
+// the three quad peers in bytes 0–2 and the cross-quad neighbour in byte 3.
+// With half = HCMPartialOffset(bufferSize):
+//  1. copy input to bufs[me][0:n); 2. Barrier(all);
+//  3. bufs[me][half:half+n) = reduce over the quad {me, q0, q1, q2} in
+//     ascending rank order, rounded to the element type;
+//  4. Barrier(all);
+//  5. output = partial of the quad holding the smaller rank, combined with
+//     the other quad's partial (read from the neighbour at half), in that
+//     order;
+//  6. Barrier(all).
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/intranode/intranode/backend"
+)
+
+// ModuleName is the built-in module every backend provides.
+const ModuleName = "intranode/collectives"
+
+// MaxRanks is the largest group (kMaxDevices).
+const MaxRanks = 8
+
+// Signal pad layout.
+const (
+	NumChannels    = 64
+	KernelChannels = 32
+	InboxOffset    = 0
+	SentOffset     = NumChannels * MaxRanks * 4
+	RecvOffset     = 2 * NumChannels * MaxRanks * 4
+	StateOffset    = 3 * NumChannels * MaxRanks * 4
+	// StateSize is the per-rank P2P state area (kP2pStateSize).
+	StateSize     = 2048
+	SignalPadSize = StateOffset + StateSize
+)
+
+// InboxWord is the byte offset of inbox[ch][src].
+func InboxWord(ch, src int) int { return InboxOffset + (ch*MaxRanks+src)*4 }
+
+// SentWord is the byte offset of sent[ch][dst].
+func SentWord(ch, dst int) int { return SentOffset + (ch*MaxRanks+dst)*4 }
+
+// RecvWord is the byte offset of recv[ch][src].
+func RecvWord(ch, src int) int { return RecvOffset + (ch*MaxRanks+src)*4 }
+
+// Status codes in the low byte of the status word.
+const (
+	StatusOK      = 0
+	StatusTimeout = 1
+	StatusBadArgs = 2
+)
+
+// EncodeStatus packs a status word: code in bits 0–7, peer in 8–15,
+// channel in 16–23.
+func EncodeStatus(code, peer, ch int) uint32 {
+	return uint32(code&0xff) | uint32(peer&0xff)<<8 | uint32(ch&0xff)<<16
+}
+
+// DecodeStatus unpacks a status word.
+func DecodeStatus(w uint32) (code, peer, ch int) {
+	return int(w & 0xff), int(w >> 8 & 0xff), int(w >> 16 & 0xff)
+}
+
+// Kernel names.
+const (
+	BarrierKernel    = "intranode_barrier"
+	PutSignalKernel  = "intranode_put_signal"
+	WaitSignalKernel = "intranode_wait_signal"
+)
+
+// Algo is an all-reduce algorithm with a kernel.
+type Algo string
+
+// The kernel algorithms.
+const (
+	OneShot Algo = "one_shot"
+	TwoShot Algo = "two_shot"
+	HCM     Algo = "hcm"
+)
+
+// AllReduceKernel names the kernel of an algorithm for one element type,
+// e.g. "intranode_one_shot_bf16".
+func AllReduceKernel(a Algo, d backend.DType) string {
+	return fmt.Sprintf("intranode_%s_%s", a, shortName(d))
+}
+
+func shortName(d backend.DType) string {
+	switch d {
+	case backend.Float32:
+		return "f32"
+	case backend.Float16:
+		return "f16"
+	case backend.BFloat16:
+		return "bf16"
+	case backend.Float64:
+		return "f64"
+	case backend.Int32:
+		return "i32"
+	}
+	return "unknown"
+}
+
+// AllReduceArgs are the arguments of every all-reduce kernel, in order.
+type AllReduceArgs struct {
+	Bufs      backend.DevicePtr // device array of World uint64: symmetric buffers
+	Pads      backend.DevicePtr // device array of World uint64: signal pads
+	Input     backend.DevicePtr
+	Output    backend.DevicePtr
+	Count     uint64 // elements
+	Rank      uint32
+	World     uint32
+	DType     backend.DType
+	Op        backend.ReduceOp
+	Status    backend.DevicePtr // uint32 status word (host-mapped)
+	TimeoutNs uint64
+	Extra     uint64 // HCM neighbours; 0 otherwise
+}
+
+// Args returns the launch arguments.
+func (a AllReduceArgs) Args() []backend.Arg {
+	return []backend.Arg{
+		backend.Ptr(a.Bufs), backend.Ptr(a.Pads), backend.Ptr(a.Input), backend.Ptr(a.Output),
+		backend.U64(a.Count), backend.U32(a.Rank), backend.U32(a.World),
+		backend.U32(uint32(a.DType)), backend.U32(uint32(a.Op)),
+		backend.Ptr(a.Status), backend.U64(a.TimeoutNs), backend.U64(a.Extra),
+	}
+}
+
+// ParseAllReduceArgs is the inverse of Args, for Go kernels.
+func ParseAllReduceArgs(args []backend.Arg) (AllReduceArgs, error) {
+	if len(args) != 12 {
+		return AllReduceArgs{}, backend.Errorf(backend.CodeInvalidArgument, "all-reduce kernel: %d arguments, want 12", len(args))
+	}
+	return AllReduceArgs{
+		Bufs: args[0].Ptr(), Pads: args[1].Ptr(), Input: args[2].Ptr(), Output: args[3].Ptr(),
+		Count: args[4].U64(), Rank: args[5].U32(), World: args[6].U32(),
+		DType: backend.DType(args[7].U32()), Op: backend.ReduceOp(args[8].U32()),
+		Status: args[9].Ptr(), TimeoutNs: args[10].U64(), Extra: args[11].U64(),
+	}, nil
+}
+
+// SignalArgs are the arguments of the barrier, put and wait kernels, in
+// order. Peer is the destination (put) or source (wait); Mask is the set of
+// ranks taking part in a barrier (bit r for rank r).
+type SignalArgs struct {
+	Pads      backend.DevicePtr
+	Rank      uint32
+	World     uint32
+	Peer      uint32
+	Channel   uint32
+	Mask      uint32
+	Status    backend.DevicePtr
+	TimeoutNs uint64
+}
+
+// Args returns the launch arguments.
+func (a SignalArgs) Args() []backend.Arg {
+	return []backend.Arg{
+		backend.Ptr(a.Pads), backend.U32(a.Rank), backend.U32(a.World), backend.U32(a.Peer),
+		backend.U32(a.Channel), backend.U32(a.Mask), backend.Ptr(a.Status), backend.U64(a.TimeoutNs),
+	}
+}
+
+// ParseSignalArgs is the inverse of Args, for Go kernels.
+func ParseSignalArgs(args []backend.Arg) (SignalArgs, error) {
+	if len(args) != 8 {
+		return SignalArgs{}, backend.Errorf(backend.CodeInvalidArgument, "signal kernel: %d arguments, want 8", len(args))
+	}
+	return SignalArgs{
+		Pads: args[0].Ptr(), Rank: args[1].U32(), World: args[2].U32(), Peer: args[3].U32(),
+		Channel: args[4].U32(), Mask: args[5].U32(), Status: args[6].Ptr(), TimeoutNs: args[7].U64(),
+	}, nil
+}
+
+// SliceElems is the two-shot slice length for count elements over world
+// ranks: ceil(count/world) rounded up so every slice starts on a 16-byte
+// boundary.
+func SliceElems(count uint64, world int, elemSize int) uint64 {
+	vec := uint64(16 / elemSize)
+	per := (count + uint64(world) - 1) / uint64(world)
+	return (per + vec - 1) / vec * vec
+}
+
+// SliceRange returns slice r's element range [lo, hi) (possibly empty).
+func SliceRange(count uint64, world, r, elemSize int) (lo, hi uint64) {
+	s := SliceElems(count, world, elemSize)
+	lo = min(uint64(r)*s, count)
+	hi = min(lo+s, count)
+	return lo, hi
+}
+
+// HCMPartialOffset is where HCM keeps quad partial sums in a buffer of the
+// given size: the upper half, 16-byte aligned.
+func HCMPartialOffset(bufferSize int) int { return bufferSize / 2 &^ 15 }
+
+// PackHCM packs quad peers and the cross neighbour for AllReduceArgs.Extra.
+func PackHCM(quad [3]int, cross int) uint64 {
+	return uint64(quad[0]) | uint64(quad[1])<<8 | uint64(quad[2])<<16 | uint64(cross)<<24
+}
+
+// UnpackHCM is the inverse of PackHCM.
+func UnpackHCM(x uint64) (quad [3]int, cross int) {
+	return [3]int{int(x & 0xff), int(x >> 8 & 0xff), int(x >> 16 & 0xff)}, int(x >> 24 & 0xff)
+}
