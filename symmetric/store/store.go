@@ -1,4 +1,4 @@
-package symmetric
+package store
 
 import (
 	"context"
