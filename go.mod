@@ -1,3 +1,9 @@
 module github.com/intranode/intranode
 
-go 1.26
+go 1.26.0
+
+require (
+	github.com/NVIDIA/go-nvml v0.13.3-1 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
