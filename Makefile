@@ -1,0 +1,58 @@
+# Build, test and lint intranode. `make help` lists the targets.
+
+GO    ?= go
+GOFMT ?= gofmt
+BIN   ?= bin
+
+# The tagged backends are vetted only once they hold Go files, so the lint
+# target works on a checkout where they are still empty.
+CUDA_GO := $(shell find backend/cuda -name '*.go' 2>/dev/null)
+ROCM_GO := $(shell find backend/rocm -name '*.go' 2>/dev/null)
+
+.PHONY: all help build test lint run bench conformance kernels clean
+
+all: lint test build
+
+help:
+	@echo "build        go build ./... and the CLI into $(BIN)/intranode"
+	@echo "test         go test -race ./..."
+	@echo "lint         gofmt check, go vet (plus -tags cuda / rocm when those backends exist)"
+	@echo "run, bench   go run ./cmd/intranode bench"
+	@echo "conformance  go run ./cmd/intranode conformance"
+	@echo "kernels      build the CUDA kernels (kernels/cuda)"
+	@echo "clean        remove $(BIN)/"
+
+build:
+	$(GO) build ./...
+	$(GO) build -o $(BIN)/intranode ./cmd/intranode
+
+test:
+	$(GO) test -race ./...
+
+lint:
+	@files=$$(find . -path './.*' -prune -o -path './$(BIN)' -prune -o -name '*.go' -print); \
+	unformatted=$$($(GOFMT) -l $$files </dev/null); \
+	if [ -n "$$unformatted" ]; then \
+		echo "gofmt would change these files:"; echo "$$unformatted"; exit 1; \
+	fi
+	$(GO) vet ./...
+ifneq ($(CUDA_GO),)
+	$(GO) vet -tags cuda ./...
+endif
+ifneq ($(ROCM_GO),)
+	$(GO) vet -tags rocm ./...
+endif
+
+run: bench
+
+bench:
+	$(GO) run ./cmd/intranode bench
+
+conformance:
+	$(GO) run ./cmd/intranode conformance
+
+kernels:
+	cd kernels/cuda && $(MAKE)
+
+clean:
+	rm -rf $(BIN)

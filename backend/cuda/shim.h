@@ -1,0 +1,127 @@
+//go:build cuda
+
+// shim.h declares the C side of the CUDA backend: the few CUDA driver types
+// it needs (declared here so that building needs no cuda.h), the loader that
+// dlopens libcuda.so.1, and one shim per operation. Every shim that touches a
+// context takes it as its first argument and makes it current inside the same
+// C call, so Go never relies on a goroutine staying on one OS thread.
+//
+// Handles cross into Go as uintptr_t: they are driver-owned pointers that Go
+// only stores and passes back.
+
+#ifndef INTRANODE_CUDA_SHIM_H
+#define INTRANODE_CUDA_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+
+enum {
+	INU_SUCCESS = 0,
+	INU_ERROR_NOT_READY = 600,
+	INU_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+};
+
+// Memory handle types (CUmemAllocationHandleType), usable as a bit mask.
+enum {
+	INU_HANDLE_POSIX_FD = 1,
+	INU_HANDLE_FABRIC = 8,
+};
+
+// Allocation memory mapped by the virtual memory management API.
+typedef struct {
+	CUdeviceptr ptr;
+	size_t size;
+	CUmemGenericAllocationHandle handle;
+} inu_vmm;
+
+// Steps of the multi-call shims, reported through their stage argument so
+// Go can name the entry point that failed.
+enum {
+	INU_STAGE_CTX = 1,
+	INU_STAGE_GRANULARITY,
+	INU_STAGE_CREATE,
+	INU_STAGE_IMPORT,
+	INU_STAGE_RESERVE,
+	INU_STAGE_MAP,
+	INU_STAGE_ACCESS,
+	INU_STAGE_MEMSET,
+	INU_STAGE_SYNC,
+	INU_STAGE_EXPORT,
+	INU_STAGE_ALLOC,
+	INU_STAGE_DEVPTR,
+	INU_STAGE_END_CAPTURE,
+	INU_STAGE_INSTANTIATE,
+};
+
+// Loader. inu_load returns 0 on success, 1 when the library cannot be opened
+// and 2 when an entry point is missing; err then holds the reason.
+int inu_load(const char *path, char *err, size_t errlen);
+
+const char *inu_error_name(CUresult r);
+const char *inu_error_string(CUresult r);
+
+CUresult inu_init(void);
+CUresult inu_driver_version(int *version);
+CUresult inu_device_count(int *count);
+CUresult inu_device_get(int ordinal, int *dev);
+CUresult inu_device_name(int dev, char *buf, int len);
+CUresult inu_device_attr(int dev, int attr, int *value);
+CUresult inu_device_total_mem(int dev, size_t *bytes);
+CUresult inu_device_uuid(int dev, unsigned char *uuid);
+CUresult inu_device_pci_bus_id(int dev, char *buf, int len);
+CUresult inu_can_access_peer(int dev, int peer, int *can);
+
+CUresult inu_ctx_retain(int dev, uintptr_t *ctx);
+CUresult inu_ctx_release(int dev);
+CUresult inu_enable_peer(uintptr_t ctx, uintptr_t peer);
+
+CUresult inu_mem_alloc(uintptr_t ctx, size_t n, CUdeviceptr *ptr, int *stage);
+CUresult inu_mem_free(uintptr_t ctx, CUdeviceptr ptr);
+CUresult inu_host_alloc(uintptr_t ctx, size_t n, void **host, CUdeviceptr *dptr, int *stage);
+CUresult inu_host_free(uintptr_t ctx, void *host);
+CUresult inu_copy_htod(uintptr_t ctx, CUdeviceptr dst, const void *src, size_t n, int *stage);
+CUresult inu_copy_dtoh(uintptr_t ctx, void *dst, CUdeviceptr src, size_t n);
+CUresult inu_copy_dtod(uintptr_t ctx, CUdeviceptr dst, CUdeviceptr src, size_t n, int *stage);
+CUresult inu_memset(uintptr_t ctx, CUdeviceptr dst, unsigned char v, size_t n, int *stage);
+
+CUresult inu_vmm_granularity(int dev, int handle_types, size_t *granularity);
+CUresult inu_vmm_create(uintptr_t ctx, int dev, int handle_types, size_t size,
+                        const int *access, int naccess, inu_vmm *out, int *stage);
+CUresult inu_vmm_import(uintptr_t ctx, int handle_type, int fd, const void *fabric,
+                        size_t size, const int *access, int naccess, inu_vmm *out, int *stage);
+CUresult inu_vmm_release(uintptr_t ctx, inu_vmm *m);
+CUresult inu_vmm_export_fd(uintptr_t ctx, CUmemGenericAllocationHandle h, int *fd);
+CUresult inu_vmm_export_fabric(uintptr_t ctx, CUmemGenericAllocationHandle h, unsigned char *out);
+CUresult inu_fabric_roundtrip(uintptr_t ctx, int dev, int *stage);
+
+CUresult inu_stream_create(uintptr_t ctx, uintptr_t *stream);
+CUresult inu_stream_destroy(uintptr_t ctx, uintptr_t stream);
+CUresult inu_stream_query(uintptr_t ctx, uintptr_t stream);
+CUresult inu_stream_sync(uintptr_t ctx, uintptr_t stream);
+CUresult inu_stream_wait_event(uintptr_t ctx, uintptr_t stream, uintptr_t event);
+CUresult inu_copy_dtod_async(uintptr_t ctx, CUdeviceptr dst, CUdeviceptr src, size_t n, uintptr_t stream);
+
+CUresult inu_event_create(uintptr_t ctx, unsigned int flags, uintptr_t *event);
+CUresult inu_event_record(uintptr_t ctx, uintptr_t event, uintptr_t stream);
+CUresult inu_event_query(uintptr_t ctx, uintptr_t event);
+CUresult inu_event_sync(uintptr_t ctx, uintptr_t event);
+CUresult inu_event_elapsed(uintptr_t ctx, uintptr_t start, uintptr_t end, float *ms);
+CUresult inu_event_destroy(uintptr_t ctx, uintptr_t event);
+
+CUresult inu_module_load(uintptr_t ctx, const void *image, uintptr_t *module);
+CUresult inu_module_function(uintptr_t ctx, uintptr_t module, const char *name, uintptr_t *fn);
+CUresult inu_module_unload(uintptr_t ctx, uintptr_t module);
+CUresult inu_launch(uintptr_t ctx, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
+                    unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                    uintptr_t stream, void *params, size_t size);
+
+CUresult inu_begin_capture(uintptr_t ctx, uintptr_t stream);
+CUresult inu_end_capture(uintptr_t ctx, uintptr_t stream, uintptr_t *graph, uintptr_t *exec, int *stage);
+CUresult inu_graph_launch(uintptr_t ctx, uintptr_t exec, uintptr_t stream);
+CUresult inu_graph_destroy(uintptr_t ctx, uintptr_t graph, uintptr_t exec);
+
+#endif

@@ -1,0 +1,195 @@
+package fake
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/intranode/intranode/backend"
+)
+
+// Environment variables read by the registered "fake" driver (backend.Open),
+// not by New.
+const (
+	// EnvDevices sets the number of fake devices, a decimal integer in
+	// [1, MaxDevices] (default DefaultDevices).
+	EnvDevices = "INTRANODE_FAKE_DEVICES"
+	// EnvTopology names the link preset (see ParsePreset; default "full").
+	EnvTopology = "INTRANODE_FAKE_TOPOLOGY"
+)
+
+// Defaults and limits of New.
+const (
+	// DefaultDevices is the number of devices when WithDevices is not given:
+	// a full group of kMaxDevices.
+	DefaultDevices = 8
+	// MaxDevices bounds WithDevices: PCI bus ids are "0000:%02x:00.0".
+	MaxDevices = 256
+	// DefaultMemoryLimit is each device's reported and enforced capacity.
+	DefaultMemoryLimit = 16 << 30
+)
+
+// Option configures New.
+type Option func(*config) error
+
+type config struct {
+	devices  int
+	preset   Preset
+	limit    uint64
+	fabric   bool
+	logger   *slog.Logger
+}
+
+func defaultConfig() config {
+	return config{
+		devices: DefaultDevices,
+		preset:  PresetFull,
+		limit:   DefaultMemoryLimit,
+		logger:  slog.New(slog.DiscardHandler),
+	}
+}
+
+// WithDevices sets the number of devices, in [1, MaxDevices].
+func WithDevices(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > MaxDevices {
+			return backend.Errorf(backend.CodeInvalidArgument, "fake: %d devices: want 1 to %d", n, MaxDevices)
+		}
+		c.devices = n
+		return nil
+	}
+}
+
+// WithTopology sets how the devices are linked (default PresetFull).
+func WithTopology(p Preset) Option {
+	return func(c *config) error {
+		if _, err := ParsePreset(string(p)); err != nil {
+			return err
+		}
+		c.preset = p
+		return nil
+	}
+}
+
+// WithMemoryLimit sets each device's capacity in bytes: DeviceInfo reports
+// it and device allocations (plain and shareable, rounded to pages) beyond it
+// fail with backend.ErrOutOfMemory. Pages are only touched when used, so a
+// large limit costs nothing.
+func WithMemoryLimit(bytes uint64) Option {
+	return func(c *config) error {
+		if bytes == 0 {
+			return backend.Errorf(backend.CodeInvalidArgument, "fake: memory limit must be positive")
+		}
+		c.limit = bytes
+		return nil
+	}
+}
+
+// WithFabric makes the devices support fabric handles (CapHandleFabric):
+// an exported fabric handle names the exporter's memfd through
+// /proc/<pid>/fd, so any process of the same user on the host can import
+// it while the allocation lives. Default false.
+func WithFabric(on bool) Option {
+	return func(c *config) error {
+		c.fabric = on
+		return nil
+	}
+}
+
+// WithLogger sets where the backend logs (debug level only). The default
+// discards everything.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return backend.Errorf(backend.CodeInvalidArgument, "fake: nil logger")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// EnvOptions returns the options the registered driver uses: EnvDevices and
+// EnvTopology from the environment, then arg, the part after "fake:" in the
+// name given to backend.Open, a comma-separated list of key=value settings
+// that override the environment (devices=4, topology=ring, fabric=true,
+// memory=1073741824). Errors match backend.ErrInvalidArgument and name the
+// offending variable or key.
+func EnvOptions(arg string) ([]Option, error) {
+	return envOptions(os.LookupEnv, arg)
+}
+
+func envOptions(lookup func(string) (string, bool), arg string) ([]Option, error) {
+	var opts []Option
+	if v, ok := lookup(EnvDevices); ok && v != "" {
+		n, err := parseDevices(v)
+		if err != nil {
+			return nil, backend.Errorf(backend.CodeInvalidArgument, "fake: %s=%q: %w", EnvDevices, v, err)
+		}
+		opts = append(opts, WithDevices(n))
+	}
+	if v, ok := lookup(EnvTopology); ok && v != "" {
+		p, err := ParsePreset(v)
+		if err != nil {
+			return nil, backend.Errorf(backend.CodeInvalidArgument, "fake: %s=%q: %w", EnvTopology, v, err)
+		}
+		opts = append(opts, WithTopology(p))
+	}
+	if arg == "" {
+		return opts, nil
+	}
+	for _, kv := range strings.Split(arg, ",") {
+		key, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return nil, backend.Errorf(backend.CodeInvalidArgument, "fake: setting %q: want key=value (devices, topology, fabric, memory)", kv)
+		}
+		opt, err := parseSetting(key, val)
+		if err != nil {
+			return nil, backend.Errorf(backend.CodeInvalidArgument, "fake: setting %s=%q: %w", key, val, err)
+		}
+		opts = append(opts, opt)
+	}
+	return opts, nil
+}
+
+func parseSetting(key, val string) (Option, error) {
+	switch key {
+	case "devices":
+		n, err := parseDevices(val)
+		if err != nil {
+			return nil, err
+		}
+		return WithDevices(n), nil
+	case "topology":
+		p, err := ParsePreset(val)
+		if err != nil {
+			return nil, err
+		}
+		return WithTopology(p), nil
+	case "fabric":
+		on, err := strconv.ParseBool(val)
+		if err != nil {
+			return nil, fmt.Errorf("not a boolean")
+		}
+		return WithFabric(on), nil
+	case "memory":
+		n, err := strconv.ParseUint(val, 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("not a positive number of bytes")
+		}
+		return WithMemoryLimit(n), nil
+	}
+	return nil, fmt.Errorf("unknown key (want devices, topology, fabric or memory)")
+}
+
+func parseDevices(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, fmt.Errorf("not an integer")
+	}
+	if n < 1 || n > MaxDevices {
+		return 0, fmt.Errorf("%d devices: want 1 to %d", n, MaxDevices)
+	}
+	return n, nil
+}

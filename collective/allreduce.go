@@ -1,0 +1,347 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/connectivity"
+	"github.com/intranode/intranode/kernels"
+	"github.com/intranode/intranode/symmetric"
+)
+
+// Algo is an all-reduce algorithm.
+type Algo uint8
+
+// The algorithms of the reference.
+const (
+	// None: the comm would not beat the vendor library; AllReduce then
+	// takes the fallback path (the backend's own all-reduce where it has
+	// one, else the comm's kernels chunk by chunk).
+	None Algo = iota
+	// OneShot: every rank reads every peer's input and reduces it all.
+	OneShot
+	// TwoShot: reduce-scatter then all-gather.
+	TwoShot
+	// HCM: reduce inside the quad, then exchange with the cross-quad
+	// neighbour (hybrid cube mesh only).
+	HCM
+)
+
+// Algos lists the kernel algorithms.
+var Algos = []Algo{OneShot, TwoShot, HCM}
+
+// String names the algorithm as tables and flags spell it.
+func (a Algo) String() string {
+	switch a {
+	case OneShot:
+		return "oneshot"
+	case TwoShot:
+		return "twoshot"
+	case HCM:
+		return "hcm"
+	}
+	return "none"
+}
+
+// ParseAlgo parses "none", "oneshot", "twoshot" or "hcm".
+func ParseAlgo(s string) (Algo, error) {
+	switch strings.ToLower(strings.ReplaceAll(s, "-", "")) {
+	case "none":
+		return None, nil
+	case "oneshot":
+		return OneShot, nil
+	case "twoshot":
+		return TwoShot, nil
+	case "hcm":
+		return HCM, nil
+	}
+	return None, backend.Errorf(backend.CodeInvalidArgument, "unknown algorithm %q (none, oneshot, twoshot, hcm)", s)
+}
+
+func (a Algo) kernel() kernels.Algo {
+	switch a {
+	case OneShot:
+		return kernels.OneShot
+	case TwoShot:
+		return kernels.TwoShot
+	}
+	return kernels.HCM
+}
+
+// Capacity is the largest count of dtype elements algo can reduce in one
+// call with this comm's buffer.
+func (c *Comm) Capacity(algo Algo, dtype backend.DType) int {
+	if !dtype.Valid() {
+		return 0
+	}
+	if algo == HCM {
+		return kernels.HCMPartialOffset(c.opts.BufferSize) / dtype.Size()
+	}
+	return c.opts.BufferSize / dtype.Size()
+}
+
+// SelectAllReduceAlgo returns the algorithm expected to be fastest for count
+// elements of dtype, or None when the comm would not beat the vendor library
+// (not rendezvoused, topology unusable, input larger than the buffer,
+// unsupported dtype).
+func (c *Comm) SelectAllReduceAlgo(count int, dtype backend.DType) Algo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.initialized || !dtype.Valid() || count <= 0 {
+		return None
+	}
+	bytes := count * dtype.Size()
+	switch c.topo {
+	case connectivity.HybridCubeMesh:
+		if count <= c.Capacity(HCM, dtype) {
+			return HCM
+		}
+		return None
+	case connectivity.FullyConnected:
+		if count > c.Capacity(OneShot, dtype) {
+			return None
+		}
+		return c.tab.Select(bytes)
+	}
+	return None
+}
+
+// Work is the handle of an enqueued all-reduce. The collective runs on the
+// caller's stream, so work enqueued on that stream afterwards is already
+// ordered after it.
+type Work struct {
+	c      *Comm
+	stream backend.Stream
+	done   backend.Event
+}
+
+func (w *Work) record(ctx context.Context) error {
+	ev, err := w.c.dev.NewEvent(ctx, false)
+	if err != nil {
+		return fmt.Errorf("collective: %w", err)
+	}
+	if err := w.stream.Record(ev); err != nil {
+		_ = ev.Close()
+		return fmt.Errorf("collective: %w", err)
+	}
+	w.done = ev
+	return nil
+}
+
+// Wait makes work enqueued on s after this call wait for the collective,
+// without blocking the host. On the stream the collective ran on it costs
+// nothing; for another stream it records an event on the collective's
+// stream (at once if the call had WithEvent, else now — which also orders s
+// after anything enqueued on that stream since).
+func (w *Work) Wait(ctx context.Context, s backend.Stream) error {
+	if s == w.stream {
+		return nil
+	}
+	if w.done == nil {
+		if err := w.record(ctx); err != nil {
+			return err
+		}
+	}
+	return s.WaitEvent(w.done)
+}
+
+// Synchronize blocks the host until the collective has finished and
+// returns its error: a kernel timeout (ErrTimeout naming the rank that did
+// not arrive) or the stream's error.
+func (w *Work) Synchronize(ctx context.Context) error {
+	var err error
+	if w.done != nil {
+		err = w.done.Synchronize(ctx)
+	} else {
+		err = w.stream.Synchronize(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("collective: all-reduce: %w", err)
+	}
+	return w.c.CheckStatus()
+}
+
+// Close releases the work's event.
+func (w *Work) Close() error {
+	if w.done != nil {
+		err := w.done.Close()
+		w.done = nil
+		return err
+	}
+	return nil
+}
+
+// CheckStatus reads and clears the comm's kernel status word, turning a
+// kernel-reported failure into an error. Synchronize the stream first.
+func (c *Comm) CheckStatus() error {
+	c.mu.Lock()
+	st := c.status
+	c.mu.Unlock()
+	if st == nil {
+		return ErrNotInitialized
+	}
+	return symmetric.StatusError(st.Bytes(), fmt.Sprintf("collective all-reduce (rank %d)", c.rank))
+}
+
+// CallOption adjusts one AllReduce call.
+type CallOption func(*call)
+
+type call struct {
+	out    backend.DevicePtr
+	hasOut bool
+	event  bool
+}
+
+// Output makes the call write its result to out instead of in place.
+func Output(out backend.DevicePtr) CallOption {
+	return func(c *call) { c.out, c.hasOut = out, true }
+}
+
+// WithEvent records an event after the collective so Work.Wait can order
+// other streams after it (costs an event record per call).
+func WithEvent() CallOption { return func(c *call) { c.event = true } }
+
+// AllReduce reduces count elements of dtype at buf across the group with op,
+// in place (or into Output), enqueued on stream s. algo None takes the
+// fallback path, which handles any size; a kernel algorithm fails with
+// ErrTooLarge when the input does not fit the buffer. Inputs and outputs
+// are device memory of this rank's device; they may be the comm's own
+// symmetric buffer (GetBuffer(rank…)), which saves a copy.
+func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.DevicePtr, count int, dtype backend.DType,
+	op backend.ReduceOp, algo Algo, opts ...CallOption) (*Work, error) {
+	var cl call
+	for _, o := range opts {
+		o(&cl)
+	}
+	out := buf
+	if cl.hasOut {
+		out = cl.out
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.initialized {
+		return nil, ErrNotInitialized
+	}
+	if s == nil {
+		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: nil stream")
+	}
+	if !dtype.Valid() || !op.Valid() {
+		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: unsupported dtype %v or op %v", dtype, op)
+	}
+	if count <= 0 {
+		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: count %d must be positive", count)
+	}
+	if algo == HCM && c.topo != connectivity.HybridCubeMesh {
+		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: HCM needs a hybrid cube mesh, topology is %v", c.topo)
+	}
+	if algo > HCM {
+		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: unknown algorithm %d", algo)
+	}
+	timeout := symmetric.TimeoutFor(ctx, c.opts.Timeout)
+	if algo == None {
+		if err := c.fallback(s, buf, out, count, dtype, op, uint64(timeout)); err != nil {
+			return nil, err
+		}
+	} else {
+		if capN := c.Capacity(algo, dtype); count > capN {
+			return nil, fmt.Errorf("%w: %d %v elements (%d bytes) but %v holds at most %d with a %d-byte buffer",
+				ErrTooLarge, count, dtype, count*dtype.Size(), algo, capN, c.opts.BufferSize)
+		}
+		if err := c.launch(s, algo, buf, out, count, dtype, op, uint64(timeout)); err != nil {
+			return nil, err
+		}
+	}
+	usage.Add(1)
+	w := &Work{c: c, stream: s}
+	if cl.event {
+		if err := w.record(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// launch enqueues one kernel call; the caller holds c.mu.
+func (c *Comm) launch(s backend.Stream, algo Algo, in, out backend.DevicePtr, count int, dtype backend.DType,
+	op backend.ReduceOp, timeoutNs uint64) error {
+	fn, err := c.function(kernels.AllReduceKernel(algo.kernel(), dtype))
+	if err != nil {
+		return fmt.Errorf("collective: %w", err)
+	}
+	args := kernels.AllReduceArgs{Bufs: c.mem.BufferTable(), Pads: c.mem.SignalPadTable(), Input: in, Output: out,
+		Count: uint64(count), Rank: uint32(c.rank), World: uint32(c.world), DType: dtype, Op: op,
+		Status: c.status.Ptr(), TimeoutNs: timeoutNs}
+	if algo == HCM {
+		p := c.hcm[c.rank]
+		args.Extra = kernels.PackHCM([3]int{p[0], p[1], p[2]}, p[3])
+	}
+	cfg := LaunchConfig(c.b.Name(), algo, count*dtype.Size(), c.world)
+	if err := s.Launch(fn, cfg, args.Args()...); err != nil {
+		return fmt.Errorf("collective: launching %v: %w", algo, err)
+	}
+	return nil
+}
+
+// fallback reduces any size: through the backend's own all-reduce when it
+// has one, otherwise chunk by chunk through the comm's kernels.
+func (c *Comm) fallback(s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType,
+	op backend.ReduceOp, timeoutNs uint64) error {
+	if fb, ok := c.b.(FallbackAllReducer); ok {
+		return fb.FallbackAllReduce(s, c, in, out, count, dtype, op)
+	}
+	algo := TwoShot
+	if c.topo == connectivity.HybridCubeMesh {
+		algo = HCM
+	}
+	chunk := c.Capacity(algo, dtype)
+	size := dtype.Size()
+	for off := 0; off < count; off += chunk {
+		n := min(chunk, count-off)
+		a := algo
+		if algo != HCM {
+			a = c.tab.Select(n * size)
+		}
+		if err := c.launch(s, a, in.Add(off*size), out.Add(off*size), n, dtype, op, timeoutNs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FallbackAllReducer is implemented by backends that have their own
+// all-reduce for what the comm's kernels would not do faster (NCCL on
+// CUDA). The comm passes itself so the backend can bootstrap through its
+// store and ranks.
+type FallbackAllReducer interface {
+	FallbackAllReduce(s backend.Stream, c *Comm, in, out backend.DevicePtr, count int, dtype backend.DType, op backend.ReduceOp) error
+}
+
+// Barrier synchronises the listed ranks (every rank when none are given);
+// every listed rank must call it with the same list.
+func (c *Comm) Barrier(ctx context.Context, ranks ...int) error {
+	c.mu.Lock()
+	mem := c.mem
+	ok := c.initialized
+	c.mu.Unlock()
+	if !ok {
+		return ErrNotInitialized
+	}
+	if len(ranks) == 0 {
+		return mem.Barrier(ctx, kernels.KernelChannels)
+	}
+	return mem.BarrierRanks(ctx, kernels.KernelChannels, ranks)
+}
+
+// GetBuffer returns a view of count elements of dtype at byte offset off in
+// rank r's symmetric buffer.
+func (c *Comm) GetBuffer(r, count int, dtype backend.DType, off int) (symmetric.View, error) {
+	c.mu.Lock()
+	mem := c.mem
+	c.mu.Unlock()
+	if mem == nil {
+		return symmetric.View{}, ErrNotInitialized
+	}
+	return mem.GetBuffer(r, count, dtype, off)
+}

@@ -1,0 +1,420 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/connectivity"
+	"github.com/intranode/intranode/kernels"
+	"github.com/intranode/intranode/symmetric"
+	"github.com/intranode/intranode/symmetric/store"
+)
+
+// Constants of the reference.
+const (
+	// MaxDevices is the largest group (kMaxDevices).
+	MaxDevices = connectivity.MaxDevices
+	// DefaultBufferSize is the symmetric buffer each rank allocates
+	// (kDefaultBufferSize, 10 MiB).
+	DefaultBufferSize = 10 << 20
+	// P2PStateSize is the per-rank state area (kP2pStateSize).
+	P2PStateSize = kernels.StateSize
+	// EnvEnable is what IsEnabled reports.
+	EnvEnable = "ENABLE_INTRA_NODE_COMM"
+	// DefaultTimeout bounds every wait of a comm whose caller gives no
+	// deadline.
+	DefaultTimeout = 60 * time.Second
+)
+
+// Rendezvous refusals, for errors.Is. Each is what the reference reports by
+// returning false.
+var (
+	ErrNotSupported       = errors.New("collective: intra-node comm not supported")
+	ErrWorldSize          = errors.New("collective: world size out of range")
+	ErrHostMismatch       = errors.New("collective: ranks are on different hosts")
+	ErrOverlappingDevices = errors.New("collective: ranks share a device")
+	ErrTopology           = errors.New("collective: topology not usable")
+	ErrNotInitialized     = errors.New("collective: comm has not rendezvoused")
+	ErrTooLarge           = errors.New("collective: input larger than the symmetric buffer")
+)
+
+// usage counts all-reduces served by every comm of the process (the
+// reference's usage counter); the only package-level state besides the
+// registry of algorithms.
+var usage atomic.Int64
+
+// UsageCounter returns the number of all-reduces served in this process.
+func UsageCounter() int64 { return usage.Load() }
+
+// IsEnabled reports whether ENABLE_INTRA_NODE_COMM=1 is set.
+func IsEnabled() bool { return os.Getenv(EnvEnable) == "1" }
+
+// Options configure a Comm.
+type Options struct {
+	// BufferSize is the symmetric buffer per rank; DefaultBufferSize if 0.
+	BufferSize int
+	// Backend to use; opened with backend.Open(BackendName) if nil.
+	Backend backend.Backend
+	// BackendName is used when Backend is nil ("auto" if empty).
+	BackendName string
+	// Device is the device index this rank uses; the rank's index if < 0
+	// is not what you want, set it explicitly. Default: rank.
+	Device *int
+	// Timeout bounds waits when a call's context has no deadline.
+	Timeout time.Duration
+	// AllowOverlap lets ranks share a device (testing only).
+	AllowOverlap bool
+	// Hostname overrides the host name reported in the handshake (tests
+	// simulate several hosts with it).
+	Hostname string
+	// Logger receives debug logs; silent if nil.
+	Logger *slog.Logger
+}
+
+// Comm is an intra-node communicator (the reference's IntraNodeComm). Create
+// it with New, then call Rendezvous on every rank.
+type Comm struct {
+	st    store.Store
+	rank  int
+	world int
+	opts  Options
+	log   *slog.Logger
+
+	mu          sync.Mutex
+	initialized bool
+	ownBackend  bool
+	b           backend.Backend
+	dev         backend.Device
+	devIndex    int
+	topo        connectivity.Topology
+	hcm         [][4]int
+	name        string
+	mem         *symmetric.Memory
+	module      backend.Module
+	fns         map[string]backend.Function
+	status      backend.HostAllocation
+	stream      backend.Stream // for Barrier and internal work
+	tab         Thresholds
+}
+
+// New creates a comm for rank of world ranks meeting through st. It does
+// not communicate; Rendezvous does.
+func New(st store.Store, rank, world int, opts Options) (*Comm, error) {
+	if st == nil {
+		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: nil store")
+	}
+	if rank < 0 || rank >= world {
+		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: rank %d out of range for world %d", rank, world)
+	}
+	if opts.BufferSize == 0 {
+		opts.BufferSize = DefaultBufferSize
+	}
+	if opts.BufferSize < 0 {
+		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: negative buffer size %d", opts.BufferSize)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Hostname == "" {
+		opts.Hostname, _ = os.Hostname()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dev := rank
+	if opts.Device != nil {
+		dev = *opts.Device
+	}
+	return &Comm{st: st, rank: rank, world: world, opts: opts, log: log.With("rank", rank), devIndex: dev}, nil
+}
+
+// Rank is this comm's rank.
+func (c *Comm) Rank() int { return c.rank }
+
+// World is the group size.
+func (c *Comm) World() int { return c.world }
+
+// Topology is the detected topology (Unknown before Rendezvous).
+func (c *Comm) Topology() connectivity.Topology {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.topo
+}
+
+// BufferSize is the symmetric buffer size per rank.
+func (c *Comm) BufferSize() int { return c.opts.BufferSize }
+
+// Name is the group name, IntraNodeComm<n>, assigned by Rendezvous.
+func (c *Comm) Name() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.name
+}
+
+// Device is the device this rank uses, nil before Rendezvous.
+func (c *Comm) Device() backend.Device {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dev
+}
+
+// Backend is the backend in use, nil before Rendezvous.
+func (c *Comm) Backend() backend.Backend {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b
+}
+
+// Memory is the comm's symmetric memory, nil before Rendezvous.
+func (c *Comm) Memory() *symmetric.Memory {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mem
+}
+
+type handshake struct {
+	Host   string `json:"host"`
+	Device int    `json:"device"`
+}
+
+// Rendezvous forms the group. It follows the reference's steps in order and
+// returns nil once the comm is usable, or an error matching one of
+// ErrNotSupported, ErrWorldSize, ErrHostMismatch, ErrOverlappingDevices or
+// ErrTopology (or a store/backend error) saying why it is not. Calling it
+// again after success is a no-op. After a failure the comm must be closed.
+func (c *Comm) Rendezvous(ctx context.Context) (err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.initialized {
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		defer cancel()
+	}
+	defer func() {
+		if err != nil {
+			c.log.Debug("intra-node comm rendezvous refused", "err", err)
+			c.release()
+		}
+	}()
+	// Step: supported at all?
+	if err := c.openBackend(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotSupported, err)
+	}
+	if c.world < 2 || c.world > MaxDevices {
+		return fmt.Errorf("%w: %d ranks, need 2 to %d", ErrWorldSize, c.world, MaxDevices)
+	}
+	// Each rank counts the comms it has created; ranks create comms in
+	// the same order, so the count names the group consistently even when
+	// several ranks share one process.
+	n, err := c.st.Add(ctx, "intranode/comm-counter/"+strconv.Itoa(c.rank), 1)
+	if err != nil {
+		return fmt.Errorf("collective: comm counter: %w", err)
+	}
+	id := n - 1
+	ex, err := store.NewExchange(c.st, fmt.Sprintf("IntraNodeComm%d/handshake-0", id), c.rank, c.world)
+	if err != nil {
+		return err
+	}
+	defer ex.Close()
+	all, err := store.AllGatherValue(ctx, ex, encodeHandshake(handshake{Host: c.opts.Hostname, Device: c.devIndex}))
+	if err != nil {
+		return fmt.Errorf("collective: handshake: %w", err)
+	}
+	peers := make([]handshake, len(all))
+	for r, raw := range all {
+		peers[r] = decodeHandshake(raw)
+	}
+	for r, p := range peers {
+		if p.Host != peers[0].Host {
+			return fmt.Errorf("%w: rank 0 is on %q but rank %d is on %q", ErrHostMismatch, peers[0].Host, r, p.Host)
+		}
+	}
+	devices := make([]int, c.world)
+	seen := map[int]int{}
+	for r, p := range peers {
+		devices[r] = p.Device
+		if q, dup := seen[p.Device]; dup && !c.opts.AllowOverlap {
+			return fmt.Errorf("%w: ranks %d and %d both selected device %d; each rank must select its own device first",
+				ErrOverlappingDevices, q, r, p.Device)
+		}
+		seen[p.Device] = r
+	}
+	m, err := c.b.LinkMatrix(ctx)
+	if err != nil {
+		return fmt.Errorf("collective: reading link matrix: %w", err)
+	}
+	topo, err := detect(m, devices)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrTopology, err)
+	}
+	if topo == connectivity.Unknown {
+		return fmt.Errorf("%w: devices %v are not fully connected nor a hybrid cube mesh", ErrTopology, devices)
+	}
+	if topo == connectivity.HybridCubeMesh {
+		sub, _ := groupMatrix(m, devices)
+		if c.hcm, err = connectivity.HCMPeers(sub); err != nil {
+			return fmt.Errorf("%w: %w", ErrTopology, err)
+		}
+	}
+	c.topo = topo
+	c.name = fmt.Sprintf("IntraNodeComm%d", id)
+	if err := c.setupMemory(ctx); err != nil {
+		return err
+	}
+	c.tab = DefaultThresholds(c.b.Name(), c.world)
+	c.initialized = true
+	c.log.Debug("intra-node comm ready", "group", c.name, "topology", topo, "devices", devices)
+	return nil
+}
+
+func (c *Comm) openBackend(ctx context.Context) error {
+	if c.b == nil {
+		if c.opts.Backend != nil {
+			c.b = c.opts.Backend
+		} else {
+			b, err := backend.Open(ctx, c.opts.BackendName)
+			if err != nil {
+				return err
+			}
+			c.b, c.ownBackend = b, true
+		}
+	}
+	if err := c.b.Probe(ctx); err != nil {
+		return err
+	}
+	n, err := c.b.DeviceCount(ctx)
+	if err != nil {
+		return err
+	}
+	if c.devIndex < 0 || c.devIndex >= n {
+		return backend.Errorf(backend.CodeInvalidArgument, "device %d out of range: backend %s has %d devices", c.devIndex, c.b.Name(), n)
+	}
+	return nil
+}
+
+func (c *Comm) setupMemory(ctx context.Context) error {
+	dev, err := c.b.Open(ctx, c.devIndex)
+	if err != nil {
+		return fmt.Errorf("collective: opening device %d: %w", c.devIndex, err)
+	}
+	c.dev = dev
+	opts := []symmetric.Option{symmetric.WithTimeout(c.opts.Timeout), symmetric.WithAllowOverlap(c.opts.AllowOverlap),
+		symmetric.WithHostname(c.opts.Hostname), symmetric.WithLogger(c.log)}
+	blk, err := symmetric.Alloc(ctx, c.b, dev, c.opts.BufferSize, opts...)
+	if err != nil {
+		return fmt.Errorf("collective: %w", err)
+	}
+	mem, err := blk.Rendezvous(ctx, c.name, symmetric.GroupInfo{Rank: c.rank, World: c.world, Store: c.st})
+	if err != nil {
+		return fmt.Errorf("collective: %w", err)
+	}
+	c.mem = mem
+	if c.module, err = dev.LoadModule(ctx, backend.ModuleSource{Name: kernels.ModuleName}); err != nil {
+		return fmt.Errorf("collective: loading kernels: %w", err)
+	}
+	c.fns = map[string]backend.Function{}
+	if c.status, err = dev.AllocHost(ctx, 64); err != nil {
+		return fmt.Errorf("collective: status word: %w", err)
+	}
+	if c.stream, err = dev.NewStream(ctx); err != nil {
+		return fmt.Errorf("collective: stream: %w", err)
+	}
+	return nil
+}
+
+// function returns a kernel of the built-in module, cached.
+func (c *Comm) function(name string) (backend.Function, error) {
+	if f, ok := c.fns[name]; ok {
+		return f, nil
+	}
+	f, err := c.module.Function(name)
+	if err != nil {
+		return nil, err
+	}
+	c.fns[name] = f
+	return f, nil
+}
+
+// Close releases the comm's memory, streams and (if it opened it) the
+// backend. It does not wait for peers.
+func (c *Comm) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.initialized = false
+	return c.release()
+}
+
+func (c *Comm) release() error {
+	var errs []error
+	if c.stream != nil {
+		errs = append(errs, c.stream.Close())
+		c.stream = nil
+	}
+	if c.status != nil {
+		errs = append(errs, c.status.Close())
+		c.status = nil
+	}
+	if c.module != nil {
+		errs = append(errs, c.module.Close())
+		c.module = nil
+	}
+	if c.mem != nil {
+		errs = append(errs, c.mem.Close())
+		c.mem = nil
+	}
+	if c.dev != nil {
+		errs = append(errs, c.dev.Close())
+		c.dev = nil
+	}
+	if c.ownBackend && c.b != nil {
+		errs = append(errs, c.b.Close())
+		c.b = nil
+	}
+	return errors.Join(errs...)
+}
+
+// groupMatrix restricts the host's matrix to the ranks' devices, in rank
+// order. Ranks that share a device (allowed for testing) reach each other
+// through that device's own memory, so they count as linked.
+func groupMatrix(m connectivity.Matrix, devices []int) (connectivity.Matrix, error) {
+	sub, err := m.Sub(devices)
+	if err != nil {
+		return connectivity.Matrix{}, err
+	}
+	for a := range devices {
+		for b := range devices {
+			if a != b && devices[a] == devices[b] {
+				sub.Set(a, b, 1)
+			}
+		}
+	}
+	return sub, nil
+}
+
+// detect classifies the group, honouring TEST_INTRA_NODE_COMM.
+func detect(m connectivity.Matrix, devices []int) (connectivity.Topology, error) {
+	if err := m.Validate(); err != nil {
+		return connectivity.Unknown, err
+	}
+	sub, err := groupMatrix(m, devices)
+	if err != nil {
+		return connectivity.Unknown, err
+	}
+	identity := make([]int, len(devices))
+	for i := range identity {
+		identity[i] = i
+	}
+	return connectivity.DetectGroup(sub, identity)
+}

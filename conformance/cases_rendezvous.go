@@ -1,0 +1,289 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/connectivity"
+)
+
+func init() {
+	register(
+		Case{Name: "connectivity/matrix", Single: true, Run: caseMatrix},
+		Case{Name: "connectivity/peer-access", Single: true, Run: casePeerAccess},
+		Case{Name: "rendezvous/success", MinWorld: 2, Run: caseRendezvousSuccess},
+		Case{Name: "rendezvous/idempotent", MinWorld: 2, Run: caseRendezvousIdempotent},
+		Case{Name: "rendezvous/two-comms", MinWorld: 2, Run: caseTwoComms},
+		Case{Name: "rendezvous/refuse-world-size", Single: true, Run: caseRefuseWorldSize},
+		Case{Name: "rendezvous/refuse-not-supported", Single: true, Run: caseRefuseNotSupported},
+		Case{Name: "rendezvous/refuse-host-mismatch", MinWorld: 2, Run: caseRefuseHostMismatch},
+		Case{Name: "rendezvous/refuse-overlapping-devices", MinWorld: 2, Run: caseRefuseOverlap},
+		Case{Name: "rendezvous/refuse-topology", MinWorld: 2, Run: caseRefuseTopology},
+	)
+}
+
+func caseMatrix(ctx context.Context, e *Env) error {
+	b := e.Backend
+	n, err := b.DeviceCount(ctx)
+	if err != nil {
+		return err
+	}
+	if n < 1 {
+		return fmt.Errorf("backend reports %d devices", n)
+	}
+	m, err := b.LinkMatrix(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if m.Size() != n {
+		return fmt.Errorf("link matrix is %d×%d but there are %d devices", m.Size(), m.Size(), n)
+	}
+	if m.Kind != connectivity.LinkNVLink && !m.Symmetric() {
+		return fmt.Errorf("%s link matrix is not symmetric", m.Kind)
+	}
+	for i := range n {
+		info, err := b.DeviceInfo(ctx, i)
+		if err != nil {
+			return err
+		}
+		if info.Index != i || info.Name == "" {
+			return fmt.Errorf("device %d: info %+v", i, info)
+		}
+	}
+	if _, err := b.DeviceInfo(ctx, n); !errors.Is(err, backend.ErrInvalidArgument) {
+		return fmt.Errorf("DeviceInfo(%d) of %d devices: got %v, want ErrInvalidArgument", n, n, err)
+	}
+	return nil
+}
+
+func casePeerAccess(ctx context.Context, e *Env) error {
+	b := e.Backend
+	n, err := b.DeviceCount(ctx)
+	if err != nil {
+		return err
+	}
+	m, err := b.LinkMatrix(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		ok, err := b.PeerAccess(ctx, i, i)
+		if err != nil || !ok {
+			return fmt.Errorf("PeerAccess(%d,%d) = %v, %v; the diagonal must be true", i, i, ok, err)
+		}
+	}
+	// A group the topology detection calls usable must have peer access
+	// between every pair it would use.
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	if connectivity.Detect(m) == connectivity.FullyConnected {
+		for i := range n {
+			for j := range n {
+				ok, err := b.PeerAccess(ctx, i, j)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return fmt.Errorf("topology is fully connected but PeerAccess(%d,%d) is false", i, j)
+				}
+			}
+		}
+	}
+	// Answers are cached: asking again gives the same.
+	for i := range n {
+		for j := range n {
+			a, err1 := b.PeerAccess(ctx, i, j)
+			c, err2 := b.PeerAccess(ctx, i, j)
+			if err1 != nil || err2 != nil || a != c {
+				return fmt.Errorf("PeerAccess(%d,%d) changed between calls: %v/%v %v/%v", i, j, a, err1, c, err2)
+			}
+		}
+	}
+	if _, err := b.PeerAccess(ctx, 0, n); err == nil {
+		return fmt.Errorf("PeerAccess(0,%d) of %d devices: want an error", n, n)
+	}
+	return nil
+}
+
+func caseRendezvousSuccess(ctx context.Context, e *Env) error {
+	c, err := newComm(ctx, e, 1<<20)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(c.Name(), "IntraNodeComm") {
+		return fmt.Errorf("group name %q", c.Name())
+	}
+	if c.Topology() == connectivity.Unknown {
+		return fmt.Errorf("rendezvous succeeded with topology Unknown")
+	}
+	if c.BufferSize() != 1<<20 {
+		return fmt.Errorf("buffer size %d", c.BufferSize())
+	}
+	return closeComm(ctx, c)
+}
+
+func caseRendezvousIdempotent(ctx context.Context, e *Env) error {
+	c, err := newComm(ctx, e, 1<<20)
+	if err != nil {
+		return err
+	}
+	name := c.Name()
+	if err := c.Rendezvous(ctx); err != nil {
+		return fmt.Errorf("second rendezvous: %w", err)
+	}
+	if c.Name() != name {
+		return fmt.Errorf("second rendezvous renamed the group %q -> %q", name, c.Name())
+	}
+	return closeComm(ctx, c)
+}
+
+func caseTwoComms(ctx context.Context, e *Env) error {
+	a, err := newComm(ctx, e, 256<<10)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	b, err := newComm(ctx, e, 128<<10)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if a.Name() == b.Name() {
+		return fmt.Errorf("two comms share the name %q", a.Name())
+	}
+	for i, c := range []*collective.Comm{a, b, a} {
+		if err := allReduceOnce(ctx, e, c, collective.OneShot, backend.Float32, backend.Sum, 1000, 17+i, false); err != nil {
+			return fmt.Errorf("comm %s: %w", c.Name(), err)
+		}
+	}
+	return errors.Join(closeComm(ctx, a), closeComm(ctx, b))
+}
+
+func expectRefusal(ctx context.Context, c *collective.Comm, want error) error {
+	defer c.Close()
+	err := c.Rendezvous(ctx)
+	if !errors.Is(err, want) {
+		return fmt.Errorf("rendezvous: got %v, want %v", err, want)
+	}
+	if c.SelectAllReduceAlgo(1, backend.Float32) != collective.None {
+		return fmt.Errorf("a refused comm selects an algorithm")
+	}
+	return nil
+}
+
+func caseRefuseWorldSize(ctx context.Context, e *Env) error {
+	for _, world := range []int{1, collective.MaxDevices + 1} {
+		c, err := collective.New(e.Store, 0, world, collective.Options{Backend: e.Backend, Timeout: e.Timeout})
+		if err != nil {
+			return err
+		}
+		if err := expectRefusal(ctx, c, collective.ErrWorldSize); err != nil {
+			return fmt.Errorf("world %d: %w", world, err)
+		}
+	}
+	return nil
+}
+
+// unprobeable is a backend whose Probe fails, as on a machine without the
+// hardware.
+type unprobeable struct{ backend.Backend }
+
+func (unprobeable) Probe(context.Context) error {
+	return backend.Errorf(backend.CodeUnavailable, "conformance: simulated missing hardware")
+}
+
+func caseRefuseNotSupported(ctx context.Context, e *Env) error {
+	c, err := collective.New(e.Store, 0, 2, collective.Options{Backend: unprobeable{e.Backend}, Timeout: e.Timeout})
+	if err != nil {
+		return err
+	}
+	return expectRefusal(ctx, c, collective.ErrNotSupported)
+}
+
+func caseRefuseHostMismatch(ctx context.Context, e *Env) error {
+	opts, err := commOptions(ctx, e, 1<<20)
+	if err != nil {
+		return err
+	}
+	opts.Hostname = "host-a"
+	if e.Rank == e.World-1 {
+		opts.Hostname = "host-b"
+	}
+	c, err := collective.New(e.Store, e.Rank, e.World, opts)
+	if err != nil {
+		return err
+	}
+	return expectRefusal(ctx, c, collective.ErrHostMismatch)
+}
+
+func caseRefuseOverlap(ctx context.Context, e *Env) error {
+	opts, err := commOptions(ctx, e, 1<<20)
+	if err != nil {
+		return err
+	}
+	zero := 0
+	opts.Device, opts.AllowOverlap = &zero, false
+	c, err := collective.New(e.Store, e.Rank, e.World, opts)
+	if err != nil {
+		return err
+	}
+	return expectRefusal(ctx, c, collective.ErrOverlappingDevices)
+}
+
+func caseRefuseTopology(ctx context.Context, e *Env) error {
+	if connectivity.ForcedFullyConnected() {
+		return Skip("%s=1 forces every topology to FullyConnected", connectivity.EnvForceFullyConnected)
+	}
+	m, err := e.Backend.LinkMatrix(ctx)
+	if err != nil {
+		return err
+	}
+	devs := unusableGroup(m, e.World)
+	if devs == nil {
+		return Skip("every group of %d devices on this backend is usable", e.World)
+	}
+	opts, err := commOptions(ctx, e, 1<<20)
+	if err != nil && !errors.As(err, new(skipError)) {
+		return err
+	}
+	dev := devs[e.Rank]
+	opts.Backend, opts.Device, opts.AllowOverlap, opts.Timeout = e.Backend, &dev, false, e.Timeout
+	c, err := collective.New(e.Store, e.Rank, e.World, opts)
+	if err != nil {
+		return err
+	}
+	return expectRefusal(ctx, c, collective.ErrTopology)
+}
+
+// unusableGroup finds world distinct devices whose topology is Unknown, in
+// a deterministic order so every rank picks the same ones.
+func unusableGroup(m connectivity.Matrix, world int) []int {
+	n := m.Size()
+	var pick func(start int, cur []int) []int
+	pick = func(start int, cur []int) []int {
+		if len(cur) == world {
+			sub, err := m.Sub(cur)
+			if err == nil && connectivity.Detect(sub) == connectivity.Unknown {
+				return append([]int(nil), cur...)
+			}
+			return nil
+		}
+		for d := start; d < n; d++ {
+			if got := pick(d+1, append(cur, d)); got != nil {
+				return got
+			}
+		}
+		return nil
+	}
+	return pick(0, nil)
+}

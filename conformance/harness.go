@@ -1,0 +1,253 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/symmetric/store"
+)
+
+// Mode says how the ranks of a case run.
+type Mode string
+
+// Modes.
+const (
+	// Goroutines runs every rank in this process, sharing one backend.
+	Goroutines Mode = "goroutines"
+	// Processes runs every rank as a child process (the running binary
+	// re-executed), meeting through a TCP store served by the parent.
+	Processes Mode = "processes"
+)
+
+// Environment variables a child rank reads. They are set by the parent and
+// are not meant for users.
+const (
+	envChild   = "INTRANODE_CONFORMANCE_CHILD" // case name
+	envRank    = "INTRANODE_CONFORMANCE_RANK"
+	envWorld   = "INTRANODE_CONFORMANCE_WORLD"
+	envStore   = "INTRANODE_CONFORMANCE_STORE"
+	envBackend = "INTRANODE_CONFORMANCE_BACKEND"
+	envTimeout = "INTRANODE_CONFORMANCE_TIMEOUT"
+	envQuick   = "INTRANODE_CONFORMANCE_QUICK"
+)
+
+// Config describes what to run and how.
+type Config struct {
+	// Backend is the registry name children open; in Goroutines mode it is
+	// opened once unless Open is set.
+	Backend string
+	// Open, if set, provides the backend in Goroutines mode (tests of a
+	// backend under construction pass their own).
+	Open func(ctx context.Context) (backend.Backend, error)
+	// Mode is Goroutines or Processes.
+	Mode Mode
+	// Worlds are the group sizes to run multi-rank cases with.
+	Worlds []int
+	// Timeout bounds each case (every rank's waits derive from it).
+	Timeout time.Duration
+	// Quick trims the size sweeps (CI under the race detector).
+	Quick bool
+	// ChildArgs are the arguments a child process is started with: for a
+	// test binary, the -test.run pattern that reaches MaybeChild; for the
+	// CLI, its hidden rank command. Processes mode needs them.
+	ChildArgs []string
+	// Filter, if set, selects cases by name.
+	Filter func(name string) bool
+	// Logger receives progress at debug level.
+	Logger *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.Mode == "" {
+		c.Mode = Goroutines
+	}
+	if len(c.Worlds) == 0 {
+		c.Worlds = []int{2}
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 60 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Backend == "" {
+		c.Backend = "auto"
+	}
+}
+
+// Env is what a case sees on one rank.
+type Env struct {
+	Rank    int
+	World   int
+	Store   store.Store
+	Backend backend.Backend
+	// Timeout is the case's bound; cases give their waits less so that
+	// a failure is reported rather than the case killed.
+	Timeout time.Duration
+	// Quick trims size sweeps.
+	Quick bool
+}
+
+// skipError marks a case as not applicable, with the reason.
+type skipError struct{ reason string }
+
+func (s skipError) Error() string { return "skip: " + s.reason }
+
+// Skip returns an error that makes the runner report the case as skipped
+// with the reason; every rank should return it.
+func Skip(format string, args ...any) error { return skipError{fmt.Sprintf(format, args...)} }
+
+// runGoroutines runs fn on world goroutines sharing a backend and a memory
+// store; it returns one error per rank.
+func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int, fn func(context.Context, *Env) error) []error {
+	st := store.NewMem(store.WithTimeout(cfg.Timeout))
+	defer st.Close()
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					errs[r] = fmt.Errorf("rank %d panicked: %v", r, p)
+				}
+			}()
+			errs[r] = fn(ctx, &Env{Rank: r, World: world, Store: st, Backend: b, Timeout: cfg.Timeout, Quick: cfg.Quick})
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// runProcesses starts world children that each run the named case as one
+// rank; it returns one error per rank carrying the child's output.
+func runProcesses(ctx context.Context, cfg Config, world int, name string) []error {
+	errs := make([]error, world)
+	srv, err := store.ListenTCP("127.0.0.1:0", store.WithTimeout(cfg.Timeout))
+	if err != nil {
+		for r := range errs {
+			errs[r] = fmt.Errorf("starting store: %w", err)
+		}
+		return errs
+	}
+	defer srv.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		for r := range errs {
+			errs[r] = err
+		}
+		return errs
+	}
+	// Children get the case timeout plus a margin to report; the parent
+	// kills them after that so a hung child cannot hang the suite.
+	kctx, cancel := context.WithTimeout(ctx, cfg.Timeout+15*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for r := range world {
+		cmd := exec.CommandContext(kctx, exe, cfg.ChildArgs...)
+		cmd.Env = append(os.Environ(),
+			envChild+"="+name, envRank+"="+strconv.Itoa(r), envWorld+"="+strconv.Itoa(world),
+			envStore+"="+srv.Addr(), envBackend+"="+cfg.Backend, envTimeout+"="+cfg.Timeout.String(),
+			envQuick+"="+strconv.FormatBool(cfg.Quick))
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.WaitDelay = 2 * time.Second
+		if err := cmd.Start(); err != nil {
+			errs[r] = fmt.Errorf("starting rank %d: %w", r, err)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := cmd.Wait()
+			text := strings.TrimSpace(out.String())
+			switch {
+			case strings.Contains(text, skipMarker):
+				_, reason, _ := strings.Cut(text, skipMarker)
+				errs[r] = skipError{strings.TrimSpace(firstLine(reason))}
+			case err == nil:
+			default:
+				errs[r] = fmt.Errorf("rank %d process: %w\n%s", r, err, tail(text, 4000))
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+const skipMarker = "INTRANODE-CONFORMANCE-SKIP:"
+
+// MaybeChild runs a conformance case as one rank and exits when this process
+// was started by the suite in Processes mode; otherwise it returns at once.
+// Call it first thing in TestMain, or in main of a program that runs the
+// suite with processes.
+func MaybeChild() {
+	name := os.Getenv(envChild)
+	if name == "" {
+		return
+	}
+	os.Exit(childMain(name))
+}
+
+func childMain(name string) int {
+	rank, _ := strconv.Atoi(os.Getenv(envRank))
+	world, _ := strconv.Atoi(os.Getenv(envWorld))
+	timeout, err := time.ParseDuration(os.Getenv(envTimeout))
+	if err != nil {
+		timeout = time.Minute
+	}
+	quick, _ := strconv.ParseBool(os.Getenv(envQuick))
+	c, ok := caseByName(name)
+	if !ok {
+		fmt.Fprintf(os.Stderr, "conformance: unknown case %q\n", name)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second)
+	defer cancel()
+	st, err := store.DialTCP(ctx, os.Getenv(envStore), store.WithTimeout(timeout))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "conformance: rank %d: store: %v\n", rank, err)
+		return 1
+	}
+	defer st.Close()
+	b, err := backend.Open(ctx, os.Getenv(envBackend))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "conformance: rank %d: %v\n", rank, err)
+		return 1
+	}
+	defer b.Close()
+	err = c.Run(ctx, &Env{Rank: rank, World: world, Store: st, Backend: b, Timeout: timeout, Quick: quick})
+	var sk skipError
+	if errors.As(err, &sk) {
+		fmt.Fprintln(os.Stderr, skipMarker, sk.reason)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "conformance: case %s rank %d: %v\n", name, rank, err)
+		return 1
+	}
+	return 0
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}

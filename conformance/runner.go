@@ -1,0 +1,229 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/intranode/intranode/backend"
+)
+
+// Case is one conformance check, run on every rank of a group.
+type Case struct {
+	// Name is unique, slash-separated by group ("allreduce/oneshot/bf16").
+	Name string
+	// Single cases run once with one rank (World 1) whatever the worlds.
+	Single bool
+	// Needs lists capabilities the backend must declare; otherwise the
+	// case is skipped with the missing ones named.
+	Needs backend.Capability
+	// MinWorld skips worlds smaller than this.
+	MinWorld int
+	// Run is executed by every rank; returning Skip(...) on every rank
+	// skips the case.
+	Run func(ctx context.Context, e *Env) error
+}
+
+// Status of a case run.
+type Status string
+
+// Statuses.
+const (
+	Pass    Status = "pass"
+	Fail    Status = "fail"
+	Skipped Status = "skip"
+)
+
+// Result is the outcome of one case at one world size.
+type Result struct {
+	Case     string        `json:"case"`
+	World    int           `json:"world"`
+	Mode     Mode          `json:"mode"`
+	Status   Status        `json:"status"`
+	Reason   string        `json:"reason,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// The case registry: filled from init functions of this package, read by
+// the runner and by child processes looking a case up by name.
+var (
+	casesMu sync.RWMutex
+	cases   []Case
+)
+
+func register(cs ...Case) {
+	casesMu.Lock()
+	defer casesMu.Unlock()
+	cases = append(cases, cs...)
+}
+
+// Cases lists every registered case in registration order.
+func Cases() []Case {
+	casesMu.RLock()
+	defer casesMu.RUnlock()
+	return append([]Case(nil), cases...)
+}
+
+func caseByName(name string) (Case, bool) {
+	for _, c := range Cases() {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Case{}, false
+}
+
+// Run executes every selected case at every world size and returns the
+// results; report, if non-nil, is called as each result is known. The
+// error is for failures of the harness itself (no backend), not of cases.
+func Run(ctx context.Context, cfg Config, report func(Result)) ([]Result, error) {
+	cfg.defaults()
+	b, err := openBackend(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	if err := b.Probe(ctx); err != nil {
+		return nil, fmt.Errorf("conformance: backend %s: %w", b.Name(), err)
+	}
+	var results []Result
+	for _, c := range Cases() {
+		if cfg.Filter != nil && !cfg.Filter(c.Name) {
+			continue
+		}
+		worlds := cfg.Worlds
+		if c.Single {
+			worlds = []int{1}
+		}
+		for _, w := range worlds {
+			r := runCase(ctx, cfg, b, c, w)
+			results = append(results, r)
+			if report != nil {
+				report(r)
+			}
+		}
+	}
+	return results, nil
+}
+
+func openBackend(ctx context.Context, cfg Config) (backend.Backend, error) {
+	if cfg.Open != nil {
+		return cfg.Open(ctx)
+	}
+	return backend.Open(ctx, cfg.Backend)
+}
+
+func runCase(ctx context.Context, cfg Config, b backend.Backend, c Case, world int) Result {
+	res := Result{Case: c.Name, World: world, Mode: cfg.Mode}
+	if missing := c.Needs &^ b.Capabilities(); missing != 0 {
+		res.Status, res.Reason = Skipped, fmt.Sprintf("backend %s lacks capability %s", b.Name(), capNames(missing))
+		return res
+	}
+	if world < c.MinWorld {
+		res.Status, res.Reason = Skipped, fmt.Sprintf("needs world >= %d", c.MinWorld)
+		return res
+	}
+	if n, err := b.DeviceCount(ctx); err == nil && world > n && !b.Capabilities().Has(backend.CapOverlapDevices) {
+		res.Status, res.Reason = Skipped, fmt.Sprintf("world %d needs %d devices, backend %s has %d", world, world, b.Name(), n)
+		return res
+	}
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	var errs []error
+	mode := cfg.Mode
+	if c.Single {
+		mode = Goroutines // one rank needs no second process
+	}
+	if mode == Processes {
+		errs = runProcesses(cctx, cfg, world, c.Name)
+	} else {
+		errs = runGoroutines(cctx, b, cfg, world, c.Run)
+	}
+	res.Duration = time.Since(start)
+	res.Status, res.Reason = summarize(errs)
+	return res
+}
+
+func summarize(errs []error) (Status, string) {
+	var fails []string
+	skips := 0
+	reason := ""
+	for r, err := range errs {
+		var sk skipError
+		switch {
+		case err == nil:
+		case errors.As(err, &sk):
+			skips++
+			reason = sk.reason
+		default:
+			fails = append(fails, fmt.Sprintf("rank %d: %v", r, err))
+		}
+	}
+	switch {
+	case len(fails) > 0:
+		return Fail, strings.Join(fails, "\n")
+	case skips == len(errs):
+		return Skipped, reason
+	case skips > 0:
+		return Fail, fmt.Sprintf("%d of %d ranks skipped (%s): ranks disagree", skips, len(errs), reason)
+	}
+	return Pass, ""
+}
+
+func capNames(c backend.Capability) string {
+	names := []struct {
+		c backend.Capability
+		n string
+	}{{backend.CapMultiProcess, "multi-process"}, {backend.CapHandleFD, "fd-handles"}, {backend.CapHandleFabric, "fabric-handles"},
+		{backend.CapGraphs, "graphs"}, {backend.CapHostMapped, "host-mapped"}, {backend.CapTiming, "timing"},
+		{backend.CapOverlapDevices, "overlap-devices"}}
+	var out []string
+	for _, n := range names {
+		if c.Has(n.c) {
+			out = append(out, n.n)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// RunTests runs the suite as subtests of t, one per case and world
+// ("allreduce/oneshot/bf16/world2"). Skipped cases call t.Skip with the
+// reason. In Processes mode the test binary's TestMain must call
+// MaybeChild, and cfg.ChildArgs should select the calling test.
+func RunTests(t *testing.T, cfg Config) {
+	t.Helper()
+	cfg.defaults()
+	b, err := openBackend(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("conformance: %v", err)
+	}
+	defer b.Close()
+	if err := b.Probe(context.Background()); err != nil {
+		t.Skipf("conformance: backend %s unavailable: %v", b.Name(), err)
+	}
+	for _, c := range Cases() {
+		if cfg.Filter != nil && !cfg.Filter(c.Name) {
+			continue
+		}
+		worlds := cfg.Worlds
+		if c.Single {
+			worlds = []int{1}
+		}
+		for _, w := range worlds {
+			t.Run(fmt.Sprintf("%s/world%d", c.Name, w), func(t *testing.T) {
+				r := runCase(context.Background(), cfg, b, c, w)
+				switch r.Status {
+				case Skipped:
+					t.Skip(r.Reason)
+				case Fail:
+					t.Fatal(r.Reason)
+				}
+			})
+		}
+	}
+}

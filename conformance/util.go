@@ -1,0 +1,124 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/connectivity"
+	"github.com/intranode/intranode/internal/numeric"
+)
+
+// canary is the byte pattern written around every buffer a case hands to a
+// kernel; an out-of-bounds write changes it and fails the case.
+const (
+	canary     = 0xA5
+	canarySize = 256
+)
+
+// commOptions are the options every case's comm starts from: device = rank
+// (modulo the device count when the backend lets ranks share devices).
+func commOptions(ctx context.Context, e *Env, bufferSize int) (collective.Options, error) {
+	n, err := e.Backend.DeviceCount(ctx)
+	if err != nil {
+		return collective.Options{}, err
+	}
+	dev := e.Rank
+	overlap := false
+	if e.World > n {
+		if !e.Backend.Capabilities().Has(backend.CapOverlapDevices) {
+			return collective.Options{}, Skip("world %d exceeds the %d devices", e.World, n)
+		}
+		dev, overlap = e.Rank%n, true
+	}
+	return collective.Options{Backend: e.Backend, Device: &dev, AllowOverlap: overlap, BufferSize: bufferSize,
+		Timeout: e.Timeout}, nil
+}
+
+// newComm creates and rendezvouses a comm for the rank.
+func newComm(ctx context.Context, e *Env, bufferSize int) (*collective.Comm, error) {
+	opts, err := commOptions(ctx, e, bufferSize)
+	if err != nil {
+		return nil, err
+	}
+	c, err := collective.New(e.Store, e.Rank, e.World, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Rendezvous(ctx); err != nil {
+		_ = c.Close()
+		if errors.Is(err, collective.ErrTopology) && !connectivity.ForcedFullyConnected() {
+			return nil, Skip("devices of this world are not fully connected: %v", err)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// closeComm waits for every rank, then closes.
+func closeComm(ctx context.Context, c *collective.Comm) error {
+	berr := c.Barrier(ctx)
+	return errors.Join(berr, c.Close())
+}
+
+// guarded is device memory with canaries on both sides of the usable part.
+type guarded struct {
+	dev   backend.Device
+	alloc backend.Allocation
+	n     int
+}
+
+func newGuarded(ctx context.Context, dev backend.Device, n int) (*guarded, error) {
+	a, err := dev.Alloc(ctx, n+2*canarySize)
+	if err != nil {
+		return nil, err
+	}
+	if err := dev.Memset(ctx, a.Ptr(), canary, n+2*canarySize); err != nil {
+		_ = a.Close()
+		return nil, err
+	}
+	return &guarded{dev: dev, alloc: a, n: n}, nil
+}
+
+func (g *guarded) ptr() backend.DevicePtr { return g.alloc.Ptr().Add(canarySize) }
+
+func (g *guarded) write(ctx context.Context, b []byte) error {
+	return g.dev.CopyToDevice(ctx, g.ptr(), b[:g.n])
+}
+
+func (g *guarded) read(ctx context.Context) ([]byte, error) {
+	out := make([]byte, g.n)
+	return out, g.dev.CopyFromDevice(ctx, out, g.ptr())
+}
+
+// checkCanaries fails if anything wrote outside the usable part.
+func (g *guarded) checkCanaries(ctx context.Context) error {
+	all := make([]byte, g.n+2*canarySize)
+	if err := g.dev.CopyFromDevice(ctx, all, g.alloc.Ptr()); err != nil {
+		return err
+	}
+	for i, v := range all {
+		if (i < canarySize || i >= canarySize+g.n) && v != canary {
+			side := "before"
+			off := canarySize - i
+			if i >= canarySize {
+				side, off = "after", i-canarySize-g.n+1
+			}
+			return fmt.Errorf("canary overwritten %d bytes %s a %d-byte buffer", off, side, g.n)
+		}
+	}
+	return nil
+}
+
+func (g *guarded) close() error { return g.alloc.Close() }
+
+// checkResult compares an all-reduce result with the exact expected values.
+func checkResult(d backend.DType, op backend.ReduceOp, got []byte, count, world, seed int) error {
+	want := make([]byte, count*d.Size())
+	numeric.Expected(d, op, want, count, world, seed)
+	if wrong, first := numeric.Compare(d, got, want, count); wrong > 0 {
+		return fmt.Errorf("%d of %d elements wrong; first at %v", wrong, count, first)
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package numeric
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/intranode/intranode/backend"
+)
+
+// Get returns element i of a little-endian buffer of type d, widened to
+// float64 (exactly: every supported type fits). It panics, as slice
+// indexing does, if the element lies outside b or d is not valid.
+func Get(d backend.DType, b []byte, i int) float64 {
+	switch d {
+	case backend.Float32:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+	case backend.Float16:
+		return float64(F16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
+	case backend.BFloat16:
+		return float64(BF16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
+	case backend.Float64:
+		return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	case backend.Int32:
+		return float64(int32(binary.LittleEndian.Uint32(b[4*i:])))
+	}
+	panic(fmt.Sprintf("numeric: invalid %v", d))
+}
+
+// Put stores v as element i of a little-endian buffer of type d. Floating
+// types round to nearest even (once, straight from float64). Int32 rounds
+// to nearest even and saturates at the int32 range; NaN stores 0. It panics
+// like Get.
+func Put(d backend.DType, b []byte, i int, v float64) {
+	switch d {
+	case backend.Float32:
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
+	case backend.Float16:
+		binary.LittleEndian.PutUint16(b[2*i:], F64ToF16(v))
+	case backend.BFloat16:
+		binary.LittleEndian.PutUint16(b[2*i:], F64ToBF16(v))
+	case backend.Float64:
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+	case backend.Int32:
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(toInt32(v)))
+	default:
+		panic(fmt.Sprintf("numeric: invalid %v", d))
+	}
+}
+
+func toInt32(v float64) int32 {
+	switch {
+	case v != v:
+		return 0
+	case v >= math.MaxInt32:
+		return math.MaxInt32
+	case v <= math.MinInt32:
+		return math.MinInt32
+	}
+	return int32(math.RoundToEven(v))
+}
+
+// Fill stores v into elements [0, count) of b.
+func Fill(d backend.DType, b []byte, count int, v float64) {
+	if count == 0 {
+		return
+	}
+	// Encode once, then replicate the bytes.
+	size := d.Size()
+	Put(d, b, 0, v)
+	for filled := size; filled < count*size; filled *= 2 {
+		copy(b[filled:count*size], b[:filled])
+	}
+}
+
+// littleEndian reports whether the host stores integers least significant
+// byte first, which the typed views require.
+func littleEndian() bool {
+	return binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+}
+
+// view reinterprets b as a slice of T when that is safe: the host is little
+// endian (so the view agrees with Get and Put) and b starts on a multiple of
+// T's size. Buffers from backend allocations are 16-byte aligned, so views of
+// them (and of 16-byte aligned slices of them) always succeed; a caller must
+// fall back to Get/Put or encoding/binary when ok is false.
+func view[T uint16 | int32 | float32 | float64](b []byte) (v []T, ok bool) {
+	var zero T
+	size := int(unsafe.Sizeof(zero))
+	if len(b) < size {
+		return nil, littleEndian()
+	}
+	if !littleEndian() || uintptr(unsafe.Pointer(&b[0]))%uintptr(size) != 0 {
+		return nil, false
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/size), true
+}
+
+// Float32s views b as float32 elements (see Uint16s for when ok is false).
+// The view aliases b.
+func Float32s(b []byte) (v []float32, ok bool) { return view[float32](b) }
+
+// Float64s views b as float64 elements; the view aliases b.
+func Float64s(b []byte) (v []float64, ok bool) { return view[float64](b) }
+
+// Int32s views b as int32 elements; the view aliases b.
+func Int32s(b []byte) (v []int32, ok bool) { return view[int32](b) }
+
+// Uint16s views b as 16-bit elements (float16 or bfloat16 bit patterns);
+// the view aliases b and has len(b)/2 elements. ok is false when b does not
+// start on a multiple of the element size or the host is big endian; the
+// caller then decodes with encoding/binary instead.
+func Uint16s(b []byte) (v []uint16, ok bool) { return view[uint16](b) }

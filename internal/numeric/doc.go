@@ -1,0 +1,20 @@
+// Package numeric converts and accesses the elements of every
+// backend.DType, for the fake backend's kernels and for tests.
+//
+// It has three parts:
+//
+//   - conversions between float32/float64 and the two 16-bit formats,
+//     IEEE 754 binary16 (float16) and bfloat16, rounding to nearest even and
+//     carrying NaN, infinities and subnormals through (F32ToF16, BF16ToF32…),
+//     plus slice forms of them for hot loops;
+//   - element access on little-endian byte buffers (Get, Put, Fill) and
+//     typed views of aligned buffers (Float32s, Uint16s…) that kernels use
+//     to reduce large buffers without a per-element decode;
+//   - reduction semantics shared by kernels and tests (Combine, Accumulate)
+//     and test data (Pattern, Expected) whose reductions over up to
+//     kernels.MaxRanks ranks are exact in every element type, so results can
+//     be compared bit for bit.
+//
+// Max and min follow IEEE 754 maxNum/minNum, as CUDA's fmaxf/fminf do: a NaN
+// operand is ignored unless both are NaN.
+package numeric

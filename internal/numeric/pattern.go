@@ -1,0 +1,80 @@
+package numeric
+
+import (
+	"fmt"
+
+	"github.com/intranode/intranode/backend"
+)
+
+// PatternRange bounds the values of PatternValue: every value v has
+// |v| <= PatternRange. Eight of them sum to at most 128 in magnitude, an
+// integer every element type (bfloat16, with 8 significant bits, included)
+// represents exactly, so reductions of patterns are exact whatever the
+// order or the accumulation type.
+const PatternRange = 16
+
+// PatternValue is the test value of element i on rank, for a given seed: an
+// integer in [-PatternRange, PatternRange] that varies with all three so
+// that misplaced elements, swapped ranks and stale data from an earlier seed
+// show up.
+func PatternValue(rank, seed, i int) float64 {
+	h := uint64(i)*0x9e3779b97f4a7c15 ^ uint64(rank+1)*0xbf58476d1ce4e5b9 ^ uint64(seed)*0x94d049bb133111eb
+	h ^= h >> 31
+	h *= 0xd6e8feb86659fd93
+	h ^= h >> 32
+	return float64(int(h%(2*PatternRange+1)) - PatternRange)
+}
+
+// Pattern writes PatternValue(rank, seed, i) into elements [0, count) of b.
+func Pattern(d backend.DType, b []byte, count, rank, seed int) {
+	for i := range count {
+		Put(d, b, i, PatternValue(rank, seed, i))
+	}
+}
+
+// ExpectedValue is op over ranks 0..world-1 of PatternValue(r, seed, i):
+// the exact result of an all-reduce of Pattern inputs.
+func ExpectedValue(op backend.ReduceOp, world, seed, i int) float64 {
+	acc := PatternValue(0, seed, i)
+	for r := 1; r < world; r++ {
+		acc = Combine(op, acc, PatternValue(r, seed, i))
+	}
+	return acc
+}
+
+// Expected writes ExpectedValue(op, world, seed, i) into elements
+// [0, count) of b. world must be at most 8 for the values to be exact in
+// every type (see PatternRange).
+func Expected(d backend.DType, op backend.ReduceOp, b []byte, count, world, seed int) {
+	for i := range count {
+		Put(d, b, i, ExpectedValue(op, world, seed, i))
+	}
+}
+
+// Mismatch describes the first element where two buffers differ.
+type Mismatch struct {
+	Index     int
+	Got, Want float64
+}
+
+// Error formats the mismatch.
+func (m Mismatch) Error() string {
+	return fmt.Sprintf("element %d: got %v, want %v", m.Index, m.Got, m.Want)
+}
+
+// Compare compares elements [0, count) of got and want bit for bit and
+// returns how many differ and the first that does (nil when none do).
+func Compare(d backend.DType, got, want []byte, count int) (wrong int, first *Mismatch) {
+	size := d.Size()
+	for i := range count {
+		g, w := got[i*size:(i+1)*size], want[i*size:(i+1)*size]
+		if string(g) == string(w) {
+			continue
+		}
+		if first == nil {
+			first = &Mismatch{Index: i, Got: Get(d, got, i), Want: Get(d, want, i)}
+		}
+		wrong++
+	}
+	return wrong, first
+}

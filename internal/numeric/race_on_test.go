@@ -1,0 +1,5 @@
+//go:build race
+
+package numeric
+
+const raceEnabled = true

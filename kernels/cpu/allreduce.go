@@ -1,0 +1,280 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+	"unsafe"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/kernels"
+)
+
+// allReduceChannel is the channel the all-reduce kernels synchronise on:
+// they run as a single block, block 0.
+const allReduceChannel = 0
+
+// AllReduce returns the kernel kernels.AllReduceKernel(algo, dtype)
+// (AllReduceArgs). It checks that the arguments name the same dtype, a
+// valid op, a world of 1 to kernels.MaxRanks (exactly 8 for HCM) and
+// pointers that resolve, then carries out the algorithm of package kernels'
+// documentation.
+//
+// The buffer size is not among the arguments, so the kernels cannot check
+// count against it: the caller does (count*size <= buffer, or buffer/2 for
+// HCM). HCM keeps its quad partials at HCMPartialOffset(bufferSize) when
+// bits 32–63 of Extra carry the buffer size in bytes, and otherwise right
+// after the input, at count*size rounded up to 16 bytes — which is never
+// beyond HCMPartialOffset(bufferSize) when the count fits.
+//
+// An output that overlaps a symmetric buffer is safe: when the algorithm
+// would overwrite data a peer may still read (one-shot in place in the
+// symmetric buffer, or any partial overlap), the result is built aside and
+// copied out after the final barrier.
+func AllReduce(algo kernels.Algo, dtype backend.DType) Func {
+	name := kernels.AllReduceKernel(algo, dtype)
+	return func(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {
+		a, err := kernels.ParseAllReduceArgs(args)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		k, err := setupAllReduce(ctx, mem, a, algo, dtype, name)
+		if err != nil {
+			return err
+		}
+		return k.run()
+	}
+}
+
+// allReduce is one resolved all-reduce launch.
+type allReduce struct {
+	*launch
+	algo  kernels.Algo
+	a     kernels.AllReduceArgs
+	world int
+	size  int // element size
+	n     int // bytes reduced
+	mask  uint32
+	bufs  [][]byte // bufs[r][0:span): everything of rank r's buffer used
+	in    []byte
+	out   []byte
+	// aside, when set, receives the result instead of out until the final
+	// barrier (see AllReduce).
+	aside []byte
+	// HCM only.
+	quad  [3]int
+	cross int
+	half  int
+}
+
+func setupAllReduce(ctx context.Context, mem Memory, a kernels.AllReduceArgs, algo kernels.Algo,
+	dtype backend.DType, name string) (*allReduce, error) {
+	l := &launch{ctx: ctx, kernel: name, me: int(a.Rank), timeout: time.Duration(min(a.TimeoutNs, math.MaxInt64))}
+	if err := l.resolveStatus(mem, a.Status); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, backend.Wrap(backend.CodeClosed, err, name)
+	}
+	if a.DType != dtype {
+		return nil, l.badArgs("dtype %v, but the kernel reduces %v", a.DType, dtype)
+	}
+	if !a.Op.Valid() {
+		return nil, l.badArgs("invalid reduce op %v", a.Op)
+	}
+	if a.World < 1 || a.World > kernels.MaxRanks || a.Rank >= a.World {
+		return nil, l.badArgs("rank %d of world %d (world must be 1..%d)", a.Rank, a.World, kernels.MaxRanks)
+	}
+	size := dtype.Size()
+	if a.Count > uint64(math.MaxInt/(4*size)) {
+		return nil, l.badArgs("count %d too large", a.Count)
+	}
+	k := &allReduce{launch: l, algo: algo, a: a, world: int(a.World), size: size, n: int(a.Count) * size}
+	k.mask = uint32(1)<<a.World - 1
+	span := k.n
+	if algo == kernels.HCM {
+		if err := k.setupHCM(); err != nil {
+			return nil, err
+		}
+		span = k.half + k.n
+	}
+	if err := l.resolvePads(mem, a.Pads, k.world, k.mask); err != nil {
+		return nil, err
+	}
+	ptrs, err := l.pointerTable(mem, a.Bufs, k.world, "buffer")
+	if err != nil {
+		return nil, err
+	}
+	k.bufs = make([][]byte, k.world)
+	for r, p := range ptrs {
+		if k.bufs[r], err = mem.Bytes(p, span); err != nil {
+			return nil, l.badArgs("buffer of rank %d at %#x, %d bytes: %w", r, uint64(p), span, err)
+		}
+	}
+	if k.n == 0 {
+		return k, nil
+	}
+	if k.in, err = mem.Bytes(a.Input, k.n); err != nil {
+		return nil, l.badArgs("input %#x, %d bytes: %w", uint64(a.Input), k.n, err)
+	}
+	if k.out, err = mem.Bytes(a.Output, k.n); err != nil {
+		return nil, l.badArgs("output %#x, %d bytes: %w", uint64(a.Output), k.n, err)
+	}
+	if k.outputConflicts() {
+		k.aside = make([]byte, k.n)
+	}
+	return k, nil
+}
+
+// setupHCM checks and unpacks Extra and places the partials.
+func (k *allReduce) setupHCM() error {
+	if k.world != 8 {
+		return k.badArgs("HCM needs a world of 8, not %d", k.world)
+	}
+	k.quad, k.cross = kernels.UnpackHCM(k.a.Extra)
+	seen := uint32(1) << k.me
+	for _, p := range append(k.quad[:], k.cross) {
+		if p >= k.world || seen&(1<<p) != 0 {
+			return k.badArgs("HCM peers %v and cross neighbour %d must be distinct ranks other than %d", k.quad, k.cross, k.me)
+		}
+		seen |= 1 << p
+	}
+	if bufSize := int(k.a.Extra >> 32); bufSize != 0 {
+		k.half = kernels.HCMPartialOffset(bufSize)
+		if k.n > k.half {
+			return k.badArgs("%d bytes do not fit half of a %d-byte buffer", k.n, bufSize)
+		}
+	} else {
+		k.half = (k.n + 15) &^ 15
+	}
+	return nil
+}
+
+// outputConflicts reports whether writing the output where the algorithm
+// writes it could change data a peer may still be reading: the output
+// overlaps a symmetric buffer, and is not the one place the algorithm
+// allows (this rank's own buffer, exactly, for two-shot and HCM, whose last
+// reads of it happen before the barrier that precedes the output).
+func (k *allReduce) outputConflicts() bool {
+	for r, b := range k.bufs {
+		if !overlaps(k.out, b) {
+			continue
+		}
+		if r == k.me && k.algo != kernels.OneShot && same(k.out, b) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// overlaps reports whether two byte slices share memory.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
+}
+
+// same reports whether a starts where b does.
+func same(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && unsafe.Pointer(&a[0]) == unsafe.Pointer(&b[0])
+}
+
+func (k *allReduce) run() error {
+	me := k.me
+	if !same(k.in, k.bufs[me]) {
+		copy(k.bufs[me][:k.n], k.in)
+	}
+	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+		return err
+	}
+	out := k.out
+	if k.aside != nil {
+		out = k.aside
+	}
+	var ok bool
+	var err error
+	switch k.algo {
+	case kernels.OneShot:
+		ok, err = k.oneShot(out)
+	case kernels.TwoShot:
+		ok, err = k.twoShot(out)
+	case kernels.HCM:
+		ok, err = k.hcm(out)
+	}
+	if !ok {
+		return err
+	}
+	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+		return err
+	}
+	if k.aside != nil {
+		copy(k.out, k.aside)
+	}
+	return nil
+}
+
+// oneShot: every rank reduces the whole input from every buffer.
+func (k *allReduce) oneShot(out []byte) (bool, error) {
+	srcs := make([][]byte, k.world)
+	for r, b := range k.bufs {
+		srcs[r] = b[:k.n]
+	}
+	reduce(k.a.DType, k.a.Op, out, srcs)
+	return true, nil
+}
+
+// twoShot: reduce this rank's slice into its own buffer, then gather every
+// rank's reduced slice.
+func (k *allReduce) twoShot(out []byte) (bool, error) {
+	lo, hi := k.slice(k.me)
+	srcs := make([][]byte, k.world)
+	for r, b := range k.bufs {
+		srcs[r] = b[lo:hi]
+	}
+	reduce(k.a.DType, k.a.Op, k.bufs[k.me][lo:hi], srcs)
+	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+		return false, err
+	}
+	for p, b := range k.bufs {
+		lo, hi := k.slice(p)
+		if !same(out[lo:hi], b[lo:hi]) {
+			copy(out[lo:hi], b[lo:hi])
+		}
+	}
+	return true, nil
+}
+
+// slice is rank r's two-shot slice in bytes.
+func (k *allReduce) slice(r int) (lo, hi int) {
+	l, h := kernels.SliceRange(k.a.Count, k.world, r, k.size)
+	return int(l) * k.size, int(h) * k.size
+}
+
+// hcm: reduce inside the quad into the upper part of this rank's buffer,
+// then combine with the cross neighbour's partial, the partial of the quad
+// holding rank 0 first so that both quads compute the same bits.
+func (k *allReduce) hcm(out []byte) (bool, error) {
+	group := []int{k.me, k.quad[0], k.quad[1], k.quad[2]}
+	slices.Sort(group)
+	srcs := make([][]byte, 0, len(group))
+	for _, r := range group {
+		srcs = append(srcs, k.bufs[r][:k.n])
+	}
+	mine := k.bufs[k.me][k.half : k.half+k.n]
+	reduce(k.a.DType, k.a.Op, mine, srcs)
+	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+		return false, err
+	}
+	theirs := k.bufs[k.cross][k.half : k.half+k.n]
+	if group[0] == 0 {
+		reduce(k.a.DType, k.a.Op, out, [][]byte{mine, theirs})
+	} else {
+		reduce(k.a.DType, k.a.Op, out, [][]byte{theirs, mine})
+	}
+	return true, nil
+}

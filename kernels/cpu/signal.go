@@ -1,0 +1,269 @@
+package cpu
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/kernels"
+)
+
+// Back-off of a wait: yield this many times, then sleep from minSleep
+// doubling up to maxSleep between checks.
+const (
+	spinYields = 50
+	minSleep   = time.Microsecond
+	maxSleep   = 50 * time.Microsecond
+)
+
+// word is the uint32 at byte offset off of b, for sync/atomic. b comes from
+// Memory.Bytes and starts 4-byte aligned (checked when it is resolved), and
+// every offset used is a multiple of 4.
+func word(b []byte, off int) *uint32 { return (*uint32)(unsafe.Pointer(&b[off])) }
+
+// aligned reports whether b starts on a multiple of n bytes.
+func aligned(b []byte, n uintptr) bool {
+	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%n == 0
+}
+
+// launch is what every kernel works with once its arguments are resolved:
+// the signal pads of the ranks it talks to and the status word.
+type launch struct {
+	ctx     context.Context
+	kernel  string
+	me      int
+	pads    [][]byte // by rank; nil for ranks this kernel does not signal
+	status  []byte   // 4 bytes, nil when the caller passed no status word
+	timeout time.Duration
+}
+
+// badArgs records StatusBadArgs and returns an error matching
+// backend.ErrInvalidArgument.
+func (l *launch) badArgs(format string, args ...any) error {
+	l.record(kernels.EncodeStatus(kernels.StatusBadArgs, 0, 0))
+	return backend.Errorf(backend.CodeInvalidArgument, "%s: "+format, append([]any{l.kernel}, args...)...)
+}
+
+// record stores w into the status word unless an earlier failure is
+// already there. It reports whether there is a status word.
+func (l *launch) record(w uint32) bool {
+	if l.status == nil {
+		return false
+	}
+	atomic.CompareAndSwapUint32(word(l.status, 0), 0, w)
+	return true
+}
+
+// resolveStatus maps the status word. Without one, nothing can be recorded,
+// so errors are only returned.
+func (l *launch) resolveStatus(mem Memory, p backend.DevicePtr) error {
+	if p == 0 {
+		return nil
+	}
+	b, err := mem.Bytes(p, 4)
+	if err != nil {
+		return backend.Errorf(backend.CodeInvalidArgument, "%s: status word %#x: %w", l.kernel, uint64(p), err)
+	}
+	if !aligned(b, 4) {
+		return backend.Errorf(backend.CodeInvalidArgument, "%s: status word %#x is not 4-byte aligned", l.kernel, uint64(p))
+	}
+	l.status = b
+	return nil
+}
+
+// pointerTable reads a device array of world uint64 pointers.
+func (l *launch) pointerTable(mem Memory, p backend.DevicePtr, world int, what string) ([]backend.DevicePtr, error) {
+	b, err := mem.Bytes(p, 8*world)
+	if err != nil {
+		return nil, l.badArgs("%s table %#x: %w", what, uint64(p), err)
+	}
+	ptrs := make([]backend.DevicePtr, world)
+	for r := range ptrs {
+		ptrs[r] = backend.DevicePtr(binary.LittleEndian.Uint64(b[8*r:]))
+	}
+	return ptrs, nil
+}
+
+// resolvePads maps the signal pads of the ranks in mask (a bit per rank)
+// and of this rank.
+func (l *launch) resolvePads(mem Memory, table backend.DevicePtr, world int, mask uint32) error {
+	ptrs, err := l.pointerTable(mem, table, world, "signal pad")
+	if err != nil {
+		return err
+	}
+	l.pads = make([][]byte, world)
+	mask |= 1 << l.me
+	for r, p := range ptrs {
+		if mask&(1<<r) == 0 {
+			continue
+		}
+		b, err := mem.Bytes(p, kernels.SignalPadSize)
+		if err != nil {
+			return l.badArgs("signal pad of rank %d at %#x: %w", r, uint64(p), err)
+		}
+		if !aligned(b, 4) {
+			return l.badArgs("signal pad of rank %d at %#x is not 4-byte aligned", r, uint64(p))
+		}
+		l.pads[r] = b
+	}
+	return nil
+}
+
+// put is PutSignal(dst, ch): count the signal in sent[ch][dst] and publish
+// the count in dst's inbox[ch][me]. The atomic store orders every earlier
+// write of this kernel before the peer's load that sees it.
+func (l *launch) put(dst, ch int) {
+	sent := word(l.pads[l.me], kernels.SentWord(ch, dst))
+	s := atomic.LoadUint32(sent) + 1
+	atomic.StoreUint32(sent, s)
+	atomic.StoreUint32(word(l.pads[dst], kernels.InboxWord(ch, l.me)), s)
+}
+
+// wait is WaitSignal(src, ch). It returns false when it gave up: the
+// deadline passed (recorded in the status word, error nil) or ctx ended
+// (error).
+func (l *launch) wait(src, ch int) (bool, error) {
+	recv := word(l.pads[l.me], kernels.RecvWord(ch, src))
+	want := atomic.LoadUint32(recv) + 1
+	inbox := word(l.pads[l.me], kernels.InboxWord(ch, src))
+	var deadline time.Time
+	sleep := minSleep
+	for i := 0; ; i++ {
+		// Wrap-safe: the counters only grow, by less than 2^31 between a
+		// put and the wait that consumes it.
+		if int32(atomic.LoadUint32(inbox)-want) >= 0 {
+			atomic.StoreUint32(recv, want)
+			return true, nil
+		}
+		if i == 0 && l.timeout > 0 {
+			deadline = time.Now().Add(l.timeout)
+		}
+		if i < spinYields {
+			runtime.Gosched()
+			continue
+		}
+		select {
+		case <-l.ctx.Done():
+			return false, backend.Wrap(backend.CodeClosed, l.ctx.Err(),
+				fmt.Sprintf("%s: rank %d waiting for rank %d on channel %d", l.kernel, l.me, src, ch))
+		default:
+		}
+		if l.timeout > 0 && time.Now().After(deadline) {
+			if !l.record(kernels.EncodeStatus(kernels.StatusTimeout, src, ch)) {
+				return false, backend.Errorf(backend.CodeTimeout, "%s: rank %d: rank %d did not signal on channel %d within %v",
+					l.kernel, l.me, src, ch, l.timeout)
+			}
+			return false, nil
+		}
+		time.Sleep(sleep)
+		sleep = min(2*sleep, maxSleep)
+	}
+}
+
+// barrier is Barrier(ch, mask): signal every other rank of mask, then wait
+// for each of them in ascending order. Its result is wait's.
+func (l *launch) barrier(ch int, mask uint32) (bool, error) {
+	for p := range l.pads {
+		if p != l.me && mask&(1<<p) != 0 {
+			l.put(p, ch)
+		}
+	}
+	for p := range l.pads {
+		if p != l.me && mask&(1<<p) != 0 {
+			if ok, err := l.wait(p, ch); !ok {
+				return false, err
+			}
+		}
+	}
+	return true, nil
+}
+
+// signalKind tells the signal kernels apart for validation.
+type signalKind int
+
+const (
+	kindBarrier signalKind = iota
+	kindPut
+	kindWait
+)
+
+// Barrier is the kernel kernels.BarrierKernel (SignalArgs): a barrier among
+// the ranks of Mask on Channel.
+func Barrier(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {
+	l, a, err := setupSignal(ctx, mem, args, kindBarrier, kernels.BarrierKernel)
+	if err != nil {
+		return err
+	}
+	_, err = l.barrier(int(a.Channel), a.Mask)
+	return err
+}
+
+// PutSignal is the kernel kernels.PutSignalKernel (SignalArgs): signal
+// rank Peer on Channel.
+func PutSignal(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {
+	l, a, err := setupSignal(ctx, mem, args, kindPut, kernels.PutSignalKernel)
+	if err != nil {
+		return err
+	}
+	l.put(int(a.Peer), int(a.Channel))
+	return nil
+}
+
+// WaitSignal is the kernel kernels.WaitSignalKernel (SignalArgs): wait for
+// a signal from rank Peer on Channel.
+func WaitSignal(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {
+	l, a, err := setupSignal(ctx, mem, args, kindWait, kernels.WaitSignalKernel)
+	if err != nil {
+		return err
+	}
+	_, err = l.wait(int(a.Peer), int(a.Channel))
+	return err
+}
+
+// setupSignal parses and checks a signal kernel's arguments and maps the
+// pads it needs. Peer may be this rank (a signal to oneself counts like
+// any other); a barrier's Mask must include this rank and no rank beyond
+// World.
+func setupSignal(ctx context.Context, mem Memory, args []backend.Arg, kind signalKind, name string) (*launch, kernels.SignalArgs, error) {
+	a, err := kernels.ParseSignalArgs(args)
+	if err != nil {
+		return nil, a, fmt.Errorf("%s: %w", name, err)
+	}
+	l := &launch{ctx: ctx, kernel: name, me: int(a.Rank), timeout: time.Duration(min(a.TimeoutNs, 1<<63-1))}
+	if err := l.resolveStatus(mem, a.Status); err != nil {
+		return nil, a, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, a, backend.Wrap(backend.CodeClosed, err, name)
+	}
+	if a.World < 1 || a.World > kernels.MaxRanks || a.Rank >= a.World {
+		return nil, a, l.badArgs("rank %d of world %d (world must be 1..%d)", a.Rank, a.World, kernels.MaxRanks)
+	}
+	if a.Channel >= kernels.NumChannels {
+		return nil, a, l.badArgs("channel %d out of range [0,%d)", a.Channel, kernels.NumChannels)
+	}
+	var mask uint32
+	switch kind {
+	case kindBarrier:
+		if a.Mask&(1<<a.Rank) == 0 || a.Mask>>a.World != 0 {
+			return nil, a, l.badArgs("barrier mask %#x must include rank %d and only ranks below %d", a.Mask, a.Rank, a.World)
+		}
+		mask = a.Mask
+	case kindPut, kindWait:
+		if a.Peer >= a.World {
+			return nil, a, l.badArgs("peer %d out of range [0,%d)", a.Peer, a.World)
+		}
+		if kind == kindPut {
+			mask = 1 << a.Peer
+		}
+	}
+	if err := l.resolvePads(mem, a.Pads, int(a.World), mask); err != nil {
+		return nil, a, err
+	}
+	return l, a, nil
+}

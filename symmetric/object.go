@@ -1,0 +1,289 @@
+package symmetric
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/kernels"
+)
+
+// Memory is a symmetric allocation after rendezvous: every rank's buffer and
+// signal pad mapped into this process. Its methods are safe for concurrent
+// use; signal operations run in order on one internal stream.
+type Memory struct {
+	dev   backend.Device
+	name  string
+	rank  int
+	world int
+	size  int
+	span  int
+	opts  options
+
+	local backend.Allocation
+	peers []backend.Allocation
+
+	bufs    []backend.DevicePtr
+	pads    []backend.DevicePtr
+	devPtrs backend.Allocation // [bufs..., pads...] as uint64, for kernels
+	status  backend.HostAllocation
+	module  backend.Module
+	fnBar   backend.Function
+	fnPut   backend.Function
+	fnWait  backend.Function
+
+	mu     sync.Mutex // serialises signal operations and Close
+	stream backend.Stream
+	closed bool
+}
+
+// setup builds what kernels need once every peer is mapped.
+func (m *Memory) setup(ctx context.Context) error {
+	m.bufs = make([]backend.DevicePtr, m.world)
+	m.pads = make([]backend.DevicePtr, m.world)
+	for r := 0; r < m.world; r++ {
+		a := m.local
+		if r != m.rank {
+			a = m.peers[r]
+		}
+		m.bufs[r] = a.Ptr()
+		m.pads[r] = a.Ptr().Add(m.span)
+	}
+	table := make([]byte, 16*m.world)
+	for r := 0; r < m.world; r++ {
+		binary.LittleEndian.PutUint64(table[8*r:], uint64(m.bufs[r]))
+		binary.LittleEndian.PutUint64(table[8*(m.world+r):], uint64(m.pads[r]))
+	}
+	var err error
+	if m.devPtrs, err = m.dev.Alloc(ctx, len(table)); err != nil {
+		return fmt.Errorf("allocating pointer table: %w", err)
+	}
+	if err = m.dev.CopyToDevice(ctx, m.devPtrs.Ptr(), table); err != nil {
+		return fmt.Errorf("writing pointer table: %w", err)
+	}
+	if m.status, err = m.dev.AllocHost(ctx, 64); err != nil {
+		return fmt.Errorf("allocating status word: %w", err)
+	}
+	if m.module, err = m.dev.LoadModule(ctx, backend.ModuleSource{Name: kernels.ModuleName}); err != nil {
+		return fmt.Errorf("loading kernels: %w", err)
+	}
+	for _, f := range []struct {
+		dst  *backend.Function
+		name string
+	}{{&m.fnBar, kernels.BarrierKernel}, {&m.fnPut, kernels.PutSignalKernel}, {&m.fnWait, kernels.WaitSignalKernel}} {
+		if *f.dst, err = m.module.Function(f.name); err != nil {
+			return err
+		}
+	}
+	if m.stream, err = m.dev.NewStream(ctx); err != nil {
+		return fmt.Errorf("creating stream: %w", err)
+	}
+	return nil
+}
+
+// Name is the group name the memory was rendezvoused under.
+func (m *Memory) Name() string { return m.name }
+
+// Rank is this process's rank in the group.
+func (m *Memory) Rank() int { return m.rank }
+
+// World is the group size.
+func (m *Memory) World() int { return m.world }
+
+// BufferSize is each rank's buffer size in bytes.
+func (m *Memory) BufferSize() int { return m.size }
+
+// SignalPadSize is each rank's signal pad size in bytes.
+func (m *Memory) SignalPadSize() int { return kernels.SignalPadSize }
+
+// Device is the device the memory lives on (this rank's).
+func (m *Memory) Device() backend.Device { return m.dev }
+
+// Buffer returns rank r's buffer as mapped in this process.
+func (m *Memory) Buffer(r int) backend.DevicePtr { return m.bufs[r] }
+
+// SignalPad returns rank r's signal pad as mapped in this process.
+func (m *Memory) SignalPad(r int) backend.DevicePtr { return m.pads[r] }
+
+// BufferTable is a device array of World uint64 buffer addresses, in rank
+// order, for kernels (kernels.AllReduceArgs.Bufs).
+func (m *Memory) BufferTable() backend.DevicePtr { return m.devPtrs.Ptr() }
+
+// SignalPadTable is a device array of World uint64 signal-pad addresses
+// (kernels.AllReduceArgs.Pads).
+func (m *Memory) SignalPadTable() backend.DevicePtr { return m.devPtrs.Ptr().Add(8 * m.world) }
+
+// View is a typed window on one rank's buffer.
+type View struct {
+	Ptr   backend.DevicePtr
+	Count int
+	DType backend.DType
+}
+
+// Bytes is the view's length in bytes.
+func (v View) Bytes() int { return v.Count * v.DType.Size() }
+
+// GetBuffer returns a view of count elements of dtype at byte offset off of
+// rank r's buffer; it fails if the window does not fit in the buffer or is
+// not aligned to the element size.
+func (m *Memory) GetBuffer(r, count int, dtype backend.DType, off int) (View, error) {
+	if r < 0 || r >= m.world {
+		return View{}, backend.Errorf(backend.CodeInvalidArgument, "symmetric: rank %d out of range [0,%d)", r, m.world)
+	}
+	if !dtype.Valid() {
+		return View{}, backend.Errorf(backend.CodeInvalidArgument, "symmetric: invalid dtype %v", dtype)
+	}
+	if count < 0 || off < 0 || off%dtype.Size() != 0 || off+count*dtype.Size() > m.size {
+		return View{}, backend.Errorf(backend.CodeInvalidArgument,
+			"symmetric: view of %d %v at offset %d does not fit a %d-byte buffer", count, dtype, off, m.size)
+	}
+	return View{Ptr: m.bufs[r].Add(off), Count: count, DType: dtype}, nil
+}
+
+// Barrier waits until every rank of the group has reached a Barrier on the
+// same channel. It runs on the device (a barrier kernel) and returns an
+// error matching backend.ErrTimeout, naming the rank that did not arrive,
+// when ctx's deadline (or the default timeout) passes first.
+func (m *Memory) Barrier(ctx context.Context, channel int) error {
+	return m.signal(ctx, "barrier", m.fnBar, -1, channel, m.allMask())
+}
+
+// PutSignal signals rank dst on the channel.
+func (m *Memory) PutSignal(ctx context.Context, dst, channel int) error {
+	return m.signal(ctx, "put signal", m.fnPut, dst, channel, 0)
+}
+
+// WaitSignal waits for a signal from rank src on the channel.
+func (m *Memory) WaitSignal(ctx context.Context, src, channel int) error {
+	return m.signal(ctx, "wait signal", m.fnWait, src, channel, 0)
+}
+
+// BarrierRanks is Barrier among a subset of ranks; every listed rank must
+// call it with the same set.
+func (m *Memory) BarrierRanks(ctx context.Context, channel int, ranks []int) error {
+	var mask uint32
+	for _, r := range ranks {
+		if r < 0 || r >= m.world {
+			return backend.Errorf(backend.CodeInvalidArgument, "symmetric: barrier rank %d out of range [0,%d)", r, m.world)
+		}
+		mask |= 1 << r
+	}
+	if mask&(1<<m.rank) == 0 {
+		return backend.Errorf(backend.CodeInvalidArgument, "symmetric: rank %d calls a barrier it is not part of", m.rank)
+	}
+	return m.signal(ctx, "barrier", m.fnBar, -1, channel, mask)
+}
+
+func (m *Memory) allMask() uint32 { return uint32(1)<<m.world - 1 }
+
+func (m *Memory) signal(ctx context.Context, op string, fn backend.Function, peer, channel int, mask uint32) error {
+	if channel < 0 || channel >= kernels.NumChannels {
+		return backend.Errorf(backend.CodeInvalidArgument, "symmetric: channel %d out of range [0,%d)", channel, kernels.NumChannels)
+	}
+	if mask == 0 && (peer < 0 || peer >= m.world || peer == m.rank) {
+		return backend.Errorf(backend.CodeInvalidArgument, "symmetric: %s peer %d invalid for rank %d of %d", op, peer, m.rank, m.world)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return backend.Errorf(backend.CodeClosed, "symmetric: %s on closed memory", op)
+	}
+	timeout := TimeoutFor(ctx, m.opts.timeout)
+	args := kernels.SignalArgs{Pads: m.SignalPadTable(), Rank: uint32(m.rank), World: uint32(m.world),
+		Peer: uint32(max(peer, 0)), Channel: uint32(channel), Mask: mask, Status: m.status.Ptr(),
+		TimeoutNs: uint64(timeout)}
+	if err := m.stream.Launch(fn, backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32)}, args.Args()...); err != nil {
+		return fmt.Errorf("symmetric: %s: %w", op, err)
+	}
+	// The kernel gives up at its own deadline; allow the host a little
+	// longer so the kernel's status, not the host's impatience, says why.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout+5*time.Second)
+	defer cancel()
+	if err := m.stream.Synchronize(sctx); err != nil {
+		return fmt.Errorf("symmetric: %s: %w", op, err)
+	}
+	return StatusError(m.status.Bytes(), fmt.Sprintf("symmetric %s (group %q rank %d)", op, m.name, m.rank))
+}
+
+// TimeoutFor is the device-side wait bound for a call: the time left before
+// ctx's deadline, or def when ctx has none.
+func TimeoutFor(ctx context.Context, def time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), time.Millisecond)
+	}
+	return def
+}
+
+// StatusError reads and clears a kernel status word (the first 4 bytes of
+// word) and turns a failure into an error.
+func StatusError(word []byte, what string) error {
+	w := atomicSwapStatus(word)
+	if w == 0 {
+		return nil
+	}
+	code, peer, ch := kernels.DecodeStatus(w)
+	switch code {
+	case kernels.StatusTimeout:
+		return backend.Errorf(backend.CodeTimeout, "%s: rank %d did not arrive on channel %d before the deadline", what, peer, ch)
+	case kernels.StatusBadArgs:
+		return backend.Errorf(backend.CodeInvalidArgument, "%s: kernel rejected its arguments", what)
+	default:
+		return backend.Errorf(backend.CodeInternal, "%s: kernel status %#x", what, w)
+	}
+}
+
+// Close unmaps every peer's buffer and frees this rank's block. It does not
+// synchronise with peers: call Barrier first if they may still be reading.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	var errs []error
+	if m.stream != nil {
+		errs = append(errs, m.stream.Close())
+	}
+	if m.module != nil {
+		errs = append(errs, m.module.Close())
+	}
+	if m.status != nil {
+		errs = append(errs, m.status.Close())
+	}
+	if m.devPtrs != nil {
+		errs = append(errs, m.devPtrs.Close())
+	}
+	errs = append(errs, m.closePeers())
+	return errors.Join(errs...)
+}
+
+func (m *Memory) closePeers() error {
+	var errs []error
+	for r, p := range m.peers {
+		if p != nil {
+			errs = append(errs, p.Close())
+			m.peers[r] = nil
+		}
+	}
+	if m.local != nil {
+		errs = append(errs, m.local.Close())
+		m.local = nil
+	}
+	return errors.Join(errs...)
+}
+
+func dupFD(fd, size int) (backend.Handle, error) {
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return backend.Handle{}, err
+	}
+	return backend.Handle{Kind: backend.HandleFD, File: os.NewFile(uintptr(nfd), "symm-peer"), Size: size}, nil
+}
