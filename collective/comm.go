@@ -227,7 +227,7 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	defer ex.Close()
+	defer ex.Close(ctx)
 	all, err := store.AllGatherValue(ctx, ex, encodeHandshake(handshake{Host: c.opts.Hostname, Device: c.devIndex}))
 	if err != nil {
 		return fmt.Errorf("collective: handshake: %w", err)

@@ -162,12 +162,12 @@ func algosFor(c *collective.Comm) []collective.Algo {
 	return []collective.Algo{collective.OneShot, collective.TwoShot}
 }
 
-func caseOps(ctx context.Context, e *Env) error {
+func caseOps(ctx context.Context, e *Env) (err error) {
 	c, err := newComm(ctx, e, bufferFor(e))
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeInto(&err, c)
 	for _, algo := range algosFor(c) {
 		for _, op := range []backend.ReduceOp{backend.Max, backend.Min} {
 			for _, d := range []backend.DType{backend.Float32, backend.BFloat16, backend.Int32} {
@@ -177,17 +177,17 @@ func caseOps(ctx context.Context, e *Env) error {
 			}
 		}
 	}
-	return closeComm(ctx, c)
+	return c.Barrier(ctx)
 }
 
 // caseRepeat runs 100 back-to-back all-reduces per algorithm on one
 // stream without resetting anything: flags must only grow.
-func caseRepeat(ctx context.Context, e *Env) error {
+func caseRepeat(ctx context.Context, e *Env) (err error) {
 	c, err := newComm(ctx, e, bufferFor(e))
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeInto(&err, c)
 	const count = 777
 	d := backend.BFloat16
 	dev := c.Device()
@@ -232,17 +232,17 @@ func caseRepeat(ctx context.Context, e *Env) error {
 			}
 		}
 	}
-	return closeComm(ctx, c)
+	return c.Barrier(ctx)
 }
 
 // caseSymmetricInput reduces data that already sits in the comm's own
 // symmetric buffer (no copy-in).
-func caseSymmetricInput(ctx context.Context, e *Env) error {
+func caseSymmetricInput(ctx context.Context, e *Env) (err error) {
 	c, err := newComm(ctx, e, bufferFor(e))
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeInto(&err, c)
 	d := backend.Float32
 	for _, algo := range []collective.Algo{collective.OneShot, collective.TwoShot} {
 		count := 4099
@@ -284,15 +284,15 @@ func caseSymmetricInput(ctx context.Context, e *Env) error {
 			return err
 		}
 	}
-	return closeComm(ctx, c)
+	return c.Barrier(ctx)
 }
 
-func caseTooLarge(ctx context.Context, e *Env) error {
+func caseTooLarge(ctx context.Context, e *Env) (err error) {
 	c, err := newComm(ctx, e, quickAllReduceBuffer)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeInto(&err, c)
 	d := backend.Float32
 	capacity := c.Capacity(collective.OneShot, d)
 	if got := c.SelectAllReduceAlgo(capacity+1, d); got != collective.None {
@@ -320,10 +320,10 @@ func caseTooLarge(ctx context.Context, e *Env) error {
 	if err := allReduceOnce(ctx, e, c, collective.None, d, backend.Sum, count, 9, true); err != nil {
 		return fmt.Errorf("fallback: %w", err)
 	}
-	return closeComm(ctx, c)
+	return c.Barrier(ctx)
 }
 
-func caseSelect(ctx context.Context, e *Env) error {
+func caseSelect(ctx context.Context, e *Env) (err error) {
 	opts, err := commOptions(ctx, e, bufferFor(e))
 	if err != nil {
 		return err
@@ -332,7 +332,7 @@ func caseSelect(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeInto(&err, c)
 	if got := c.SelectAllReduceAlgo(1, backend.BFloat16); got != collective.None {
 		return fmt.Errorf("before rendezvous: selected %v, want none", got)
 	}
@@ -366,15 +366,15 @@ func caseSelect(ctx context.Context, e *Env) error {
 	if collective.UsageCounter() <= before {
 		return fmt.Errorf("usage counter did not grow: %d -> %d", before, collective.UsageCounter())
 	}
-	return closeComm(ctx, c)
+	return c.Barrier(ctx)
 }
 
-func caseBadArgs(ctx context.Context, e *Env) error {
+func caseBadArgs(ctx context.Context, e *Env) (err error) {
 	c, err := newComm(ctx, e, quickAllReduceBuffer)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeInto(&err, c)
 	dev := c.Device()
 	s, err := dev.NewStream(ctx)
 	if err != nil {
@@ -415,15 +415,15 @@ func caseBadArgs(ctx context.Context, e *Env) error {
 	if _, err := c.GetBuffer(0, c.BufferSize()/4+1, backend.Float32, 0); err == nil {
 		return fmt.Errorf("GetBuffer past the end: want an error")
 	}
-	return closeComm(ctx, c)
+	return c.Barrier(ctx)
 }
 
-func caseCommBarrier(ctx context.Context, e *Env) error {
+func caseCommBarrier(ctx context.Context, e *Env) (err error) {
 	c, err := newComm(ctx, e, quickAllReduceBuffer)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeInto(&err, c)
 	for range 10 {
 		if err := c.Barrier(ctx); err != nil {
 			return err
@@ -436,5 +436,5 @@ func caseCommBarrier(ctx context.Context, e *Env) error {
 			}
 		}
 	}
-	return closeComm(ctx, c)
+	return c.Barrier(ctx)
 }

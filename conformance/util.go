@@ -122,3 +122,9 @@ func checkResult(d backend.DType, op backend.ReduceOp, got []byte, count, world,
 	}
 	return nil
 }
+
+// closeInto closes c when a case returns, after the case's own buffers
+// (deferred later, so released first), joining any error into *err.
+func closeInto(err *error, c *collective.Comm) {
+	*err = errors.Join(*err, c.Close())
+}

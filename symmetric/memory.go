@@ -141,7 +141,7 @@ func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Me
 	if err != nil {
 		return nil, fmt.Errorf("symmetric: %w", err)
 	}
-	defer ex.Close()
+	defer ex.Close(ctx)
 	nonce, err := ipc.NewNonce()
 	if err != nil {
 		return nil, fmt.Errorf("symmetric: %w", err)

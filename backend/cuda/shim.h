@@ -55,6 +55,7 @@ enum {
 	INU_STAGE_DEVPTR,
 	INU_STAGE_END_CAPTURE,
 	INU_STAGE_INSTANTIATE,
+	INU_STAGE_COPY,
 };
 
 // Loader. inu_load returns 0 on success, 1 when the library cannot be opened

@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -30,13 +31,7 @@ func (m *module) Function(name string) (backend.Function, error) {
 	}
 	k, ok := m.kernels[name]
 	if !ok {
-		names := slices.Sorted(func(yield func(string) bool) {
-			for n := range m.kernels {
-				if !yield(n) {
-					return
-				}
-			}
-		})
+		names := slices.Sorted(maps.Keys(m.kernels))
 		return nil, backend.Errorf(backend.CodeNotFound, "fake: module %q has no kernel %q (has %s)", m.name, name, strings.Join(names, ", "))
 	}
 	return &function{mod: m, name: name, kernel: k}, nil

@@ -35,11 +35,11 @@ const (
 type Option func(*config) error
 
 type config struct {
-	devices  int
-	preset   Preset
-	limit    uint64
-	fabric   bool
-	logger   *slog.Logger
+	devices int
+	preset  Preset
+	limit   uint64
+	fabric  bool
+	logger  *slog.Logger
 }
 
 func defaultConfig() config {

@@ -6,21 +6,18 @@ import "math"
 // conversion is exact; NaN payloads are kept (shifted into the wider
 // mantissa) and the sign of zeros and infinities is preserved.
 func F16ToF32(h uint16) float32 {
+	// Without branches on the common path: the half's exponent and
+	// mantissa, placed at the bottom of a float32's, read as a float32 that
+	// is 2^112 too small (a subnormal one for half subnormals), so one
+	// exact multiply rebiases normals and normalises subnormals alike. Only
+	// infinities and NaNs need their exponent set by hand.
 	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h) & 0x3ff
-	switch exp {
-	case 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case 0:
-		if man == 0 {
-			return math.Float32frombits(sign)
-		}
-		// Subnormal: man × 2⁻²⁴, exact in float32.
-		f := float32(man) * (1.0 / (1 << 24))
-		return math.Float32frombits(sign | math.Float32bits(f))
+	em := uint32(h & 0x7fff)
+	f := math.Float32frombits(em<<13) * 0x1p112
+	if em >= 0x7c00 {
+		f = math.Float32frombits(0x7f800000 | em<<13)
 	}
-	return math.Float32frombits(sign | (exp+(127-15))<<23 | man<<13)
+	return math.Float32frombits(math.Float32bits(f) | sign)
 }
 
 // F32ToF16 rounds a float32 to the nearest binary16 value, ties to even.

@@ -14,7 +14,8 @@ type Accumulator interface {
 
 // Accumulate sets acc[i] = op(acc[i], x[i]) for i < len(acc); x must be at
 // least as long. Sums wrap around for int32. Max and min ignore a NaN operand
-// unless both are NaN (IEEE 754 maxNum/minNum, CUDA's fmaxf/fminf).
+// unless both are NaN (IEEE 754 maxNum/minNum, CUDA's fmaxf/fminf); of
+// two zeros, max picks +0 and min -0.
 func Accumulate[T Accumulator](op backend.ReduceOp, acc, x []T) {
 	x = x[:len(acc)]
 	switch op {
@@ -23,20 +24,36 @@ func Accumulate[T Accumulator](op backend.ReduceOp, acc, x []T) {
 			acc[i] += v
 		}
 	case backend.Max:
+		// The builtin is branch-free but propagates NaN; the rare NaN is
+		// fixed up after (x != x is false for integers).
 		for i, v := range x {
-			if a := acc[i]; v > a || a != a {
-				acc[i] = v
+			a := acc[i]
+			m := max(a, v)
+			if m != m {
+				m = notNaN(a, v)
 			}
+			acc[i] = m
 		}
 	case backend.Min:
 		for i, v := range x {
-			if a := acc[i]; v < a || a != a {
-				acc[i] = v
+			a := acc[i]
+			m := min(a, v)
+			if m != m {
+				m = notNaN(a, v)
 			}
+			acc[i] = m
 		}
 	default:
 		panic(fmt.Sprintf("numeric: invalid %v", op))
 	}
+}
+
+// notNaN returns whichever of a and b is not NaN (b when both are).
+func notNaN[T Accumulator](a, b T) T {
+	if a != a {
+		return b
+	}
+	return a
 }
 
 // Combine returns op(acc, x) with the semantics of Accumulate, in float64.
@@ -46,15 +63,15 @@ func Combine(op backend.ReduceOp, acc, x float64) float64 {
 	case backend.Sum:
 		return acc + x
 	case backend.Max:
-		if x > acc || acc != acc {
-			return x
+		if m := max(acc, x); m == m {
+			return m
 		}
-		return acc
+		return notNaN(acc, x)
 	case backend.Min:
-		if x < acc || acc != acc {
-			return x
+		if m := min(acc, x); m == m {
+			return m
 		}
-		return acc
+		return notNaN(acc, x)
 	}
 	panic(fmt.Sprintf("numeric: invalid %v", op))
 }

@@ -287,8 +287,8 @@ func (c *Channel) send(ctx context.Context, pid int, tag string, fd int) error {
 		case <-c.done:
 			return backend.Errorf(backend.CodeClosed, "ipc: channel %s closed while sending tag %q to pid %d", c.name, tag, pid)
 		case <-ctx.Done():
-			return backend.Wrap(backend.CodeTimeout, ctx.Err(),
-				fmt.Sprintf("ipc: sending descriptor with tag %q to pid %d: %s (%v)", tag, pid, why, serr))
+			return backend.Wrap(backend.CodeTimeout, fmt.Errorf("%w; last attempt: %w", ctx.Err(), serr),
+				fmt.Sprintf("ipc: sending descriptor with tag %q to pid %d: %s", tag, pid, why))
 		}
 		wait = min(2*wait, maxBackoff)
 	}
@@ -408,12 +408,12 @@ func (c *Channel) receive() {
 			n, oobn, flags, _, rerr = unix.Recvmsg(int(s), buf, oob, unix.MSG_CMSG_CLOEXEC)
 			return !errors.Is(rerr, unix.EAGAIN)
 		})
-		if oobn > 0 {
-			// Whatever went wrong, descriptors the kernel installed are ours
-			// to close or hand out.
-			c.admit(buf[:max(n, 0)], oob[:oobn], flags, rerr)
-		}
 		switch {
+		case oobn > 0:
+			// The message arrived (control data is only reported then), so
+			// its descriptors are installed here and are ours to hand out
+			// or close, whatever else went wrong.
+			c.admit(buf[:max(n, 0)], oob[:oobn], flags, rerr)
 		case err != nil:
 			if !errors.Is(err, net.ErrClosed) {
 				c.fail(err)

@@ -228,7 +228,7 @@ func TestTimeouts(t *testing.T) {
 				chs[0].SetPeers(append(pids, fakePIDBase+99))
 				return chs[0].SendFD(shortCtx(t), fakePIDBase+99, "t", fd)
 			},
-			want: []string{fmt.Sprintf("pid %d has not bound", fakePIDBase+99)},
+			want: []string{fmt.Sprintf("pid %d has not bound", fakePIDBase+99), "connection refused"},
 		},
 	}
 	for _, tt := range tests {

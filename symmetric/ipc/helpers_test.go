@@ -15,8 +15,8 @@ import (
 // ones: no kernel hands out pids this large.
 const fakePIDBase = 1 << 30
 
-// memfdWith returns a close-on-exec memfd holding content; the test closes
-// it at cleanup unless the test closed it first.
+// memfdWith returns a close-on-exec memfd holding content, for the caller
+// to close.
 func memfdWith(t *testing.T, content string) int {
 	t.Helper()
 	fd, err := unix.MemfdCreate("ipc-test", unix.MFD_CLOEXEC)
@@ -132,7 +132,7 @@ func testCtx(t *testing.T) context.Context {
 
 // shortCtx is a context for a step that is meant to time out.
 func shortCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	t.Cleanup(cancel)
 	return ctx
 }

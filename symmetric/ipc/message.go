@@ -80,6 +80,11 @@ func parseMessage(payload, oob []byte, flags int) (message, error) {
 	var credSeen bool
 	var perr error
 	for rest := oob; len(rest) > 0; {
+		// x/sys reads a header before checking there is room for one.
+		if len(rest) < unix.SizeofCmsghdr {
+			perr = fmt.Errorf("malformed control data: %d stray bytes", len(rest))
+			break
+		}
 		hdr, data, next, err := unix.ParseOneSocketControlMessage(rest)
 		if err != nil {
 			perr = fmt.Errorf("malformed control data: %w", err)
@@ -105,6 +110,13 @@ func parseMessage(payload, oob []byte, flags int) (message, error) {
 				perr = fmt.Errorf("malformed SCM_RIGHTS: %d data bytes", len(data))
 			}
 		case unix.SCM_CREDENTIALS:
+			// x/sys does not check the length before reading a Ucred.
+			if len(data) != unix.SizeofUcred {
+				if perr == nil {
+					perr = fmt.Errorf("malformed SCM_CREDENTIALS: %d data bytes", len(data))
+				}
+				continue
+			}
 			cred, err := unix.ParseUnixCredentials(&scm)
 			if err != nil {
 				if perr == nil {

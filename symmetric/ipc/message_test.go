@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -73,26 +74,26 @@ func TestParseMessage(t *testing.T) {
 		flags   int
 		want    string // error substring; empty for success
 	}{
-		{"valid", 1, func(f []int) []byte { return append(cred, unix.UnixRights(f...)...) }, payload, 0, ""},
-		{"rights before credentials", 1, func(f []int) []byte { return append(unix.UnixRights(f...), cred...) }, payload, 0, ""},
+		{"valid", 1, func(f []int) []byte { return slices.Concat(cred, unix.UnixRights(f...)) }, payload, 0, ""},
+		{"rights before credentials", 1, func(f []int) []byte { return slices.Concat(unix.UnixRights(f...), cred) }, payload, 0, ""},
 		{"no credentials", 1, func(f []int) []byte { return unix.UnixRights(f...) }, payload, 0, "no sender credentials"},
 		{"no descriptor", 0, func([]int) []byte { return cred }, payload, 0, "carries 0 descriptors"},
-		{"three descriptors", 3, func(f []int) []byte { return append(cred, unix.UnixRights(f...)...) }, payload, 0, "carries 3 descriptors"},
+		{"three descriptors", 3, func(f []int) []byte { return slices.Concat(cred, unix.UnixRights(f...)) }, payload, 0, "carries 3 descriptors"},
 		{"descriptors in two messages", 2, func(f []int) []byte {
-			return append(append(cred, unix.UnixRights(f[0])...), unix.UnixRights(f[1])...)
+			return slices.Concat(cred, unix.UnixRights(f[0]), unix.UnixRights(f[1]))
 		}, payload, 0, "carries 2 descriptors"},
 		{"trailing garbage", 1, func(f []int) []byte {
-			return append(append(cred, unix.UnixRights(f...)...), 1, 2, 3)
+			return slices.Concat(cred, unix.UnixRights(f...), []byte{1, 2, 3})
 		}, payload, 0, "malformed control data"},
 		{"ragged rights", 1, func(f []int) []byte {
-			return append(cred, setLen(unix.UnixRights(f...), 5)...)
+			return slices.Concat(cred, setLen(unix.UnixRights(f...), 5))
 		}, payload, 0, "malformed SCM_RIGHTS"},
 		{"short credentials", 1, func(f []int) []byte {
-			return append(setLen(append([]byte(nil), cred...), 4), unix.UnixRights(f...)...)
+			return slices.Concat(setLen(slices.Clone(cred), 4)[:unix.CmsgSpace(4)], unix.UnixRights(f...))
 		}, payload, 0, "malformed SCM_CREDENTIALS"},
-		{"control truncated", 1, func(f []int) []byte { return append(cred, unix.UnixRights(f...)...) }, payload, unix.MSG_CTRUNC, "control data truncated"},
-		{"payload truncated", 1, func(f []int) []byte { return append(cred, unix.UnixRights(f...)...) }, payload, unix.MSG_TRUNC, "payload truncated"},
-		{"bad payload", 1, func(f []int) []byte { return append(cred, unix.UnixRights(f...)...) }, []byte("nonsense payload"), 0, "magic"},
+		{"control truncated", 1, func(f []int) []byte { return slices.Concat(cred, unix.UnixRights(f...)) }, payload, unix.MSG_CTRUNC, "control data truncated"},
+		{"payload truncated", 1, func(f []int) []byte { return slices.Concat(cred, unix.UnixRights(f...)) }, payload, unix.MSG_TRUNC, "payload truncated"},
+		{"bad payload", 1, func(f []int) []byte { return slices.Concat(cred, unix.UnixRights(f...)) }, []byte("nonsense payload"), 0, "magic"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

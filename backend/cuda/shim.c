@@ -1,0 +1,675 @@
+//go:build cuda
+
+// shim.c binds the CUDA driver API at run time. libcuda.so.1 is opened with
+// dlopen and every entry point is resolved by its versioned name (the _v2
+// symbols where the driver has them), so the backend builds without cuda.h
+// and a binary starts on machines without a driver.
+
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef int CUdevice;
+
+typedef struct {
+	int type;
+	int id;
+} CUmemLocation;
+
+typedef struct {
+	int type;
+	int requestedHandleTypes;
+	CUmemLocation location;
+	void *win32HandleMetaData;
+	struct {
+		unsigned char compressionType;
+		unsigned char gpuDirectRDMACapable;
+		unsigned short usage;
+		unsigned char reserved[4];
+	} allocFlags;
+} CUmemAllocationProp;
+
+typedef struct {
+	CUmemLocation location;
+	int flags;
+} CUmemAccessDesc;
+
+typedef struct {
+	unsigned char data[64];
+} CUmemFabricHandle;
+
+enum {
+	CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+	CU_MEM_LOCATION_TYPE_DEVICE = 1,
+	CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3,
+	CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
+	CU_MEMHOSTALLOC_PORTABLE = 1,
+	CU_MEMHOSTALLOC_DEVICEMAP = 2,
+	CU_STREAM_NON_BLOCKING = 1,
+	CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+	MAX_ACCESS = 64,
+};
+
+#define CU_LAUNCH_PARAM_END ((void *)0x00)
+#define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
+#define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
+
+// The table of entry points, filled once by inu_load before any other shim
+// runs (the Go side serialises loading behind a mutex).
+static struct {
+	CUresult (*Init)(unsigned int);
+	CUresult (*DriverGetVersion)(int *);
+	CUresult (*GetErrorName)(CUresult, const char **);
+	CUresult (*GetErrorString)(CUresult, const char **);
+	CUresult (*DeviceGet)(CUdevice *, int);
+	CUresult (*DeviceGetCount)(int *);
+	CUresult (*DeviceGetName)(char *, int, CUdevice);
+	CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+	CUresult (*DeviceTotalMem)(size_t *, CUdevice);
+	CUresult (*DeviceGetUuid)(unsigned char *, CUdevice);
+	CUresult (*DeviceGetPCIBusId)(char *, int, CUdevice);
+	CUresult (*DeviceCanAccessPeer)(int *, CUdevice, CUdevice);
+	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*DevicePrimaryCtxRelease)(CUdevice);
+	CUresult (*CtxSetCurrent)(CUcontext);
+	CUresult (*CtxSynchronize)(void);
+	CUresult (*CtxEnablePeerAccess)(CUcontext, unsigned int);
+	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*MemFree)(CUdeviceptr);
+	CUresult (*MemHostAlloc)(void **, size_t, unsigned int);
+	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
+	CUresult (*MemFreeHost)(void *);
+	CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+	CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+	CUresult (*MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
+	CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+	CUresult (*MemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, int);
+	CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+	CUresult (*MemRelease)(CUmemGenericAllocationHandle);
+	CUresult (*MemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, int, unsigned long long);
+	CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, int);
+	CUresult (*MemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+	CUresult (*MemAddressFree)(CUdeviceptr, size_t);
+	CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+	CUresult (*MemUnmap)(CUdeviceptr, size_t);
+	CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+	CUresult (*StreamCreate)(CUstream *, unsigned int);
+	CUresult (*StreamDestroy)(CUstream);
+	CUresult (*StreamQuery)(CUstream);
+	CUresult (*StreamSynchronize)(CUstream);
+	CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned int);
+	CUresult (*EventCreate)(CUevent *, unsigned int);
+	CUresult (*EventRecord)(CUevent, CUstream);
+	CUresult (*EventQuery)(CUevent);
+	CUresult (*EventSynchronize)(CUevent);
+	CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+	CUresult (*EventDestroy)(CUevent);
+	CUresult (*ModuleLoadData)(CUmodule *, const void *);
+	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	CUresult (*ModuleUnload)(CUmodule);
+	CUresult (*LaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
+	                         unsigned int, unsigned int, unsigned int, CUstream, void **, void **);
+	CUresult (*StreamBeginCapture)(CUstream, int);
+	CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+	CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+	CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+	CUresult (*GraphExecDestroy)(CUgraphExec);
+	CUresult (*GraphDestroy)(CUgraph);
+} cu;
+
+static void *cu_lib;
+
+struct entry {
+	void **slot;
+	const char *name;
+};
+
+int inu_load(const char *path, char *err, size_t errlen) {
+	if (cu_lib != NULL) {
+		return 0;
+	}
+	// RTLD_NODELETE: the driver keeps threads and callbacks inside the
+	// library once cuInit has run, so it must never be unmapped.
+	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	if (lib == NULL) {
+		const char *e = dlerror();
+		snprintf(err, errlen, "%s", e != NULL ? e : "dlopen failed");
+		return 1;
+	}
+	const struct entry entries[] = {
+		{(void **)&cu.Init, "cuInit"},
+		{(void **)&cu.DriverGetVersion, "cuDriverGetVersion"},
+		{(void **)&cu.GetErrorName, "cuGetErrorName"},
+		{(void **)&cu.GetErrorString, "cuGetErrorString"},
+		{(void **)&cu.DeviceGet, "cuDeviceGet"},
+		{(void **)&cu.DeviceGetCount, "cuDeviceGetCount"},
+		{(void **)&cu.DeviceGetName, "cuDeviceGetName"},
+		{(void **)&cu.DeviceGetAttribute, "cuDeviceGetAttribute"},
+		{(void **)&cu.DeviceTotalMem, "cuDeviceTotalMem_v2"},
+		{(void **)&cu.DeviceGetUuid, "cuDeviceGetUuid_v2"},
+		{(void **)&cu.DeviceGetPCIBusId, "cuDeviceGetPCIBusId"},
+		{(void **)&cu.DeviceCanAccessPeer, "cuDeviceCanAccessPeer"},
+		{(void **)&cu.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+		{(void **)&cu.DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
+		{(void **)&cu.CtxSetCurrent, "cuCtxSetCurrent"},
+		{(void **)&cu.CtxSynchronize, "cuCtxSynchronize"},
+		{(void **)&cu.CtxEnablePeerAccess, "cuCtxEnablePeerAccess"},
+		{(void **)&cu.MemAlloc, "cuMemAlloc_v2"},
+		{(void **)&cu.MemFree, "cuMemFree_v2"},
+		{(void **)&cu.MemHostAlloc, "cuMemHostAlloc"},
+		{(void **)&cu.MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
+		{(void **)&cu.MemFreeHost, "cuMemFreeHost"},
+		{(void **)&cu.MemcpyHtoD, "cuMemcpyHtoD_v2"},
+		{(void **)&cu.MemcpyDtoH, "cuMemcpyDtoH_v2"},
+		{(void **)&cu.MemcpyDtoD, "cuMemcpyDtoD_v2"},
+		{(void **)&cu.MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
+		{(void **)&cu.MemsetD8, "cuMemsetD8_v2"},
+		{(void **)&cu.MemGetAllocationGranularity, "cuMemGetAllocationGranularity"},
+		{(void **)&cu.MemCreate, "cuMemCreate"},
+		{(void **)&cu.MemRelease, "cuMemRelease"},
+		{(void **)&cu.MemExportToShareableHandle, "cuMemExportToShareableHandle"},
+		{(void **)&cu.MemImportFromShareableHandle, "cuMemImportFromShareableHandle"},
+		{(void **)&cu.MemAddressReserve, "cuMemAddressReserve"},
+		{(void **)&cu.MemAddressFree, "cuMemAddressFree"},
+		{(void **)&cu.MemMap, "cuMemMap"},
+		{(void **)&cu.MemUnmap, "cuMemUnmap"},
+		{(void **)&cu.MemSetAccess, "cuMemSetAccess"},
+		{(void **)&cu.StreamCreate, "cuStreamCreate"},
+		{(void **)&cu.StreamDestroy, "cuStreamDestroy_v2"},
+		{(void **)&cu.StreamQuery, "cuStreamQuery"},
+		{(void **)&cu.StreamSynchronize, "cuStreamSynchronize"},
+		{(void **)&cu.StreamWaitEvent, "cuStreamWaitEvent"},
+		{(void **)&cu.EventCreate, "cuEventCreate"},
+		{(void **)&cu.EventRecord, "cuEventRecord"},
+		{(void **)&cu.EventQuery, "cuEventQuery"},
+		{(void **)&cu.EventSynchronize, "cuEventSynchronize"},
+		{(void **)&cu.EventElapsedTime, "cuEventElapsedTime"},
+		{(void **)&cu.EventDestroy, "cuEventDestroy_v2"},
+		{(void **)&cu.ModuleLoadData, "cuModuleLoadData"},
+		{(void **)&cu.ModuleGetFunction, "cuModuleGetFunction"},
+		{(void **)&cu.ModuleUnload, "cuModuleUnload"},
+		{(void **)&cu.LaunchKernel, "cuLaunchKernel"},
+		{(void **)&cu.StreamBeginCapture, "cuStreamBeginCapture_v2"},
+		{(void **)&cu.StreamEndCapture, "cuStreamEndCapture"},
+		{(void **)&cu.GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags"},
+		{(void **)&cu.GraphLaunch, "cuGraphLaunch"},
+		{(void **)&cu.GraphExecDestroy, "cuGraphExecDestroy"},
+		{(void **)&cu.GraphDestroy, "cuGraphDestroy"},
+	};
+	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
+		dlerror();
+		void *sym = dlsym(lib, entries[i].name);
+		if (sym == NULL) {
+			const char *e = dlerror();
+			snprintf(err, errlen, "entry point %s missing (%s)", entries[i].name,
+			         e != NULL ? e : "no symbol");
+			memset(&cu, 0, sizeof(cu));
+			dlclose(lib);
+			return 2;
+		}
+		*entries[i].slot = sym;
+	}
+	cu_lib = lib;
+	return 0;
+}
+
+const char *inu_error_name(CUresult r) {
+	const char *s = NULL;
+	if (cu.GetErrorName == NULL || cu.GetErrorName(r, &s) != INU_SUCCESS) {
+		return NULL;
+	}
+	return s;
+}
+
+const char *inu_error_string(CUresult r) {
+	const char *s = NULL;
+	if (cu.GetErrorString == NULL || cu.GetErrorString(r, &s) != INU_SUCCESS) {
+		return NULL;
+	}
+	return s;
+}
+
+// SET_CTX makes ctx current on the calling thread; every shim that works in
+// a context starts with it.
+#define SET_CTX(ctx)                                                     \
+	do {                                                                 \
+		CUresult set_ctx_r = cu.CtxSetCurrent((CUcontext)(ctx));        \
+		if (set_ctx_r != INU_SUCCESS) return set_ctx_r;                  \
+	} while (0)
+
+// STEP runs one driver call of a multi-call shim, recording its stage.
+#define STEP(s, call)                                                    \
+	do {                                                                 \
+		*stage = (s);                                                    \
+		r = (call);                                                      \
+	} while (0)
+
+CUresult inu_init(void) { return cu.Init(0); }
+
+CUresult inu_driver_version(int *version) { return cu.DriverGetVersion(version); }
+
+CUresult inu_device_count(int *count) { return cu.DeviceGetCount(count); }
+
+CUresult inu_device_get(int ordinal, int *dev) { return cu.DeviceGet(dev, ordinal); }
+
+CUresult inu_device_name(int dev, char *buf, int len) { return cu.DeviceGetName(buf, len, dev); }
+
+CUresult inu_device_attr(int dev, int attr, int *value) {
+	return cu.DeviceGetAttribute(value, attr, dev);
+}
+
+CUresult inu_device_total_mem(int dev, size_t *bytes) { return cu.DeviceTotalMem(bytes, dev); }
+
+CUresult inu_device_uuid(int dev, unsigned char *uuid) { return cu.DeviceGetUuid(uuid, dev); }
+
+CUresult inu_device_pci_bus_id(int dev, char *buf, int len) {
+	return cu.DeviceGetPCIBusId(buf, len, dev);
+}
+
+CUresult inu_can_access_peer(int dev, int peer, int *can) {
+	return cu.DeviceCanAccessPeer(can, dev, peer);
+}
+
+CUresult inu_ctx_retain(int dev, uintptr_t *ctx) {
+	CUcontext c = NULL;
+	CUresult r = cu.DevicePrimaryCtxRetain(&c, dev);
+	*ctx = (uintptr_t)c;
+	return r;
+}
+
+CUresult inu_ctx_release(int dev) { return cu.DevicePrimaryCtxRelease(dev); }
+
+CUresult inu_enable_peer(uintptr_t ctx, uintptr_t peer) {
+	SET_CTX(ctx);
+	CUresult r = cu.CtxEnablePeerAccess((CUcontext)peer, 0);
+	return r == INU_ERROR_PEER_ACCESS_ALREADY_ENABLED ? INU_SUCCESS : r;
+}
+
+// Synchronous copies and memsets run on the legacy default stream and may
+// return before the device has finished (pageable host-to-device copies,
+// device-to-device copies, memsets of device memory). The backend's streams
+// are non-blocking and do not wait for the legacy stream, so these shims
+// synchronise it before returning: the contract says "synchronously".
+
+CUresult inu_mem_alloc(uintptr_t ctx, size_t n, CUdeviceptr *ptr, int *stage) {
+	CUresult r;
+	*stage = INU_STAGE_CTX;
+	SET_CTX(ctx);
+	STEP(INU_STAGE_ALLOC, cu.MemAlloc(ptr, n));
+	if (r != INU_SUCCESS) return r;
+	STEP(INU_STAGE_MEMSET, cu.MemsetD8(*ptr, 0, n));
+	if (r == INU_SUCCESS) STEP(INU_STAGE_SYNC, cu.StreamSynchronize(NULL));
+	if (r != INU_SUCCESS) {
+		cu.MemFree(*ptr);
+		*ptr = 0;
+	}
+	return r;
+}
+
+CUresult inu_mem_free(uintptr_t ctx, CUdeviceptr ptr) {
+	SET_CTX(ctx);
+	return cu.MemFree(ptr);
+}
+
+CUresult inu_host_alloc(uintptr_t ctx, size_t n, void **host, CUdeviceptr *dptr, int *stage) {
+	CUresult r;
+	*stage = INU_STAGE_CTX;
+	SET_CTX(ctx);
+	STEP(INU_STAGE_ALLOC, cu.MemHostAlloc(host, n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+	if (r != INU_SUCCESS) return r;
+	STEP(INU_STAGE_DEVPTR, cu.MemHostGetDevicePointer(dptr, *host, 0));
+	if (r != INU_SUCCESS) {
+		cu.MemFreeHost(*host);
+		*host = NULL;
+		return r;
+	}
+	memset(*host, 0, n);
+	return INU_SUCCESS;
+}
+
+CUresult inu_host_free(uintptr_t ctx, void *host) {
+	SET_CTX(ctx);
+	return cu.MemFreeHost(host);
+}
+
+CUresult inu_copy_htod(uintptr_t ctx, CUdeviceptr dst, const void *src, size_t n, int *stage) {
+	CUresult r;
+	*stage = INU_STAGE_CTX;
+	SET_CTX(ctx);
+	STEP(INU_STAGE_COPY, cu.MemcpyHtoD(dst, src, n));
+	if (r != INU_SUCCESS) return r;
+	STEP(INU_STAGE_SYNC, cu.StreamSynchronize(NULL));
+	return r;
+}
+
+CUresult inu_copy_dtoh(uintptr_t ctx, void *dst, CUdeviceptr src, size_t n) {
+	SET_CTX(ctx);
+	return cu.MemcpyDtoH(dst, src, n);
+}
+
+CUresult inu_copy_dtod(uintptr_t ctx, CUdeviceptr dst, CUdeviceptr src, size_t n, int *stage) {
+	CUresult r;
+	*stage = INU_STAGE_CTX;
+	SET_CTX(ctx);
+	STEP(INU_STAGE_COPY, cu.MemcpyDtoD(dst, src, n));
+	if (r != INU_SUCCESS) return r;
+	STEP(INU_STAGE_SYNC, cu.StreamSynchronize(NULL));
+	return r;
+}
+
+CUresult inu_memset(uintptr_t ctx, CUdeviceptr dst, unsigned char v, size_t n, int *stage) {
+	CUresult r;
+	*stage = INU_STAGE_CTX;
+	SET_CTX(ctx);
+	STEP(INU_STAGE_MEMSET, cu.MemsetD8(dst, v, n));
+	if (r != INU_SUCCESS) return r;
+	STEP(INU_STAGE_SYNC, cu.StreamSynchronize(NULL));
+	return r;
+}
+
+static void device_prop(CUmemAllocationProp *prop, int dev, int handle_types) {
+	memset(prop, 0, sizeof(*prop));
+	prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop->requestedHandleTypes = handle_types;
+	prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop->location.id = dev;
+}
+
+CUresult inu_vmm_granularity(int dev, int handle_types, size_t *granularity) {
+	CUmemAllocationProp prop;
+	device_prop(&prop, dev, handle_types);
+	return cu.MemGetAllocationGranularity(granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+}
+
+// map_and_grant reserves an address range for handle h, maps it and grants
+// read/write access to the listed devices. On failure it undoes its own
+// steps (not the handle).
+static CUresult map_and_grant(CUmemGenericAllocationHandle h, size_t size, size_t align,
+                              const int *access, int naccess, inu_vmm *out, int *stage) {
+	CUresult r;
+	CUdeviceptr ptr = 0;
+	CUmemAccessDesc desc[MAX_ACCESS];
+	if (naccess < 1 || naccess > MAX_ACCESS) {
+		*stage = INU_STAGE_ACCESS;
+		return 1; // CUDA_ERROR_INVALID_VALUE
+	}
+	STEP(INU_STAGE_RESERVE, cu.MemAddressReserve(&ptr, size, align, 0, 0));
+	if (r != INU_SUCCESS) return r;
+	STEP(INU_STAGE_MAP, cu.MemMap(ptr, size, 0, h, 0));
+	if (r != INU_SUCCESS) {
+		cu.MemAddressFree(ptr, size);
+		return r;
+	}
+	for (int i = 0; i < naccess; i++) {
+		desc[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		desc[i].location.id = access[i];
+		desc[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	}
+	STEP(INU_STAGE_ACCESS, cu.MemSetAccess(ptr, size, desc, (size_t)naccess));
+	if (r != INU_SUCCESS) {
+		cu.MemUnmap(ptr, size);
+		cu.MemAddressFree(ptr, size);
+		return r;
+	}
+	out->ptr = ptr;
+	out->size = size;
+	out->handle = h;
+	return INU_SUCCESS;
+}
+
+CUresult inu_vmm_create(uintptr_t ctx, int dev, int handle_types, size_t size,
+                        const int *access, int naccess, inu_vmm *out, int *stage) {
+	CUresult r;
+	CUmemAllocationProp prop;
+	size_t gran = 0;
+	CUmemGenericAllocationHandle h = 0;
+	*stage = INU_STAGE_CTX;
+	SET_CTX(ctx);
+	device_prop(&prop, dev, handle_types);
+	STEP(INU_STAGE_GRANULARITY,
+	     cu.MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	if (r != INU_SUCCESS) return r;
+	if (gran > 0) size = (size + gran - 1) / gran * gran;
+	STEP(INU_STAGE_CREATE, cu.MemCreate(&h, size, &prop, 0));
+	if (r != INU_SUCCESS) return r;
+	r = map_and_grant(h, size, gran, access, naccess, out, stage);
+	if (r != INU_SUCCESS) {
+		cu.MemRelease(h);
+		return r;
+	}
+	STEP(INU_STAGE_MEMSET, cu.MemsetD8(out->ptr, 0, size));
+	if (r == INU_SUCCESS) STEP(INU_STAGE_SYNC, cu.StreamSynchronize(NULL));
+	if (r != INU_SUCCESS) {
+		cu.MemUnmap(out->ptr, size);
+		cu.MemAddressFree(out->ptr, size);
+		cu.MemRelease(h);
+		memset(out, 0, sizeof(*out));
+	}
+	return r;
+}
+
+CUresult inu_vmm_import(uintptr_t ctx, int handle_type, int fd, const void *fabric,
+                        size_t size, const int *access, int naccess, inu_vmm *out, int *stage) {
+	CUresult r;
+	CUmemGenericAllocationHandle h = 0;
+	CUmemFabricHandle fh;
+	void *os_handle;
+	*stage = INU_STAGE_CTX;
+	SET_CTX(ctx);
+	if (handle_type == INU_HANDLE_FABRIC) {
+		memcpy(fh.data, fabric, sizeof(fh.data));
+		os_handle = &fh;
+	} else {
+		os_handle = (void *)(uintptr_t)fd;
+	}
+	STEP(INU_STAGE_IMPORT, cu.MemImportFromShareableHandle(&h, os_handle, handle_type));
+	if (r != INU_SUCCESS) return r;
+	r = map_and_grant(h, size, 0, access, naccess, out, stage);
+	if (r != INU_SUCCESS) cu.MemRelease(h);
+	return r;
+}
+
+CUresult inu_vmm_release(uintptr_t ctx, inu_vmm *m) {
+	SET_CTX(ctx);
+	// Work still queued against the range must finish before it is
+	// unmapped; the first error is reported but every step still runs.
+	CUresult first = cu.CtxSynchronize();
+	CUresult r = cu.MemUnmap(m->ptr, m->size);
+	if (first == INU_SUCCESS) first = r;
+	r = cu.MemAddressFree(m->ptr, m->size);
+	if (first == INU_SUCCESS) first = r;
+	r = cu.MemRelease(m->handle);
+	if (first == INU_SUCCESS) first = r;
+	return first;
+}
+
+CUresult inu_vmm_export_fd(uintptr_t ctx, CUmemGenericAllocationHandle h, int *fd) {
+	SET_CTX(ctx);
+	return cu.MemExportToShareableHandle(fd, h, INU_HANDLE_POSIX_FD, 0);
+}
+
+CUresult inu_vmm_export_fabric(uintptr_t ctx, CUmemGenericAllocationHandle h, unsigned char *out) {
+	CUmemFabricHandle fh;
+	SET_CTX(ctx);
+	CUresult r = cu.MemExportToShareableHandle(&fh, h, INU_HANDLE_FABRIC, 0);
+	if (r == INU_SUCCESS) memcpy(out, fh.data, sizeof(fh.data));
+	return r;
+}
+
+CUresult inu_fabric_roundtrip(uintptr_t ctx, int dev, int *stage) {
+	CUresult r;
+	CUmemAllocationProp prop;
+	size_t gran = 0;
+	CUmemGenericAllocationHandle h = 0, imported = 0;
+	CUmemFabricHandle fh;
+	*stage = INU_STAGE_CTX;
+	SET_CTX(ctx);
+	device_prop(&prop, dev, INU_HANDLE_FABRIC);
+	STEP(INU_STAGE_GRANULARITY,
+	     cu.MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	if (r != INU_SUCCESS) return r;
+	STEP(INU_STAGE_CREATE, cu.MemCreate(&h, gran, &prop, 0));
+	if (r != INU_SUCCESS) return r;
+	STEP(INU_STAGE_EXPORT, cu.MemExportToShareableHandle(&fh, h, INU_HANDLE_FABRIC, 0));
+	if (r == INU_SUCCESS) {
+		STEP(INU_STAGE_IMPORT, cu.MemImportFromShareableHandle(&imported, &fh, INU_HANDLE_FABRIC));
+		if (r == INU_SUCCESS) cu.MemRelease(imported);
+	}
+	cu.MemRelease(h);
+	return r;
+}
+
+CUresult inu_stream_create(uintptr_t ctx, uintptr_t *stream) {
+	CUstream s = NULL;
+	SET_CTX(ctx);
+	CUresult r = cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING);
+	*stream = (uintptr_t)s;
+	return r;
+}
+
+CUresult inu_stream_destroy(uintptr_t ctx, uintptr_t stream) {
+	SET_CTX(ctx);
+	return cu.StreamDestroy((CUstream)stream);
+}
+
+CUresult inu_stream_query(uintptr_t ctx, uintptr_t stream) {
+	SET_CTX(ctx);
+	return cu.StreamQuery((CUstream)stream);
+}
+
+CUresult inu_stream_sync(uintptr_t ctx, uintptr_t stream) {
+	SET_CTX(ctx);
+	return cu.StreamSynchronize((CUstream)stream);
+}
+
+CUresult inu_stream_wait_event(uintptr_t ctx, uintptr_t stream, uintptr_t event) {
+	SET_CTX(ctx);
+	return cu.StreamWaitEvent((CUstream)stream, (CUevent)event, 0);
+}
+
+CUresult inu_copy_dtod_async(uintptr_t ctx, CUdeviceptr dst, CUdeviceptr src, size_t n, uintptr_t stream) {
+	SET_CTX(ctx);
+	return cu.MemcpyDtoDAsync(dst, src, n, (CUstream)stream);
+}
+
+CUresult inu_event_create(uintptr_t ctx, unsigned int flags, uintptr_t *event) {
+	CUevent e = NULL;
+	SET_CTX(ctx);
+	CUresult r = cu.EventCreate(&e, flags);
+	*event = (uintptr_t)e;
+	return r;
+}
+
+CUresult inu_event_record(uintptr_t ctx, uintptr_t event, uintptr_t stream) {
+	SET_CTX(ctx);
+	return cu.EventRecord((CUevent)event, (CUstream)stream);
+}
+
+CUresult inu_event_query(uintptr_t ctx, uintptr_t event) {
+	SET_CTX(ctx);
+	return cu.EventQuery((CUevent)event);
+}
+
+CUresult inu_event_sync(uintptr_t ctx, uintptr_t event) {
+	SET_CTX(ctx);
+	return cu.EventSynchronize((CUevent)event);
+}
+
+CUresult inu_event_elapsed(uintptr_t ctx, uintptr_t start, uintptr_t end, float *ms) {
+	SET_CTX(ctx);
+	return cu.EventElapsedTime(ms, (CUevent)start, (CUevent)end);
+}
+
+CUresult inu_event_destroy(uintptr_t ctx, uintptr_t event) {
+	SET_CTX(ctx);
+	return cu.EventDestroy((CUevent)event);
+}
+
+CUresult inu_module_load(uintptr_t ctx, const void *image, uintptr_t *module) {
+	CUmodule m = NULL;
+	SET_CTX(ctx);
+	CUresult r = cu.ModuleLoadData(&m, image);
+	*module = (uintptr_t)m;
+	return r;
+}
+
+CUresult inu_module_function(uintptr_t ctx, uintptr_t module, const char *name, uintptr_t *fn) {
+	CUfunction f = NULL;
+	SET_CTX(ctx);
+	CUresult r = cu.ModuleGetFunction(&f, (CUmodule)module, name);
+	*fn = (uintptr_t)f;
+	return r;
+}
+
+CUresult inu_module_unload(uintptr_t ctx, uintptr_t module) {
+	SET_CTX(ctx);
+	return cu.ModuleUnload((CUmodule)module);
+}
+
+CUresult inu_launch(uintptr_t ctx, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
+                    unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                    uintptr_t stream, void *params, size_t size) {
+	SET_CTX(ctx);
+	if (size == 0) {
+		return cu.LaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream,
+		                       NULL, NULL);
+	}
+	// The driver copies the parameter buffer before cuLaunchKernel returns,
+	// so params may live on the caller's stack.
+	size_t sz = size;
+	void *extra[] = {
+		CU_LAUNCH_PARAM_BUFFER_POINTER, params,
+		CU_LAUNCH_PARAM_BUFFER_SIZE, &sz,
+		CU_LAUNCH_PARAM_END,
+	};
+	return cu.LaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream,
+	                       NULL, extra);
+}
+
+CUresult inu_begin_capture(uintptr_t ctx, uintptr_t stream) {
+	SET_CTX(ctx);
+	return cu.StreamBeginCapture((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+CUresult inu_end_capture(uintptr_t ctx, uintptr_t stream, uintptr_t *graph, uintptr_t *exec, int *stage) {
+	CUresult r;
+	CUgraph g = NULL;
+	CUgraphExec e = NULL;
+	*stage = INU_STAGE_CTX;
+	SET_CTX(ctx);
+	STEP(INU_STAGE_END_CAPTURE, cu.StreamEndCapture((CUstream)stream, &g));
+	if (r != INU_SUCCESS) {
+		if (g != NULL) cu.GraphDestroy(g);
+		return r;
+	}
+	STEP(INU_STAGE_INSTANTIATE, cu.GraphInstantiateWithFlags(&e, g, 0));
+	if (r != INU_SUCCESS) {
+		cu.GraphDestroy(g);
+		return r;
+	}
+	*graph = (uintptr_t)g;
+	*exec = (uintptr_t)e;
+	return INU_SUCCESS;
+}
+
+CUresult inu_graph_launch(uintptr_t ctx, uintptr_t exec, uintptr_t stream) {
+	SET_CTX(ctx);
+	return cu.GraphLaunch((CUgraphExec)exec, (CUstream)stream);
+}
+
+CUresult inu_graph_destroy(uintptr_t ctx, uintptr_t graph, uintptr_t exec) {
+	SET_CTX(ctx);
+	CUresult r = cu.GraphExecDestroy((CUgraphExec)exec);
+	CUresult r2 = cu.GraphDestroy((CUgraph)graph);
+	return r != INU_SUCCESS ? r : r2;
+}

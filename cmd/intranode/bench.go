@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/symmetric/store"
+)
+
+// benchRow is one line of the table: a size and algorithm, aggregated over
+// ranks (the slowest rank's time, the sum of wrong elements).
+type benchRow struct {
+	Bytes   int     `json:"bytes"`
+	Count   int     `json:"count"`
+	Type    string  `json:"type"`
+	Op      string  `json:"redop"`
+	Algo    string  `json:"algo"`
+	InPlace bool    `json:"inplace"`
+	TimeUS  float64 `json:"time_us"`
+	AlgBW   float64 `json:"algbw_gbps"`
+	BusBW   float64 `json:"busbw_gbps"`
+	Wrong   int     `json:"wrong"`
+	Skipped string  `json:"skipped,omitempty"`
+}
+
+func runBench(ctx context.Context, args []string, s streams) error {
+	var c common
+	fs := newFlags("bench", s)
+	c.register(fs)
+	world := fs.Int("world", 2, "number of ranks (one device each)")
+	minB := fs.String("b", "1K", "smallest message size in bytes (K, M, G suffixes)")
+	maxB := fs.String("e", "4M", "largest message size in bytes")
+	factor := fs.Int("f", 4, "size multiplication factor between rows")
+	dtypeS := fs.String("dtype", "bfloat16", "element type: float, half, bfloat16, double, int32")
+	opS := fs.String("op", "sum", "reduction: sum, max, min")
+	algoS := fs.String("algo", "all", "all, auto (SelectAllReduceAlgo), or a list of oneshot,twoshot,hcm")
+	iters := fs.Int("iters", 20, "timed iterations per row")
+	warmup := fs.Int("warmup", 5, "untimed iterations before timing")
+	graph := fs.Bool("graph", false, "capture the timed iterations into a graph and replay it")
+	inPlace := fs.Bool("inplace", false, "also measure in-place")
+	buffer := fs.String("buffer", "10M", "symmetric buffer per rank")
+	procs := fs.Bool("procs", true, "run ranks as separate processes (false: goroutines)")
+	asCSV := fs.Bool("csv", false, "print CSV instead of the table")
+	asJSON := fs.Bool("json", false, "print JSON instead of the table")
+	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole run")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := benchSetup(c.backend, *world, *minB, *maxB, *factor, *dtypeS, *opS, *algoS, *iters, *warmup, *buffer)
+	if err != nil {
+		return err
+	}
+	cfg.Graph, cfg.InPlace, cfg.Timeout = *graph, *inPlace, *timeout
+	b, err := backend.Open(ctx, cfg.Backend)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.Probe(ctx); err != nil {
+		return err
+	}
+	cfg.Backend = b.Name()
+	if n, err := b.DeviceCount(ctx); err != nil {
+		return err
+	} else if cfg.World > n {
+		return fmt.Errorf("%w: --world %d but backend %s has %d devices", errUsage, cfg.World, b.Name(), n)
+	}
+	total := len(cfg.Sizes) * len(cfg.Algos)
+	progress := newProgress(s.Err, total)
+	var samples []benchSample
+	if *procs {
+		samples, err = benchProcesses(ctx, cfg, progress)
+	} else {
+		samples, err = benchGoroutines(ctx, cfg, b, progress)
+	}
+	progress.done()
+	if err != nil {
+		return err
+	}
+	rows := aggregate(cfg, samples)
+	switch {
+	case *asJSON:
+		enc := json.NewEncoder(s.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return err
+		}
+	case *asCSV:
+		if err := writeCSV(s.Out, rows); err != nil {
+			return err
+		}
+	default:
+		if err := writeTable(s.Out, cfg, *procs, rows); err != nil {
+			return err
+		}
+	}
+	wrong := 0
+	for _, r := range rows {
+		wrong += r.Wrong
+	}
+	if wrong > 0 {
+		return fmt.Errorf("%d wrong elements", wrong)
+	}
+	return nil
+}
+
+func benchSetup(backendName string, world int, minB, maxB string, factor int, dtypeS, opS, algoS string, iters, warmup int, buffer string) (benchConfig, error) {
+	var cfg benchConfig
+	lo, err := parseBytes(minB)
+	if err != nil {
+		return cfg, err
+	}
+	hi, err := parseBytes(maxB)
+	if err != nil {
+		return cfg, err
+	}
+	buf, err := parseBytes(buffer)
+	if err != nil {
+		return cfg, err
+	}
+	switch {
+	case lo < 1 || hi < lo:
+		return cfg, fmt.Errorf("%w: need 1 <= -b <= -e, got %d and %d", errUsage, lo, hi)
+	case factor < 2:
+		return cfg, fmt.Errorf("%w: -f must be at least 2", errUsage)
+	case world < 2 || world > collective.MaxDevices:
+		return cfg, fmt.Errorf("%w: --world must be 2 to %d", errUsage, collective.MaxDevices)
+	case iters < 1 || warmup < 0:
+		return cfg, fmt.Errorf("%w: --iters must be positive and --warmup not negative", errUsage)
+	}
+	d, err := backend.ParseDType(dtypeS)
+	if err != nil {
+		return cfg, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	op, err := backend.ParseReduceOp(opS)
+	if err != nil {
+		return cfg, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var algos []string
+	switch algoS {
+	case "all":
+		algos = []string{"oneshot", "twoshot", "hcm"}
+	case "auto":
+		algos = []string{"auto"}
+	default:
+		for _, a := range strings.Split(algoS, ",") {
+			if _, err := collective.ParseAlgo(a); err != nil || a == "none" {
+				return cfg, fmt.Errorf("%w: --algo %q", errUsage, a)
+			}
+			algos = append(algos, strings.ToLower(a))
+		}
+	}
+	var sizes []int
+	for n := lo; n <= hi; n *= factor {
+		sizes = append(sizes, n)
+	}
+	return benchConfig{Backend: backendName, World: world, Sizes: sizes, DType: d, Op: op, Algos: algos,
+		Iters: iters, Warmup: warmup, BufferSize: buf}, nil
+}
+
+// parseBytes reads "4096", "1K", "8M", "1G" (powers of 1024).
+func parseBytes(s string) (int, error) {
+	mult := 1
+	t := strings.ToUpper(strings.TrimSpace(s))
+	switch {
+	case strings.HasSuffix(t, "K"):
+		mult, t = 1<<10, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"):
+		mult, t = 1<<20, t[:len(t)-1]
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1<<30, t[:len(t)-1]
+	}
+	v, err := strconv.Atoi(t)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%w: %q is not a size", errUsage, s)
+	}
+	return v * mult, nil
+}
+
+func benchGoroutines(ctx context.Context, cfg benchConfig, b backend.Backend, p *progress) ([]benchSample, error) {
+	st := store.NewMem(store.WithTimeout(cfg.Timeout))
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	var mu sync.Mutex
+	var samples []benchSample
+	errs := make([]error, cfg.World)
+	var wg sync.WaitGroup
+	for r := range cfg.World {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = benchRank(ctx, cfg, r, st, b, func(smp benchSample) error {
+				mu.Lock()
+				defer mu.Unlock()
+				samples = append(samples, smp)
+				if r == 0 {
+					p.step(smp)
+				}
+				return nil
+			})
+			if errs[r] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return samples, rankErrors(errs)
+}
+
+func rankErrors(errs []error) error {
+	var out []error
+	for r, err := range errs {
+		if err != nil {
+			out = append(out, fmt.Errorf("rank %d: %w", r, err))
+		}
+	}
+	return errors.Join(out...)
+}
+
+func benchProcesses(ctx context.Context, cfg benchConfig, p *progress) ([]benchSample, error) {
+	srv, err := store.ListenTCP("127.0.0.1:0", store.WithTimeout(cfg.Timeout))
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	raw, _ := json.Marshal(cfg)
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout+10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var samples []benchSample
+	errs := make([]error, cfg.World)
+	var wg sync.WaitGroup
+	for r := range cfg.World {
+		cmd := exec.CommandContext(ctx, exe, benchRankCommand)
+		cmd.Env = append(os.Environ(), envBenchConfig+"="+string(raw), envBenchRank+"="+strconv.Itoa(r), envBenchStore+"="+srv.Addr())
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cmd.WaitDelay = 2 * time.Second
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("starting rank %d: %w", r, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				var smp benchSample
+				if err := json.Unmarshal(sc.Bytes(), &smp); err != nil {
+					continue
+				}
+				mu.Lock()
+				samples = append(samples, smp)
+				if r == 0 {
+					p.step(smp)
+				}
+				mu.Unlock()
+			}
+			if err := cmd.Wait(); err != nil {
+				errs[r] = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return samples, rankErrors(errs)
+}
+
+func aggregate(cfg benchConfig, samples []benchSample) []benchRow {
+	type key struct {
+		bytes   int
+		algo    string
+		inPlace bool
+	}
+	rows := map[key]*benchRow{}
+	var order []key
+	for _, smp := range samples {
+		k := key{smp.Bytes, smp.Algo, smp.InPlace}
+		r, ok := rows[k]
+		if !ok {
+			r = &benchRow{Bytes: smp.Bytes, Count: smp.Bytes / cfg.DType.Size(), Type: cfg.DType.String(), Op: cfg.Op.String(),
+				Algo: smp.Algo, InPlace: smp.InPlace}
+			rows[k] = r
+			order = append(order, k)
+		}
+		r.TimeUS = max(r.TimeUS, smp.TimeUS)
+		r.Wrong += smp.Wrong
+		if smp.Skipped != "" {
+			r.Skipped = smp.Skipped
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return order[a].bytes < order[b].bytes })
+	// An algorithm that could run at no size (HCM off a hybrid cube mesh)
+	// gets no rows at all.
+	ran := map[string]bool{}
+	for _, r := range rows {
+		ran[r.Algo] = ran[r.Algo] || r.Skipped == ""
+	}
+	out := make([]benchRow, 0, len(order))
+	for _, k := range order {
+		r := rows[k]
+		if !ran[r.Algo] {
+			continue
+		}
+		if r.Skipped == "" && r.TimeUS > 0 {
+			r.AlgBW = float64(r.Bytes) / (r.TimeUS * 1e-6) / 1e9
+			r.BusBW = r.AlgBW * 2 * float64(cfg.World-1) / float64(cfg.World)
+		}
+		out = append(out, *r)
+	}
+	return out
+}
+
+func writeTable(w io.Writer, cfg benchConfig, procs bool, rows []benchRow) error {
+	mode := "goroutines"
+	if procs {
+		mode = "processes"
+	}
+	graph := "eager launches"
+	if cfg.Graph {
+		graph = "graph replay"
+	}
+	fmt.Fprintf(w, "# intranode bench: backend %s, world %d (%s), %s, iters %d, warmup %d, buffer %d bytes\n",
+		cfg.Backend, cfg.World, mode, graph, cfg.Iters, cfg.Warmup, cfg.BufferSize)
+	fmt.Fprintf(w, "# time is the slowest rank's mean per call; busbw = algbw * 2(n-1)/n; GB/s = 1e9 bytes/s\n#\n")
+	const head = "#%11s %12s %9s %6s %8s %6s %10s %8s %8s %7s\n"
+	fmt.Fprintf(w, head, "size", "count", "type", "redop", "algo", "place", "time", "algbw", "busbw", "#wrong")
+	fmt.Fprintf(w, head, "(B)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "")
+	var sum float64
+	n, wrong := 0, 0
+	for _, r := range rows {
+		place := "out"
+		if r.InPlace {
+			place = "in"
+		}
+		if r.Skipped != "" {
+			fmt.Fprintf(w, " %11d %12d %9s %6s %8s %6s %10s %8s %8s %7s\n", r.Bytes, r.Count, r.Type, r.Op, r.Algo, place,
+				"n/a", "-", "-", "-")
+			continue
+		}
+		fmt.Fprintf(w, " %11d %12d %9s %6s %8s %6s %10.2f %8.2f %8.2f %7d\n", r.Bytes, r.Count, r.Type, r.Op, r.Algo, place,
+			r.TimeUS, r.AlgBW, r.BusBW, r.Wrong)
+		sum += r.BusBW
+		n++
+		wrong += r.Wrong
+	}
+	ok := "OK"
+	if wrong > 0 {
+		ok = "FAILED"
+	}
+	avg := 0.0
+	if n > 0 {
+		avg = sum / float64(n)
+	}
+	fmt.Fprintf(w, "# Out of bounds values : %d %s\n", wrong, ok)
+	fmt.Fprintf(w, "# Avg bus bandwidth    : %.4f\n#\n", avg)
+	return nil
+}
+
+func writeCSV(w io.Writer, rows []benchRow) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"size_bytes", "count", "type", "redop", "algo", "inplace", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "skipped"})
+	for _, r := range rows {
+		_ = cw.Write([]string{strconv.Itoa(r.Bytes), strconv.Itoa(r.Count), r.Type, r.Op, r.Algo, strconv.FormatBool(r.InPlace),
+			strconv.FormatFloat(r.TimeUS, 'f', 3, 64), strconv.FormatFloat(r.AlgBW, 'f', 3, 64),
+			strconv.FormatFloat(r.BusBW, 'f', 3, 64), strconv.Itoa(r.Wrong), r.Skipped})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// progress prints how far a sweep has got on stderr.
+type progress struct {
+	w     io.Writer
+	total int
+	n     int
+}
+
+// newProgress returns a progress indicator that writes to w only when w is
+// a terminal (so logs and pipes stay clean).
+func newProgress(w io.Writer, total int) *progress {
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return &progress{w: w, total: total}
+		}
+	}
+	return &progress{total: total}
+}
+
+func (p *progress) step(smp benchSample) {
+	if p.w == nil || smp.InPlace {
+		return
+	}
+	p.n++
+	fmt.Fprintf(p.w, "\r[%d/%d] %d bytes %s      ", p.n, p.total, smp.Bytes, smp.Algo)
+}
+
+func (p *progress) done() {
+	if p.w != nil && p.n > 0 {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/internal/numeric"
+	"github.com/intranode/intranode/symmetric/store"
+)
+
+// benchRankCommand is the hidden subcommand a bench rank process runs.
+const benchRankCommand = "__bench-rank"
+
+// benchConfig is what every rank runs; the parent passes it as JSON.
+type benchConfig struct {
+	Backend    string           `json:"backend"`
+	World      int              `json:"world"`
+	Sizes      []int            `json:"sizes"`
+	DType      backend.DType    `json:"dtype"`
+	Op         backend.ReduceOp `json:"op"`
+	Algos      []string         `json:"algos"` // "oneshot", "twoshot", "hcm", "auto"
+	Iters      int              `json:"iters"`
+	Warmup     int              `json:"warmup"`
+	Graph      bool             `json:"graph"`
+	InPlace    bool             `json:"inplace"`
+	BufferSize int              `json:"buffer_size"`
+	Timeout    time.Duration    `json:"timeout"`
+}
+
+// benchSample is one rank's measurement of one (size, algo, placement).
+type benchSample struct {
+	Rank    int     `json:"rank"`
+	Bytes   int     `json:"bytes"`
+	Algo    string  `json:"algo"`
+	InPlace bool    `json:"inplace"`
+	TimeUS  float64 `json:"time_us"`
+	Wrong   int     `json:"wrong"`
+	Skipped string  `json:"skipped,omitempty"`
+}
+
+// runBenchRank is the child side: it reads the config from the
+// environment, meets the other ranks through the TCP store the parent
+// serves, and prints one JSON sample per line.
+func runBenchRank(ctx context.Context, args []string, s streams) error {
+	var cfg benchConfig
+	if err := json.Unmarshal([]byte(os.Getenv(envBenchConfig)), &cfg); err != nil {
+		return fmt.Errorf("bench rank: bad config: %w", err)
+	}
+	var rank int
+	if _, err := fmt.Sscanf(os.Getenv(envBenchRank), "%d", &rank); err != nil {
+		return fmt.Errorf("bench rank: bad rank: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	st, err := store.DialTCP(ctx, os.Getenv(envBenchStore), store.WithTimeout(cfg.Timeout))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	b, err := backend.Open(ctx, cfg.Backend)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	enc := json.NewEncoder(s.Out)
+	return benchRank(ctx, cfg, rank, st, b, func(smp benchSample) error { return enc.Encode(smp) })
+}
+
+const (
+	envBenchConfig = "INTRANODE_BENCH_CONFIG"
+	envBenchRank   = "INTRANODE_BENCH_RANK"
+	envBenchStore  = "INTRANODE_BENCH_STORE"
+)
+
+// benchRank measures every size and algorithm on one rank.
+func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b backend.Backend, emit func(benchSample) error) error {
+	dev := rank
+	c, err := collective.New(st, rank, cfg.World, collective.Options{Backend: b, Device: &dev, BufferSize: cfg.BufferSize, Timeout: cfg.Timeout})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Rendezvous(ctx); err != nil {
+		return err
+	}
+	d := c.Device()
+	maxBytes := 0
+	for _, n := range cfg.Sizes {
+		maxBytes = max(maxBytes, n)
+	}
+	in, err := d.Alloc(ctx, maxBytes)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := d.Alloc(ctx, maxBytes)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	s, err := d.NewStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	timing := b.Capabilities().Has(backend.CapTiming)
+	graphs := b.Capabilities().Has(backend.CapGraphs)
+	if cfg.Graph && !graphs {
+		return backend.Errorf(backend.CodeNotSupported, "backend %s cannot capture graphs", b.Name())
+	}
+	m := &benchMeasure{c: c, dev: d, s: s, in: in.Ptr(), out: out.Ptr(), cfg: cfg, rank: rank, timing: timing}
+	for _, size := range cfg.Sizes {
+		count := size / cfg.DType.Size()
+		if count == 0 {
+			continue
+		}
+		if err := m.fill(ctx, count, size); err != nil {
+			return err
+		}
+		for _, name := range cfg.Algos {
+			placements := []bool{false}
+			if cfg.InPlace {
+				placements = append(placements, true)
+			}
+			for _, inPlace := range placements {
+				smp := benchSample{Rank: rank, Bytes: count * cfg.DType.Size(), Algo: name, InPlace: inPlace}
+				algo, why := m.algo(name, count)
+				if why != "" {
+					smp.Skipped = why
+				} else if smp.TimeUS, smp.Wrong, err = m.run(ctx, algo, count, size, inPlace); err != nil {
+					return fmt.Errorf("%d bytes %s: %w", size, name, err)
+				}
+				if err := emit(smp); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return c.Barrier(ctx)
+}
+
+type benchMeasure struct {
+	c       *collective.Comm
+	dev     backend.Device
+	s       backend.Stream
+	in, out backend.DevicePtr
+	cfg     benchConfig
+	rank    int
+	timing  bool
+	input   []byte
+}
+
+func (m *benchMeasure) fill(ctx context.Context, count, seed int) error {
+	m.input = make([]byte, count*m.cfg.DType.Size())
+	numeric.Pattern(m.cfg.DType, m.input, count, m.rank, seed)
+	return m.dev.CopyToDevice(ctx, m.in, m.input)
+}
+
+// algo resolves a name to an algorithm, or says why it cannot run.
+func (m *benchMeasure) algo(name string, count int) (collective.Algo, string) {
+	if name == "auto" {
+		return m.c.SelectAllReduceAlgo(count, m.cfg.DType), ""
+	}
+	a, err := collective.ParseAlgo(name)
+	if err != nil {
+		return 0, err.Error()
+	}
+	if a == collective.HCM && m.c.Topology().String() != "HybridCubeMesh" {
+		return 0, "needs a hybrid cube mesh"
+	}
+	if count > m.c.Capacity(a, m.cfg.DType) {
+		return 0, "larger than the buffer"
+	}
+	return a, ""
+}
+
+// run times cfg.Iters calls after cfg.Warmup and checks the result.
+func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, seed int, inPlace bool) (float64, int, error) {
+	dst := m.out
+	var opts []collective.CallOption
+	if inPlace {
+		dst = m.in
+	} else {
+		opts = append(opts, collective.Output(m.out))
+	}
+	call := func() error {
+		w, err := m.c.AllReduce(ctx, m.s, m.in, count, m.cfg.DType, m.cfg.Op, algo, opts...)
+		if err != nil {
+			return err
+		}
+		return w.Close()
+	}
+	for range m.cfg.Warmup {
+		if err := call(); err != nil {
+			return 0, 0, err
+		}
+	}
+	var graph backend.Graph
+	if m.cfg.Graph {
+		if err := m.s.BeginCapture(); err != nil {
+			return 0, 0, err
+		}
+		var cerr error
+		for range m.cfg.Iters {
+			if cerr = call(); cerr != nil {
+				break
+			}
+		}
+		g, err := m.s.EndCapture()
+		if err = errors.Join(cerr, err); err != nil {
+			return 0, 0, err
+		}
+		graph = g
+		defer graph.Close()
+	}
+	if err := m.s.Synchronize(ctx); err != nil {
+		return 0, 0, err
+	}
+	if err := m.c.CheckStatus(); err != nil {
+		return 0, 0, err
+	}
+	if err := m.c.Barrier(ctx); err != nil {
+		return 0, 0, err
+	}
+	elapsed, err := m.timed(ctx, func() error {
+		if graph != nil {
+			return graph.Launch(m.s)
+		}
+		for range m.cfg.Iters {
+			if err := call(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := m.c.CheckStatus(); err != nil {
+		return 0, 0, err
+	}
+	// Check: in-place iterations compound, so redo one call on fresh input.
+	if inPlace {
+		if err := m.dev.CopyToDevice(ctx, m.in, m.input); err != nil {
+			return 0, 0, err
+		}
+		if err := call(); err != nil {
+			return 0, 0, err
+		}
+		if err := m.s.Synchronize(ctx); err != nil {
+			return 0, 0, err
+		}
+	}
+	got := make([]byte, count*m.cfg.DType.Size())
+	if err := m.dev.CopyFromDevice(ctx, got, dst); err != nil {
+		return 0, 0, err
+	}
+	want := make([]byte, len(got))
+	numeric.Expected(m.cfg.DType, m.cfg.Op, want, count, m.cfg.World, seed)
+	wrong, _ := numeric.Compare(m.cfg.DType, got, want, count)
+	if inPlace {
+		if err := m.dev.CopyToDevice(ctx, m.in, m.input); err != nil {
+			return 0, 0, err
+		}
+	}
+	return float64(elapsed.Nanoseconds()) / 1e3 / float64(m.cfg.Iters), wrong, nil
+}
+
+// timed runs enqueue and returns the device time it took: from events
+// where the backend has timing events, else the host clock around a
+// synchronised stream.
+func (m *benchMeasure) timed(ctx context.Context, enqueue func() error) (time.Duration, error) {
+	if !m.timing {
+		start := time.Now()
+		if err := enqueue(); err != nil {
+			return 0, err
+		}
+		if err := m.s.Synchronize(ctx); err != nil {
+			return 0, err
+		}
+		return time.Since(start), nil
+	}
+	start, err := m.dev.NewEvent(ctx, true)
+	if err != nil {
+		return 0, err
+	}
+	defer start.Close()
+	end, err := m.dev.NewEvent(ctx, true)
+	if err != nil {
+		return 0, err
+	}
+	defer end.Close()
+	if err := m.s.Record(start); err != nil {
+		return 0, err
+	}
+	if err := enqueue(); err != nil {
+		return 0, err
+	}
+	if err := m.s.Record(end); err != nil {
+		return 0, err
+	}
+	if err := end.Synchronize(ctx); err != nil {
+		return 0, err
+	}
+	return end.Elapsed(start)
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/intranode/intranode/conformance"
+)
+
+func runConformance(ctx context.Context, args []string, s streams) error {
+	var c common
+	fs := newFlags("conformance", s)
+	c.register(fs)
+	worlds := fs.String("world", "2", "group sizes to run, comma-separated (e.g. 2,4,8)")
+	procs := fs.Bool("procs", true, "run ranks as separate processes (false: goroutines in this process)")
+	quick := fs.Bool("quick", false, "trim the size sweeps")
+	asJSON := fs.Bool("json", false, "print results as JSON")
+	filter := fs.String("run", "", "only cases whose name matches this regular expression")
+	timeout := fs.Duration("timeout", 2*time.Minute, "bound on each case")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	ws, err := intList(*worlds)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if w < 1 {
+			return fmt.Errorf("%w: world %d must be positive", errUsage, w)
+		}
+	}
+	cfg := conformance.Config{Backend: c.backend, Mode: conformance.Goroutines, Worlds: ws, Timeout: *timeout,
+		Quick: *quick, Logger: c.logger(s)}
+	if *procs {
+		cfg.Mode = conformance.Processes
+	}
+	if *filter != "" {
+		re, err := regexp.Compile(*filter)
+		if err != nil {
+			return fmt.Errorf("%w: --run: %v", errUsage, err)
+		}
+		cfg.Filter = re.MatchString
+	}
+	counts := map[conformance.Status]int{}
+	report := func(r conformance.Result) {
+		counts[r.Status]++
+		if *asJSON {
+			return
+		}
+		line := fmt.Sprintf("%-4s  %-44s world %d  %8s", r.Status, r.Case, r.World, r.Duration.Round(time.Millisecond))
+		if r.Reason != "" {
+			line += "  " + firstLineOf(r.Reason)
+		}
+		fmt.Fprintln(s.Out, line)
+		if r.Status == conformance.Fail {
+			fmt.Fprintln(s.Out, indent(r.Reason))
+		}
+	}
+	start := time.Now()
+	results, err := conformance.Run(ctx, cfg, report)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(s.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(results); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(s.Out, "\n%d passed, %d failed, %d skipped (%d cases, mode %s, %s)\n",
+			counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skipped], len(results), cfg.Mode,
+			time.Since(start).Round(time.Millisecond))
+	}
+	if counts[conformance.Fail] > 0 {
+		return fmt.Errorf("%d case(s) failed", counts[conformance.Fail])
+	}
+	return nil
+}
+
+func firstLineOf(s string) string {
+	for i, r := range s {
+		if r == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+func indent(s string) string {
+	out := "      "
+	for _, r := range s {
+		out += string(r)
+		if r == '\n' {
+			out += "      "
+		}
+	}
+	return out
+}

@@ -1,0 +1,341 @@
+package cpu
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/numeric"
+	"github.com/intranode/intranode/kernels"
+)
+
+var ops = []backend.ReduceOp{backend.Sum, backend.Max, backend.Min}
+
+// placement says where a rank's input and output are.
+type placement int
+
+const (
+	outOfPlace placement = iota // private input, private output
+	inPlace                     // one private buffer, input == output
+	fromBuffer                  // input is the rank's symmetric buffer, private output
+	inBuffer                    // input == output == the rank's symmetric buffer
+)
+
+func (p placement) String() string {
+	return [...]string{"out-of-place", "in-place", "from-buffer", "in-buffer"}[p]
+}
+
+var placements = []placement{outOfPlace, inPlace, fromBuffer, inBuffer}
+
+// where returns rank r's input and output pointers and bytes.
+func (g *group) where(p placement, r int) (in, out backend.DevicePtr, inB, outB []byte) {
+	switch p {
+	case outOfPlace:
+		return g.in[r], g.out[r], g.inBytes[r], g.outBytes[r]
+	case inPlace:
+		return g.in[r], g.in[r], g.inBytes[r], g.inBytes[r]
+	case fromBuffer:
+		return g.bufs[r], g.out[r], g.bufBytes[r], g.outBytes[r]
+	}
+	return g.bufs[r], g.bufs[r], g.bufBytes[r], g.bufBytes[r]
+}
+
+// algoCase is an algorithm on a world size.
+type algoCase struct {
+	algo  kernels.Algo
+	world int
+}
+
+func algoCases() []algoCase {
+	return []algoCase{
+		{kernels.OneShot, 2}, {kernels.OneShot, 4}, {kernels.OneShot, 8},
+		{kernels.TwoShot, 2}, {kernels.TwoShot, 4}, {kernels.TwoShot, 8},
+		{kernels.HCM, 8},
+	}
+}
+
+// capacity is the largest count algo reduces with the group's buffer.
+func (g *group) capacity(algo kernels.Algo, d backend.DType) int {
+	if algo == kernels.HCM {
+		return kernels.HCMPartialOffset(g.bufSize) / d.Size()
+	}
+	return g.bufSize / d.Size()
+}
+
+func testBufSize() int {
+	if raceEnabled {
+		return 72 << 10 // still holds 4099 float64 in half a buffer
+	}
+	return 128 << 10
+}
+
+// backToBack is how many times each case runs back to back: 20, or fewer
+// under the race detector (which slows the reduction tenfold) so that the
+// package's tests stay within half a minute on two cores.
+func backToBack(count int) int {
+	switch {
+	case !raceEnabled:
+		return 20
+	case count > 1000:
+		return 2
+	}
+	return 6
+}
+
+// seeds alternate between back-to-back calls so stale data shows.
+const numSeeds = 3
+
+// patterns holds every rank's input and the expected outputs for each seed,
+// at the largest count; smaller counts use prefixes.
+type patterns struct {
+	inputs   [numSeeds][][]byte
+	expected [numSeeds]map[backend.ReduceOp][]byte
+}
+
+func makePatterns(d backend.DType, world, count int) *patterns {
+	p := &patterns{}
+	for s := range numSeeds {
+		p.inputs[s] = make([][]byte, world)
+		for r := range world {
+			p.inputs[s][r] = make([]byte, count*d.Size())
+			numeric.Pattern(d, p.inputs[s][r], count, r, s+1)
+		}
+		p.expected[s] = map[backend.ReduceOp][]byte{}
+		for _, op := range ops {
+			b := make([]byte, count*d.Size())
+			numeric.Expected(d, op, b, count, world, s+1)
+			p.expected[s][op] = b
+		}
+	}
+	return p
+}
+
+// launchAll runs the all-reduce kernel on every rank of g.
+func (g *group) launchAll(t *testing.T, algo kernels.Algo, d backend.DType,
+	argsOf func(r int) kernels.AllReduceArgs) map[int]error {
+	t.Helper()
+	fn := AllReduce(algo, d)
+	ctx := testCtx(t)
+	return runRanks(allRanks(g.world), func(r int) error {
+		a := argsOf(r)
+		if algo == kernels.HCM {
+			a.Extra = hcmExtra(r)
+		}
+		return fn(ctx, g.mem, backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(256)}, a.Args())
+	})
+}
+
+const guard = 0xa5
+
+// TestAllReduceExact checks every algorithm × world × dtype × op × size ×
+// placement against the exact expected result, repeating each case back to
+// back with alternating inputs on pads that are never reset.
+func TestAllReduceExact(t *testing.T) {
+	bufSize := testBufSize()
+	for _, ac := range algoCases() {
+		t.Run(fmt.Sprintf("%s/world%d", ac.algo, ac.world), func(t *testing.T) {
+			g := newGroup(ac.world, bufSize)
+			for _, d := range backend.DTypes {
+				full := g.capacity(ac.algo, d)
+				pat := makePatterns(d, ac.world, full)
+				for _, count := range []int{1, 3, 7, 8, 15, 16, 17, 1000, 4099, full} {
+					reps := backToBack(count)
+					for _, op := range ops {
+						for _, pl := range placements {
+							what := fmt.Sprintf("%v %v count %d %v", d, op, count, pl)
+							for rep := range reps {
+								g.checkOnce(t, ac.algo, d, op, count, pl, pat, rep%numSeeds, what)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func (g *group) checkOnce(t *testing.T, algo kernels.Algo, d backend.DType, op backend.ReduceOp,
+	count int, pl placement, pat *patterns, seed int, what string) {
+	t.Helper()
+	n := count * d.Size()
+	outs := make([][]byte, g.world)
+	for r := range g.world {
+		_, _, inB, outB := g.where(pl, r)
+		copy(inB[:n], pat.inputs[seed][r][:n])
+		if pl != inBuffer && n+16 <= len(outB) && &outB[0] != &inB[0] {
+			for i := n; i < n+16; i++ {
+				outB[i] = guard
+			}
+		}
+		outs[r] = outB
+	}
+	errs := g.launchAll(t, algo, d, func(r int) kernels.AllReduceArgs {
+		in, out, _, _ := g.where(pl, r)
+		return g.allReduceArgs(r, in, out, count, d, op)
+	})
+	g.requireClean(t, errs, what)
+	want := pat.expected[seed][op][:n]
+	for r := range g.world {
+		if !bytes.Equal(want, outs[r][:n]) {
+			wrong, first := numeric.Compare(d, outs[r], want, count)
+			require.Failf(t, "wrong result", "%s seed %d rank %d: %d wrong, first %v", what, seed, r, wrong, first)
+		}
+		if pl == outOfPlace {
+			require.Equal(t, pat.inputs[seed][r][:n], g.inBytes[r][:n], "%s: rank %d input changed", what, r)
+			if n+16 <= len(outs[r]) {
+				require.Equal(t, bytes.Repeat([]byte{guard}, 16), outs[r][n:n+16], "%s: rank %d wrote past the output", what, r)
+			}
+		}
+	}
+}
+
+// TestAllReduceMatchesReference reduces random, inexact values and checks
+// the ABI's arithmetic bit for bit: ascending rank order, float16 and
+// bfloat16 accumulated in float32 and rounded once (HCM: once per quad
+// partial, then once more), int32 wrapping.
+func TestAllReduceMatchesReference(t *testing.T) {
+	bufSize := testBufSize()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, ac := range algoCases() {
+		g := newGroup(ac.world, bufSize)
+		for _, d := range backend.DTypes {
+			for _, op := range ops {
+				count := min(3001, g.capacity(ac.algo, d))
+				n := count * d.Size()
+				for r := range g.world {
+					for i := range count {
+						v := rng.NormFloat64() * math.Ldexp(1, rng.IntN(20)-10)
+						if d == backend.Int32 {
+							v = float64(int32(rng.Uint32()))
+						}
+						numeric.Put(d, g.inBytes[r], i, v)
+					}
+				}
+				errs := g.launchAll(t, ac.algo, d, func(r int) kernels.AllReduceArgs {
+					return g.allReduceArgs(r, g.in[r], g.out[r], count, d, op)
+				})
+				what := fmt.Sprintf("%s world %d %v %v", ac.algo, ac.world, d, op)
+				g.requireClean(t, errs, what)
+				want := make([]byte, n)
+				for i := range count {
+					numeric.Put(d, want, i, reference(ac.algo, d, op, g.inBytes, i))
+				}
+				for r := range g.world {
+					wrong, first := numeric.Compare(d, g.outBytes[r], want, count)
+					require.Zero(t, wrong, "%s rank %d: first %v", what, r, first)
+				}
+			}
+		}
+	}
+}
+
+// reference is element i of the all-reduce of ins as the ABI defines it,
+// already rounded to d.
+func reference(algo kernels.Algo, d backend.DType, op backend.ReduceOp, ins [][]byte, i int) float64 {
+	if algo == kernels.HCM {
+		lo := reduceRanks(d, op, ins, i, []int{0, 1, 2, 3})
+		hi := reduceRanks(d, op, ins, i, []int{4, 5, 6, 7})
+		return combineAs(d, op, []float64{lo, hi})
+	}
+	return reduceRanks(d, op, ins, i, allRanks(len(ins)))
+}
+
+func reduceRanks(d backend.DType, op backend.ReduceOp, ins [][]byte, i int, ranks []int) float64 {
+	vals := make([]float64, len(ranks))
+	for k, r := range ranks {
+		vals[k] = numeric.Get(d, ins[r], i)
+	}
+	return combineAs(d, op, vals)
+}
+
+// combineAs reduces vals in order in d's accumulator type and rounds the
+// result to d.
+func combineAs(d backend.DType, op backend.ReduceOp, vals []float64) float64 {
+	var v float64
+	switch d {
+	case backend.Float64:
+		acc := []float64{vals[0]}
+		for _, x := range vals[1:] {
+			numeric.Accumulate(op, acc, []float64{x})
+		}
+		v = acc[0]
+	case backend.Int32:
+		acc := []int32{int32(vals[0])}
+		for _, x := range vals[1:] {
+			numeric.Accumulate(op, acc, []int32{int32(x)})
+		}
+		v = float64(acc[0])
+	default:
+		acc := []float32{float32(vals[0])}
+		for _, x := range vals[1:] {
+			numeric.Accumulate(op, acc, []float32{float32(x)})
+		}
+		v = float64(acc[0])
+	}
+	b := make([]byte, d.Size())
+	numeric.Put(d, b, 0, v)
+	return numeric.Get(d, b, 0)
+}
+
+// TestAllReduceMisaligned uses inputs and outputs that are not aligned to
+// the element type, which takes the encoding/binary path.
+func TestAllReduceMisaligned(t *testing.T) {
+	const count = 1001
+	for _, algo := range []kernels.Algo{kernels.OneShot, kernels.TwoShot} {
+		g := newGroup(4, testBufSize())
+		for _, d := range backend.DTypes {
+			pat := makePatterns(d, g.world, count)
+			n := count * d.Size()
+			for r := range g.world {
+				copy(g.inBytes[r][3:3+n], pat.inputs[0][r])
+			}
+			errs := g.launchAll(t, algo, d, func(r int) kernels.AllReduceArgs {
+				return g.allReduceArgs(r, g.in[r].Add(3), g.out[r].Add(5), count, d, backend.Sum)
+			})
+			g.requireClean(t, errs, fmt.Sprintf("%s %v", algo, d))
+			for r := range g.world {
+				require.Equal(t, pat.expected[0][backend.Sum], g.outBytes[r][5:5+n], "%s %v rank %d", algo, d, r)
+			}
+		}
+	}
+}
+
+// TestAllReduceBufferSizeInExtra places HCM partials where the ABI text
+// puts them when the caller passes the buffer size in Extra's upper half.
+func TestAllReduceBufferSizeInExtra(t *testing.T) {
+	g := newGroup(8, testBufSize())
+	d := backend.BFloat16
+	count := g.capacity(kernels.HCM, d)
+	pat := makePatterns(d, g.world, count)
+	for r := range g.world {
+		copy(g.inBytes[r], pat.inputs[1][r])
+	}
+	fn := AllReduce(kernels.HCM, d)
+	ctx := testCtx(t)
+	errs := runRanks(allRanks(8), func(r int) error {
+		a := g.allReduceArgs(r, g.in[r], g.in[r], count, d, backend.Max)
+		a.Extra = hcmExtra(r) | uint64(g.bufSize)<<32
+		return fn(ctx, g.mem, backend.LaunchConfig{}, a.Args())
+	})
+	g.requireClean(t, errs, "hcm with buffer size")
+	for r := range g.world {
+		require.Equal(t, pat.expected[1][backend.Max], g.inBytes[r][:count*d.Size()], "rank %d", r)
+	}
+}
+
+// TestAllReduceZeroCount still synchronises and writes nothing.
+func TestAllReduceZeroCount(t *testing.T) {
+	g := newGroup(2, 4096)
+	g.outBytes[0][0], g.outBytes[1][0] = guard, guard
+	errs := g.launchAll(t, kernels.TwoShot, backend.Float32, func(r int) kernels.AllReduceArgs {
+		return g.allReduceArgs(r, g.in[r], g.out[r], 0, backend.Float32, backend.Sum)
+	})
+	g.requireClean(t, errs, "zero count")
+	require.Equal(t, byte(guard), g.outBytes[0][0])
+	require.Equal(t, byte(guard), g.outBytes[1][0])
+}

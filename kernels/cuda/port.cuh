@@ -1,0 +1,159 @@
+// port.cuh: the CUDA side of the portability layer.
+//
+// The collective algorithms in intranode.cuh touch the hardware only through
+// the names defined here, so a HIP build reuses them by including its own
+// port header (kernels/hip/port_hip.h) in place of this one. Everything the
+// kernel ABI says about memory ordering is decided in this file: which loads
+// are coherent, which stores release, what "now" means for a deadline.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
+#error "intranode kernels need sm_70 or newer (ld.acquire/st.release at system scope)"
+#endif
+
+#define INTRANODE_DEVICE __device__ __forceinline__
+
+// Every all-reduce kernel is compiled for at most this many threads per block;
+// launches with more fail with CUDA_ERROR_INVALID_VALUE. 512 threads leave
+// ptxas up to 128 registers per thread, which the 8-rank paths use.
+#define INTRANODE_MAX_THREADS 512
+#define INTRANODE_KERNEL extern "C" __global__ void __launch_bounds__(INTRANODE_MAX_THREADS)
+
+namespace intranode {
+namespace port {
+
+// V16 is one 16-byte vector: the unit every main loop moves.
+struct alignas(16) V16 {
+  uint32_t x, y, z, w;
+};
+
+INTRANODE_DEVICE uint32_t thread_index() { return threadIdx.x; }
+INTRANODE_DEVICE uint32_t block_threads() { return blockDim.x; }
+INTRANODE_DEVICE uint32_t block_index() { return blockIdx.x; }
+INTRANODE_DEVICE uint32_t grid_blocks() { return gridDim.x; }
+INTRANODE_DEVICE void block_sync() { __syncthreads(); }
+
+// Nanoseconds from the device's global timer; only differences are used.
+INTRANODE_DEVICE uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Flag words of the signal pads. Loads spin with acquire at system scope so
+// that the load that sees a peer's flag also orders every later read of the
+// peer's data; stores release at system scope (st.release.sys: MEMBAR.ALL.SYS
+// then the store) so that everything this block wrote before the preceding
+// block_sync is visible to the peer first. A bar.sync followed by a release
+// is cumulative in the PTX memory model, so one thread can publish the whole
+// block's writes.
+INTRANODE_DEVICE uint32_t load_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+INTRANODE_DEVICE void store_release(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Local counters of the signal pad: touched by one thread in one kernel at a
+// time, ordered across kernels by the stream.
+INTRANODE_DEVICE uint32_t load_plain(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+INTRANODE_DEVICE void store_plain(uint32_t* p, uint32_t v) {
+  asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// First failure wins: the status word only changes from 0.
+INTRANODE_DEVICE void status_cas(uint32_t* p, uint32_t v) { atomicCAS(p, 0u, v); }
+
+// Kernel arguments that stay constant for the whole launch (the pointer
+// arrays) go through the read-only path.
+INTRANODE_DEVICE uint64_t load_arg_u64(const unsigned long long* p) { return __ldg(p); }
+
+// Symmetric buffers: written by this or another GPU before a barrier, read
+// after it. Weak loads are ordered by the acquire + bar.sync of the barrier;
+// L1::no_allocate keeps peer data out of L1, where it would only be read once.
+INTRANODE_DEVICE V16 load16(const void* p) {
+  V16 v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+// The caller's input: nothing writes it while the kernel runs, so the
+// non-coherent read-only path is safe.
+INTRANODE_DEVICE V16 load16_input(const void* p) {
+  V16 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+INTRANODE_DEVICE void store16(void* p, V16 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
+
+// Element loads and stores for tails and unaligned pointers.
+INTRANODE_DEVICE uint16_t load_u16(const void* p) {
+  uint16_t v;
+  asm volatile("ld.global.u16 %0, [%1];" : "=h"(v) : "l"(p) : "memory");
+  return v;
+}
+INTRANODE_DEVICE uint32_t load_u32(const void* p) {
+  uint32_t v;
+  asm volatile("ld.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+INTRANODE_DEVICE uint64_t load_u64(const void* p) {
+  uint64_t v;
+  asm volatile("ld.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+INTRANODE_DEVICE void store_u16(void* p, uint16_t v) {
+  asm volatile("st.global.u16 [%0], %1;" ::"l"(p), "h"(v) : "memory");
+}
+INTRANODE_DEVICE void store_u32(void* p, uint32_t v) {
+  asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+INTRANODE_DEVICE void store_u64(void* p, uint64_t v) {
+  asm volatile("st.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+// Arithmetic that must not be contracted or reassociated: every rank has to
+// produce the same bits.
+INTRANODE_DEVICE float add_f32(float a, float b) { return __fadd_rn(a, b); }
+INTRANODE_DEVICE double add_f64(double a, double b) { return __dadd_rn(a, b); }
+
+// Bit casts between element storage and arithmetic types.
+INTRANODE_DEVICE float f32_from_bits(uint32_t b) { return __uint_as_float(b); }
+INTRANODE_DEVICE uint32_t f32_bits(float f) { return __float_as_uint(f); }
+INTRANODE_DEVICE double f64_from_bits(uint64_t b) { return __longlong_as_double(static_cast<long long>(b)); }
+INTRANODE_DEVICE uint64_t f64_bits(double d) { return static_cast<uint64_t>(__double_as_longlong(d)); }
+
+// 16-bit floating-point formats, as raw bits. Widening is exact; narrowing
+// rounds to nearest even.
+INTRANODE_DEVICE float f16_to_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+INTRANODE_DEVICE uint16_t f32_to_f16(float f) { return __half_as_ushort(__float2half_rn(f)); }
+INTRANODE_DEVICE float bf16_to_f32(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+INTRANODE_DEVICE uint16_t f32_to_bf16(float f) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+}  // namespace port
+}  // namespace intranode

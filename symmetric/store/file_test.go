@@ -1,0 +1,188 @@
+//go:build unix
+
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/symmetric/store"
+)
+
+// The cross-process test re-executes this test binary; these variables tell
+// the child which part to play.
+const (
+	helperEnv      = "INTRANODE_STORE_HELPER"
+	helperDirEnv   = "INTRANODE_STORE_HELPER_DIR"
+	helperRankEnv  = "INTRANODE_STORE_HELPER_RANK"
+	helperWorldEnv = "INTRANODE_STORE_HELPER_WORLD"
+)
+
+const helperAdds = 20
+
+// TestHelperProcess is not a test: it is the child process of
+// TestFileAcrossProcesses, and returns at once in a normal run.
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv(helperEnv) != "file" {
+		return
+	}
+	if err := fileHelper(); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func fileHelper() error {
+	rank, err := strconv.Atoi(os.Getenv(helperRankEnv))
+	if err != nil {
+		return err
+	}
+	world, err := strconv.Atoi(os.Getenv(helperWorldEnv))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, err := store.NewFile(os.Getenv(helperDirEnv))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+
+	// Wait for the parent, proving a Get in one process sees a Set in
+	// another.
+	start, err := f.Get(ctx, "start")
+	if err != nil {
+		return err
+	}
+	for range helperAdds {
+		if _, err := f.Add(ctx, "count", 1); err != nil {
+			return err
+		}
+	}
+	ex, err := store.NewExchange(f, "xproc", rank, world)
+	if err != nil {
+		return err
+	}
+	for round := range 5 {
+		all, err := ex.AllGather(ctx, fmt.Appendf(nil, "%s/%d/%d", start, round, rank))
+		if err != nil {
+			return err
+		}
+		for r, v := range all {
+			if want := fmt.Sprintf("%s/%d/%d", start, round, r); string(v) != want {
+				return fmt.Errorf("round %d: rank %d sent %q, want %q", round, r, v, want)
+			}
+		}
+	}
+	if err := ex.Close(ctx); err != nil {
+		return err
+	}
+	return f.Set(ctx, fmt.Sprintf("ok/%d", rank), []byte("ok"))
+}
+
+func TestFileAcrossProcesses(t *testing.T) {
+	const world = 3
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	children := make([]*exec.Cmd, world)
+	stderr := make([]*bytes.Buffer, world)
+	for rank := range world {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(),
+			helperEnv+"=file",
+			helperDirEnv+"="+dir,
+			helperRankEnv+"="+strconv.Itoa(rank),
+			helperWorldEnv+"="+strconv.Itoa(world),
+		)
+		stderr[rank] = new(bytes.Buffer)
+		cmd.Stderr = stderr[rank]
+		require.NoError(t, cmd.Start())
+		children[rank] = cmd
+	}
+	f, err := store.NewFile(dir)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Set(ctx, "start", []byte("go")))
+	for rank, cmd := range children {
+		require.NoError(t, cmd.Wait(), "child %d: %s", rank, stderr[rank])
+	}
+	keys := make([]string, world)
+	for r := range keys {
+		keys[r] = fmt.Sprintf("ok/%d", r)
+	}
+	ok, err := f.Check(ctx, keys...)
+	require.NoError(t, err)
+	require.True(t, ok)
+	n, err := f.Add(ctx, "count", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(world*helperAdds), n, "adds from several processes sum exactly")
+
+	names, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range names {
+		require.False(t, strings.HasPrefix(e.Name(), ".tmp"), "temporary file %s left behind", e.Name())
+	}
+	// What is left: the lock, start, count and the ok keys; the exchange
+	// cleaned up after itself.
+	require.Len(t, names, 1+2+world)
+}
+
+func TestFileKeyNames(t *testing.T) {
+	dir := t.TempDir()
+	f, err := store.NewFile(dir)
+	require.NoError(t, err)
+	defer f.Close()
+	require.Equal(t, dir, f.Dir())
+	ctx := context.Background()
+	keys := []string{"short", strings.Repeat("k", 1000), "../escape", "a/b/c"}
+	for _, k := range keys {
+		require.NoError(t, f.Set(ctx, k, []byte(k)))
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, len(keys)+1, "one file per key plus the lock, all inside dir")
+	for _, e := range entries {
+		require.True(t, e.Type().IsRegular(), e.Name())
+		require.LessOrEqual(t, len(e.Name()), 255)
+	}
+	for _, k := range keys {
+		v, err := f.Get(ctx, k)
+		require.NoError(t, err)
+		require.Equal(t, k, string(v))
+	}
+}
+
+func TestNewFileErrors(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(notDir, nil, 0o600))
+	tests := []struct {
+		name string
+		dir  string
+		code error
+	}{
+		{"empty", "", backend.ErrInvalidArgument},
+		{"under a file", filepath.Join(notDir, "sub"), backend.ErrUnavailable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := store.NewFile(tc.dir)
+			require.Error(t, err)
+			require.True(t, errors.Is(err, tc.code), "%v", err)
+		})
+	}
+}

@@ -1,0 +1,506 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/backend"
+)
+
+func newServer(t *testing.T, opts ...Option) *Server {
+	t.Helper()
+	srv, err := ListenTCP("", opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, srv.Close()) })
+	return srv
+}
+
+func dial(t *testing.T, addr string, opts ...Option) *TCP {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := DialTCP(ctx, addr, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c
+}
+
+// requireUsable checks that a well-behaved client can still use srv.
+func requireUsable(t *testing.T, srv *Server) {
+	t.Helper()
+	c := dial(t, srv.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, c.Set(ctx, "still", []byte("usable")))
+	v, err := c.Get(ctx, "still")
+	require.NoError(t, err)
+	require.Equal(t, "usable", string(v))
+}
+
+// rawConn is a hand-driven connection for feeding the server bad input.
+type rawConn struct {
+	t    *testing.T
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func rawDial(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	return &rawConn{t: t, conn: conn, r: bufio.NewReader(conn)}
+}
+
+func (c *rawConn) write(b []byte) {
+	c.t.Helper()
+	_, err := c.conn.Write(b)
+	require.NoError(c.t, err)
+}
+
+func helloFrame(version uint32) []byte {
+	w := newFrame(opHello, 0)
+	w.b = append(w.b, protocolMagic...)
+	w.u32(version)
+	return w.bytes()
+}
+
+func (c *rawConn) hello() {
+	c.t.Helper()
+	c.write(helloFrame(protocolVersion))
+	kind, _, body := c.read()
+	require.Equal(c.t, respOK, kind)
+	require.Equal(c.t, uint32(protocolVersion), body.u32())
+	require.Equal(c.t, byte(authNone), body.u8())
+	require.NoError(c.t, body.end())
+}
+
+func (c *rawConn) read() (kind byte, id uint64, body *frameReader) {
+	c.t.Helper()
+	n, err := readFrameHeader(c.r, DefaultMaxFrameSize)
+	require.NoError(c.t, err)
+	p, err := readFrameBody(c.r, n)
+	require.NoError(c.t, err)
+	kind, id, body, err = parseHeader(p)
+	require.NoError(c.t, err)
+	return kind, id, body
+}
+
+// readError reads an error frame and returns its code and message.
+func (c *rawConn) readError() (uint64, backend.Code, string) {
+	c.t.Helper()
+	kind, id, body := c.read()
+	require.Equal(c.t, respErr, kind)
+	code, msg := backend.Code(body.u32()), body.str()
+	require.NoError(c.t, body.end())
+	return id, code, msg
+}
+
+// requireClosed checks that the server hung up.
+func (c *rawConn) requireClosed() {
+	c.t.Helper()
+	_, err := io.Copy(io.Discard, c.r)
+	require.NoError(c.t, err, "the server must close the connection, not leave it open")
+}
+
+func lengthPrefix(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
+
+func TestListenTCPAddress(t *testing.T) {
+	tests := []struct {
+		addr     string
+		wantHost string
+		wantErr  error
+	}{
+		{"", "127.0.0.1", nil},
+		{":0", "127.0.0.1", nil},
+		{"127.0.0.1:0", "127.0.0.1", nil},
+		{"localhost", "", backend.ErrInvalidArgument},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%q", tc.addr), func(t *testing.T) {
+			srv, err := ListenTCP(tc.addr)
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			defer srv.Close()
+			host, port, err := net.SplitHostPort(srv.Addr())
+			require.NoError(t, err)
+			require.Equal(t, tc.wantHost, host)
+			require.NotEqual(t, "0", port)
+		})
+	}
+}
+
+func TestTCPServerSurvivesBadClients(t *testing.T) {
+	srv := newServer(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	garbage := make([]byte, 4096)
+	for i := range garbage {
+		garbage[i] = byte(rng.UintN(256))
+	}
+	setFrame := func(id uint64) *frameWriter {
+		w := newFrame(opSet, id)
+		w.str("k")
+		w.blob([]byte("v"))
+		return w
+	}
+	tests := []struct {
+		name      string
+		hello     bool
+		send      func(c *rawConn)
+		wantError string // in the error frame, when one is expected
+	}{
+		{"random bytes", false, func(c *rawConn) { c.write(garbage) }, ""},
+		{"random bytes after hello", true, func(c *rawConn) { c.write(garbage) }, ""},
+		{"huge length", false, func(c *rawConn) { c.write(lengthPrefix(0xFFFFFFF0)) }, "exceeds the limit"},
+		{"huge length after hello", true, func(c *rawConn) { c.write(lengthPrefix(DefaultMaxFrameSize + 1)) }, "exceeds the limit"},
+		{"empty frame", true, func(c *rawConn) { c.write(lengthPrefix(0)) }, "empty frame"},
+		{"short header", true, func(c *rawConn) { c.write(append(lengthPrefix(3), 1, 2, 3)) }, "shorter than"},
+		{"truncated frame", true, func(c *rawConn) {
+			c.write(append(lengthPrefix(100), make([]byte, 10)...))
+			require.NoError(t, c.conn.(*net.TCPConn).CloseWrite())
+		}, "truncated"},
+		{"unknown opcode", true, func(c *rawConn) { c.write(newFrame(0x7f, 1).bytes()) }, "unknown opcode 0x7f"},
+		{"malformed body", true, func(c *rawConn) {
+			w := newFrame(opSet, 1)
+			w.u32(1000) // a key length past the end of the frame
+			c.write(w.bytes())
+		}, "malformed set request"},
+		{"trailing bytes", true, func(c *rawConn) {
+			w := setFrame(1)
+			w.u8(0)
+			c.write(w.bytes())
+		}, "trailing bytes"},
+		{"request id zero", true, func(c *rawConn) { c.write(setFrame(0).bytes()) }, "reserved"},
+		{"request before hello", false, func(c *rawConn) { c.write(setFrame(1).bytes()) }, "expected a hello"},
+		{"wrong magic", false, func(c *rawConn) {
+			w := newFrame(opHello, 0)
+			w.b = append(w.b, "NOTSTORE"...)
+			w.u32(protocolVersion)
+			c.write(w.bytes())
+		}, "not an intranode store client"},
+		{"wait count past the frame", true, func(c *rawConn) {
+			w := newFrame(opWait, 1)
+			w.i64(int64(time.Second))
+			w.u32(0xFFFFFFFF)
+			c.write(w.bytes())
+		}, "malformed wait request"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := rawDial(t, srv.Addr())
+			if tc.hello {
+				c.hello()
+			}
+			tc.send(c)
+			if tc.wantError != "" {
+				_, code, msg := c.readError()
+				require.Equal(t, backend.CodeInvalidArgument, code)
+				require.Contains(t, msg, tc.wantError)
+			}
+			c.requireClosed()
+			requireUsable(t, srv)
+		})
+	}
+}
+
+func TestTCPHugeFrameIsNotAllocated(t *testing.T) {
+	srv := newServer(t)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 8 {
+		c := rawDial(t, srv.Addr())
+		c.hello()
+		// Within the limit, but the body never comes: only what arrives
+		// may be allocated.
+		c.write(append(lengthPrefix(DefaultMaxFrameSize-1), 1))
+		require.NoError(t, c.conn.(*net.TCPConn).CloseWrite())
+		_, _, msg := c.readError()
+		require.Contains(t, msg, "truncated")
+		c = rawDial(t, srv.Addr())
+		c.write(lengthPrefix(0xFFFFFFFF))
+		_, _, msg = c.readError()
+		require.Contains(t, msg, "exceeds the limit")
+	}
+	runtime.ReadMemStats(&after)
+	// Honouring the declared sizes would have allocated over 4 GiB.
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20))
+	requireUsable(t, srv)
+}
+
+func TestTCPProtocolVersionMismatch(t *testing.T) {
+	srv := newServer(t)
+	c := rawDial(t, srv.Addr())
+	c.write(helloFrame(protocolVersion + 1))
+	_, code, msg := c.readError()
+	require.Equal(t, backend.CodeNotSupported, code)
+	require.Contains(t, msg, "protocol version mismatch")
+	c.requireClosed()
+	requireUsable(t, srv)
+}
+
+func TestDialTCPErrors(t *testing.T) {
+	// A port that was free a moment ago.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedAddr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	// A server that is not a store: it answers with text.
+	notStore, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer notStore.Close()
+	// A server that accepts and never answers.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer silent.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	serve := func(ln net.Listener, handle func(net.Conn)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				handle(conn)
+			}
+		}()
+	}
+	serve(notStore, func(conn net.Conn) {
+		_, _ = conn.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+		_ = conn.Close()
+	})
+	var silentConns []net.Conn
+	var mu sync.Mutex
+	serve(silent, func(conn net.Conn) { mu.Lock(); silentConns = append(silentConns, conn); mu.Unlock() })
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range silentConns {
+			_ = c.Close()
+		}
+	}()
+
+	tests := []struct {
+		name string
+		addr string
+		want error
+	}{
+		{"nothing listening", closedAddr, backend.ErrUnavailable},
+		{"not a store", notStore.Addr().String(), backend.ErrUnavailable},
+		{"silent server", silent.Addr().String(), backend.ErrTimeout},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_, err := DialTCP(ctx, tc.addr)
+			require.ErrorIs(t, err, tc.want)
+		})
+	}
+}
+
+func TestTCPServerDeathFailsPendingAndLaterCalls(t *testing.T) {
+	srv, err := ListenTCP("")
+	require.NoError(t, err)
+	c := dial(t, srv.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const pending = 4
+	errc := make(chan error, pending)
+	for i := range pending {
+		go func() {
+			_, err := c.Get(ctx, fmt.Sprintf("never/%d", i))
+			errc <- err
+		}()
+	}
+	require.Eventually(t, func() bool { return srv.mem.waiting() == pending }, 30*time.Second, time.Millisecond)
+	require.NoError(t, srv.Close())
+	requireDead := func(err error) {
+		t.Helper()
+		require.Error(t, err)
+		require.True(t, errors.Is(err, backend.ErrPeerFailed) || errors.Is(err, backend.ErrClosed), "%v", err)
+	}
+	for range pending {
+		requireDead(<-errc)
+	}
+	requireDead(c.Set(ctx, "k", nil))
+	_, err = c.Get(ctx, "k")
+	requireDead(err)
+	require.NoError(t, srv.Close(), "closing twice is harmless")
+}
+
+func TestTCPDisconnectReleasesServerWaiters(t *testing.T) {
+	srv := newServer(t)
+	c, err := DialTCP(context.Background(), srv.Addr())
+	require.NoError(t, err)
+	ctx := context.Background() // the default timeout bounds these
+	errc := make(chan error, 3)
+	for i := range 3 {
+		go func() {
+			_, err := c.Get(ctx, fmt.Sprintf("never/%d", i))
+			errc <- err
+		}()
+	}
+	require.Eventually(t, func() bool { return srv.mem.waiting() == 3 }, 30*time.Second, time.Millisecond)
+	require.NoError(t, c.Close())
+	for range 3 {
+		require.ErrorIs(t, <-errc, backend.ErrClosed)
+	}
+	require.Eventually(t, func() bool { return srv.mem.waiting() == 0 }, 30*time.Second, time.Millisecond,
+		"the server must stop waiting for a client that left")
+}
+
+func TestTCPCancelReleasesServerWaiter(t *testing.T) {
+	srv := newServer(t)
+	c := dial(t, srv.Addr())
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Get(ctx, "never")
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { return srv.mem.waiting() == 1 }, 30*time.Second, time.Millisecond)
+	cancel()
+	err := <-errc
+	require.ErrorIs(t, err, backend.ErrTimeout)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Eventually(t, func() bool { return srv.mem.waiting() == 0 && len(c.slots) == 0 }, 30*time.Second, time.Millisecond,
+		"a cancelled Get must stop waiting on the server and free its slot")
+}
+
+func TestTCPServerWaitsWithClientDeadline(t *testing.T) {
+	srv := newServer(t)
+	c := rawDial(t, srv.Addr())
+	c.hello()
+	w := newFrame(opGet, 7)
+	w.i64(int64(10 * time.Millisecond))
+	w.str("never")
+	c.write(w.bytes())
+	id, code, msg := c.readError()
+	require.Equal(t, uint64(7), id)
+	require.Equal(t, backend.CodeTimeout, code)
+	require.Contains(t, msg, `"never"`)
+}
+
+func TestTCPMaxInflight(t *testing.T) {
+	srv := newServer(t, WithMaxInflight(2))
+	c := dial(t, srv.Addr()) // allows more than the server does
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errc := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			_, err := c.Get(ctx, fmt.Sprintf("later/%d", i))
+			errc <- err
+		}()
+	}
+	require.Eventually(t, func() bool { return srv.mem.waiting() == 2 }, 30*time.Second, time.Millisecond)
+	_, err := c.Get(ctx, "later/2")
+	require.ErrorIs(t, err, backend.ErrUnavailable)
+	require.ErrorContains(t, err, "too many blocking requests")
+	// Requests that do not block are still served, and so are the waiters.
+	for i := range 2 {
+		require.NoError(t, c.Set(ctx, fmt.Sprintf("later/%d", i), nil))
+	}
+	for range 2 {
+		require.NoError(t, <-errc)
+	}
+}
+
+func TestTCPClientSlots(t *testing.T) {
+	srv := newServer(t)
+	c := dial(t, srv.Addr(), WithMaxInflight(1))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Get(ctx, "first")
+		got <- err
+	}()
+	require.Eventually(t, func() bool { return srv.mem.waiting() == 1 }, 30*time.Second, time.Millisecond)
+	short, cancelShort := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancelShort()
+	require.ErrorIs(t, c.Set(short, "first", nil), backend.ErrTimeout, "no free slot before the deadline")
+	other := dial(t, srv.Addr())
+	require.NoError(t, other.Set(ctx, "first", nil))
+	require.NoError(t, <-got)
+	require.NoError(t, c.Set(ctx, "second", nil), "the slot is free again")
+}
+
+func TestTCPMaxKeys(t *testing.T) {
+	srv := newServer(t, WithMaxKeys(3))
+	c := dial(t, srv.Addr())
+	ctx := context.Background()
+	for i := range 3 {
+		require.NoError(t, c.Set(ctx, fmt.Sprint(i), nil))
+	}
+	err := c.Set(ctx, "one too many", nil)
+	require.ErrorIs(t, err, backend.ErrOutOfMemory)
+	require.ErrorContains(t, err, "store is full (3 keys)")
+	require.NoError(t, c.Set(ctx, "0", []byte("overwrite is fine")))
+	require.Equal(t, 3, srv.Len())
+}
+
+func TestTCPFrameLimit(t *testing.T) {
+	srv := newServer(t, WithMaxFrameSize(1024))
+	ctx := context.Background()
+	t.Run("client refuses to send", func(t *testing.T) {
+		c := dial(t, srv.Addr(), WithMaxFrameSize(1024))
+		err := c.Set(ctx, "big", make([]byte, 2000))
+		require.ErrorIs(t, err, backend.ErrInvalidArgument)
+		require.ErrorContains(t, err, "exceeds the frame limit")
+		require.NoError(t, c.Set(ctx, "small", make([]byte, 100)), "the connection is still good")
+	})
+	t.Run("server refuses to read", func(t *testing.T) {
+		c := dial(t, srv.Addr())
+		err := c.Set(ctx, "big", make([]byte, 2000))
+		require.ErrorIs(t, err, backend.ErrPeerFailed)
+		require.ErrorContains(t, err, "exceeds the limit of 1024")
+		requireUsable(t, srv)
+	})
+}
+
+func TestTCPConcurrentCallsOnOneConnection(t *testing.T) {
+	srv := newServer(t)
+	reader, writer := dial(t, srv.Addr()), dial(t, srv.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 32
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := reader.Get(ctx, fmt.Sprintf("k%d", i))
+			if err == nil && string(v) != fmt.Sprint(i) {
+				err = fmt.Errorf("key %d: got %q", i, v)
+			}
+			errs[i] = err
+		}()
+	}
+	for i := n - 1; i >= 0; i-- {
+		require.NoError(t, writer.Set(ctx, fmt.Sprintf("k%d", i), []byte(fmt.Sprint(i))))
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+}
