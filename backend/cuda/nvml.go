@@ -304,8 +304,13 @@ func nvmlFabricState(k int, busID string, dev nvml.Device) (FabricState, error) 
 	default:
 		return FabricState{}, nvmlError(k, busID, "GetGpuFabricInfo", ret)
 	}
-	st := FabricState{Usable: info.State != nvml.GPU_FABRIC_STATE_NOT_SUPPORTED}
-	switch info.State {
+	return fabricStateOf(info.State, info.Status), nil
+}
+
+// fabricStateOf names an NVML fabric state and status.
+func fabricStateOf(state uint8, status uint32) FabricState {
+	st := FabricState{Usable: state != nvml.GPU_FABRIC_STATE_NOT_SUPPORTED}
+	switch state {
 	case nvml.GPU_FABRIC_STATE_NOT_SUPPORTED:
 		st.State = "Not Supported"
 	case nvml.GPU_FABRIC_STATE_NOT_STARTED:
@@ -314,15 +319,15 @@ func nvmlFabricState(k int, busID string, dev nvml.Device) (FabricState, error) 
 		st.State = "In Progress"
 	case nvml.GPU_FABRIC_STATE_COMPLETED:
 		st.State = "Completed"
-		if nvml.Return(info.Status) == nvml.SUCCESS {
+		if nvml.Return(status) == nvml.SUCCESS {
 			st.Status = "Success"
 		} else {
-			st.Status = nvml.Return(info.Status).Error()
+			st.Status = nvml.Return(status).Error()
 		}
 	default:
-		st.State = fmt.Sprintf("state %d", info.State)
+		st.State = fmt.Sprintf("state %d", state)
 	}
-	return st, nil
+	return st
 }
 
 // nvmlDeviceByBusID finds the NVML device with the given normalised bus id.

@@ -110,17 +110,17 @@ func setupAllReduce(ctx context.Context, mem Memory, a kernels.AllReduceArgs, al
 	k.bufs = make([][]byte, k.world)
 	for r, p := range ptrs {
 		if k.bufs[r], err = mem.Bytes(p, span); err != nil {
-			return nil, l.badArgs("buffer of rank %d at %#x, %d bytes: %w", r, uint64(p), span, err)
+			return nil, l.badArgsWrap(err, "buffer of rank %d at %#x, %d bytes", r, uint64(p), span)
 		}
 	}
 	if k.n == 0 {
 		return k, nil
 	}
 	if k.in, err = mem.Bytes(a.Input, k.n); err != nil {
-		return nil, l.badArgs("input %#x, %d bytes: %w", uint64(a.Input), k.n, err)
+		return nil, l.badArgsWrap(err, "input %#x, %d bytes", uint64(a.Input), k.n)
 	}
 	if k.out, err = mem.Bytes(a.Output, k.n); err != nil {
-		return nil, l.badArgs("output %#x, %d bytes: %w", uint64(a.Output), k.n, err)
+		return nil, l.badArgsWrap(err, "output %#x, %d bytes", uint64(a.Output), k.n)
 	}
 	if k.outputConflicts() {
 		k.aside = make([]byte, k.n)

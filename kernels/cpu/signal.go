@@ -13,10 +13,17 @@ import (
 	"github.com/intranode/intranode/kernels"
 )
 
-// Back-off of a wait: yield this many times, then sleep from minSleep
-// doubling up to maxSleep between checks.
+// Back-off of a wait: yield to other goroutines at least spinYields times
+// and for at least spinFor, then sleep from minSleep doubling up to
+// maxSleep between checks. Yielding keeps eight ranks on two cores moving
+// (the Go scheduler runs the others); sleeping frees the core for ranks in
+// other processes. The yield phase is measured in time as well as in turns
+// because a short sleep costs far more than asked when the process is
+// otherwise idle (the runtime's timers then wake it ~1ms late), and a peer
+// that is only a few microseconds behind should not cost that.
 const (
 	spinYields = 50
+	spinFor    = 100 * time.Microsecond
 	minSleep   = time.Microsecond
 	maxSleep   = 50 * time.Microsecond
 )
@@ -45,8 +52,18 @@ type launch struct {
 // badArgs records StatusBadArgs and returns an error matching
 // backend.ErrInvalidArgument.
 func (l *launch) badArgs(format string, args ...any) error {
+	return l.badArgsWrap(nil, format, args...)
+}
+
+// badArgsWrap is badArgs for a failure caused by err, which the result
+// wraps.
+func (l *launch) badArgsWrap(err error, format string, args ...any) error {
 	l.record(kernels.EncodeStatus(kernels.StatusBadArgs, 0, 0))
-	return backend.Errorf(backend.CodeInvalidArgument, "%s: "+format, append([]any{l.kernel}, args...)...)
+	msg := l.kernel + ": " + fmt.Sprintf(format, args...)
+	if err != nil {
+		return backend.Wrap(backend.CodeInvalidArgument, err, msg)
+	}
+	return &backend.Error{Code: backend.CodeInvalidArgument, Msg: msg}
 }
 
 // record stores w into the status word unless an earlier failure is
@@ -67,7 +84,7 @@ func (l *launch) resolveStatus(mem Memory, p backend.DevicePtr) error {
 	}
 	b, err := mem.Bytes(p, 4)
 	if err != nil {
-		return backend.Errorf(backend.CodeInvalidArgument, "%s: status word %#x: %w", l.kernel, uint64(p), err)
+		return backend.Wrap(backend.CodeInvalidArgument, err, fmt.Sprintf("%s: status word %#x", l.kernel, uint64(p)))
 	}
 	if !aligned(b, 4) {
 		return backend.Errorf(backend.CodeInvalidArgument, "%s: status word %#x is not 4-byte aligned", l.kernel, uint64(p))
@@ -80,7 +97,7 @@ func (l *launch) resolveStatus(mem Memory, p backend.DevicePtr) error {
 func (l *launch) pointerTable(mem Memory, p backend.DevicePtr, world int, what string) ([]backend.DevicePtr, error) {
 	b, err := mem.Bytes(p, 8*world)
 	if err != nil {
-		return nil, l.badArgs("%s table %#x: %w", what, uint64(p), err)
+		return nil, l.badArgsWrap(err, "%s table %#x", what, uint64(p))
 	}
 	ptrs := make([]backend.DevicePtr, world)
 	for r := range ptrs {
@@ -104,7 +121,7 @@ func (l *launch) resolvePads(mem Memory, table backend.DevicePtr, world int, mas
 		}
 		b, err := mem.Bytes(p, kernels.SignalPadSize)
 		if err != nil {
-			return l.badArgs("signal pad of rank %d at %#x: %w", r, uint64(p), err)
+			return l.badArgsWrap(err, "signal pad of rank %d at %#x", r, uint64(p))
 		}
 		if !aligned(b, 4) {
 			return l.badArgs("signal pad of rank %d at %#x is not 4-byte aligned", r, uint64(p))
@@ -131,7 +148,7 @@ func (l *launch) wait(src, ch int) (bool, error) {
 	recv := word(l.pads[l.me], kernels.RecvWord(ch, src))
 	want := atomic.LoadUint32(recv) + 1
 	inbox := word(l.pads[l.me], kernels.InboxWord(ch, src))
-	var deadline time.Time
+	var start time.Time
 	sleep := minSleep
 	for i := 0; ; i++ {
 		// Wrap-safe: the counters only grow, by less than 2^31 between a
@@ -140,10 +157,15 @@ func (l *launch) wait(src, ch int) (bool, error) {
 			atomic.StoreUint32(recv, want)
 			return true, nil
 		}
-		if i == 0 && l.timeout > 0 {
-			deadline = time.Now().Add(l.timeout)
+		if i == 0 {
+			start = time.Now()
 		}
 		if i < spinYields {
+			runtime.Gosched()
+			continue
+		}
+		now := time.Now()
+		if now.Sub(start) < spinFor {
 			runtime.Gosched()
 			continue
 		}
@@ -153,7 +175,7 @@ func (l *launch) wait(src, ch int) (bool, error) {
 				fmt.Sprintf("%s: rank %d waiting for rank %d on channel %d", l.kernel, l.me, src, ch))
 		default:
 		}
-		if l.timeout > 0 && time.Now().After(deadline) {
+		if l.timeout > 0 && now.Sub(start) > l.timeout {
 			if !l.record(kernels.EncodeStatus(kernels.StatusTimeout, src, ch)) {
 				return false, backend.Errorf(backend.CodeTimeout, "%s: rank %d: rank %d did not signal on channel %d within %v",
 					l.kernel, l.me, src, ch, l.timeout)

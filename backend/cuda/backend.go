@@ -1,0 +1,384 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/connectivity"
+)
+
+// Name is the backend's registry name.
+const Name = "cuda"
+
+func init() {
+	backend.Register(backend.Driver{
+		Name:     Name,
+		Priority: 100,
+		Open: func(ctx context.Context, arg string) (backend.Backend, error) {
+			if arg != "" {
+				return nil, backend.Errorf(backend.CodeInvalidArgument, "cuda: the backend takes no argument (got %q)", arg)
+			}
+			return Open(ctx)
+		},
+	})
+}
+
+// deviceEntry is what the backend learns about a device once, at Open.
+type deviceEntry struct {
+	ordinal int // CUdevice
+	info    backend.DeviceInfo
+}
+
+// Backend is the CUDA backend: devices through the CUDA driver API, links and
+// fabric state through NVML. It is safe for concurrent use.
+//
+// Beyond the backend.Backend contract it offers the accessors
+// `intranode doctor` prints: DriverVersion, NVMLVersion, NVMLDevices,
+// FabricState and PeerTest.
+type Backend struct {
+	log *slog.Logger
+
+	// initErr says why the driver cannot be used (it matches
+	// backend.ErrUnavailable); nil when it can.
+	initErr error
+	version int
+	devices []deviceEntry
+
+	// nvml is nil when NVML could not be initialised; nvmlErr says why.
+	nvml    nvml.Interface
+	nvmlErr error
+
+	peers *connectivity.PeerCache
+
+	mu      sync.Mutex
+	closed  bool
+	ctxs    []ctxHandle // primary contexts the backend retained for its own checks
+	canPeer [][]int8    // cuDeviceCanAccessPeer answers: 0 unknown, 1 yes, -1 no
+	details map[[2]int]PeerDetail
+
+	fabricMu     sync.Mutex
+	fabric       []connectivity.Access
+	fabricReason []string
+}
+
+// Open returns the CUDA backend. It loads libcuda.so.1 and libnvidia-ml.so.1
+// but does not fail when they are missing: Probe then says why, and every
+// other method returns the same error (matching backend.ErrUnavailable).
+func Open(ctx context.Context) (*Backend, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, backend.Errorf(backend.CodeTimeout, "cuda: open: %w", err)
+	}
+	b := &Backend{log: slog.Default().With("backend", Name), details: map[[2]int]PeerDetail{}}
+	b.initErr = b.initDriver()
+	if b.initErr == nil {
+		b.initNVML()
+	}
+	n := len(b.devices)
+	b.ctxs = make([]ctxHandle, n)
+	b.canPeer = make([][]int8, n)
+	for i := range b.canPeer {
+		b.canPeer[i] = make([]int8, n)
+	}
+	b.fabric = make([]connectivity.Access, n)
+	b.fabricReason = make([]string, n)
+	b.peers = connectivity.NewPeerCache(n, b.queryPeer, nil)
+	return b, nil
+}
+
+func (b *Backend) initDriver() error {
+	if err := loadDriver(); err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	v, err := driverVersion()
+	if err != nil {
+		return backend.Wrap(backend.CodeUnavailable, err, "cuda: reading the driver version")
+	}
+	b.version = v
+	n, err := deviceCount()
+	if err != nil {
+		return backend.Wrap(backend.CodeUnavailable, err, "cuda: counting devices")
+	}
+	for i := range n {
+		e, err := describeDevice(i)
+		if err != nil {
+			return backend.Wrap(backend.CodeUnavailable, err, fmt.Sprintf("cuda: device %d", i))
+		}
+		b.devices = append(b.devices, e)
+	}
+	b.log.Debug("cuda: driver loaded", "version", v, "devices", n)
+	return nil
+}
+
+func describeDevice(i int) (deviceEntry, error) {
+	ord, err := deviceGet(i)
+	if err != nil {
+		return deviceEntry{}, err
+	}
+	name, err := deviceName(ord)
+	if err != nil {
+		return deviceEntry{}, err
+	}
+	bus, err := devicePCIBusID(ord)
+	if err != nil {
+		return deviceEntry{}, err
+	}
+	if bus, err = NormalizeBusID(bus); err != nil {
+		return deviceEntry{}, err
+	}
+	uuid, err := deviceUUID(ord)
+	if err != nil {
+		return deviceEntry{}, err
+	}
+	mem, err := deviceTotalMem(ord)
+	if err != nil {
+		return deviceEntry{}, err
+	}
+	major, err := deviceAttr(ord, attrComputeMajor)
+	if err != nil {
+		return deviceEntry{}, err
+	}
+	minor, err := deviceAttr(ord, attrComputeMinor)
+	if err != nil {
+		return deviceEntry{}, err
+	}
+	return deviceEntry{ordinal: ord, info: backend.DeviceInfo{
+		Index:        i,
+		Name:         name,
+		PCIBusID:     bus,
+		UUID:         formatUUID(uuid),
+		MemoryBytes:  mem,
+		Architecture: fmt.Sprintf("sm_%d%d", major, minor),
+	}}, nil
+}
+
+// formatUUID spells a device UUID as NVML and nvidia-smi do.
+func formatUUID(u [16]byte) string {
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+func (b *Backend) initNVML() {
+	lib := nvml.New()
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		b.nvmlErr = backend.Errorf(backend.CodeUnavailable, "cuda: NVML (libnvidia-ml.so.1) unavailable: %v", ret)
+		b.log.Debug("cuda: NVML unavailable", "error", ret)
+		return
+	}
+	b.nvml = lib
+}
+
+// busIDs lists the CUDA devices' PCI bus ids in ordinal order.
+func (b *Backend) busIDs() []string {
+	ids := make([]string, len(b.devices))
+	for i, d := range b.devices {
+		ids[i] = d.info.PCIBusID
+	}
+	return ids
+}
+
+// usable returns the error every method returns before doing anything:
+// closed backend, unusable driver, done context, device index out of range.
+func (b *Backend) usable(ctx context.Context, devs ...int) error {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return backend.Errorf(backend.CodeClosed, "cuda: backend is closed")
+	}
+	if b.initErr != nil {
+		return b.initErr
+	}
+	if err := ctx.Err(); err != nil {
+		return backend.Errorf(backend.CodeTimeout, "cuda: %w", err)
+	}
+	for _, i := range devs {
+		if i < 0 || i >= len(b.devices) {
+			return backend.Errorf(backend.CodeInvalidArgument, "cuda: device %d out of range [0,%d)", i, len(b.devices))
+		}
+	}
+	return nil
+}
+
+// Name returns "cuda".
+func (b *Backend) Name() string { return Name }
+
+// Probe returns nil when the driver loaded and sees at least one device, and
+// otherwise an error matching backend.ErrUnavailable that says why.
+func (b *Backend) Probe(ctx context.Context) error {
+	if err := b.usable(ctx); err != nil {
+		return err
+	}
+	if len(b.devices) == 0 {
+		return backend.Errorf(backend.CodeUnavailable, "cuda: the driver sees no device")
+	}
+	return nil
+}
+
+// Capabilities declares multi-process shareable memory (file descriptors,
+// and fabric handles where FabricSupported says yes), graphs, host-mapped
+// memory and timing events.
+func (b *Backend) Capabilities() backend.Capability {
+	return backend.CapMultiProcess | backend.CapHandleFD | backend.CapHandleFabric |
+		backend.CapGraphs | backend.CapHostMapped | backend.CapTiming
+}
+
+// DeviceCount is the number of devices CUDA sees.
+func (b *Backend) DeviceCount(ctx context.Context) (int, error) {
+	if err := b.usable(ctx); err != nil {
+		return 0, err
+	}
+	return len(b.devices), nil
+}
+
+// DeviceInfo describes device i, as the CUDA driver reports it.
+func (b *Backend) DeviceInfo(ctx context.Context, i int) (backend.DeviceInfo, error) {
+	if err := b.usable(ctx, i); err != nil {
+		return backend.DeviceInfo{}, err
+	}
+	return b.devices[i].info, nil
+}
+
+// LinkMatrix counts the NVLinks between CUDA devices, read from NVML (see
+// NVLinkMatrix).
+func (b *Backend) LinkMatrix(ctx context.Context) (connectivity.Matrix, error) {
+	if err := b.usable(ctx); err != nil {
+		return connectivity.Matrix{}, err
+	}
+	if b.nvml == nil {
+		return connectivity.Matrix{}, b.nvmlErr
+	}
+	for _, sym := range []string{"nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkRemoteDeviceType", "nvmlDeviceGetNvLinkRemotePciInfo_v2"} {
+		if err := b.nvml.Extensions().LookupSymbol(sym); err != nil {
+			return connectivity.Matrix{}, backend.Errorf(backend.CodeNotSupported, "cuda: NVML lacks %s (driver too old): %w", sym, err)
+		}
+	}
+	m, err := NVLinkMatrix(b.nvml, b.busIDs())
+	if err != nil {
+		return connectivity.Matrix{}, fmt.Errorf("cuda: link matrix: %w", err)
+	}
+	return m, nil
+}
+
+// MulticastSupported reads CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED. It is
+// reported only: the backend never creates multicast objects. Drivers too
+// old to know the attribute report false.
+func (b *Backend) MulticastSupported(ctx context.Context, i int) (bool, error) {
+	if err := b.usable(ctx, i); err != nil {
+		return false, err
+	}
+	v, err := deviceAttr(b.devices[i].ordinal, attrMulticastSupported)
+	if err != nil {
+		var de *DriverError
+		if errors.As(err, &de) && de.Result == resultInvalidValue {
+			return false, nil
+		}
+		return false, wrap(err, "cuda: device %d: multicast attribute", i)
+	}
+	return v != 0, nil
+}
+
+// Open returns a handle on device i that holds its primary context.
+func (b *Backend) Open(ctx context.Context, i int) (backend.Device, error) {
+	if err := b.usable(ctx, i); err != nil {
+		return nil, err
+	}
+	return newDevice(b, i)
+}
+
+// context returns device i's primary context, retained once for the
+// backend's own checks and released by Close.
+func (b *Backend) context(i int) (ctxHandle, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, backend.Errorf(backend.CodeClosed, "cuda: backend is closed")
+	}
+	if b.ctxs[i] != 0 {
+		return b.ctxs[i], nil
+	}
+	c, err := ctxRetain(b.devices[i].ordinal)
+	if err != nil {
+		return 0, wrap(err, "cuda: device %d: retaining the primary context", i)
+	}
+	b.ctxs[i] = c
+	return c, nil
+}
+
+// canAccessPeer answers cuDeviceCanAccessPeer(i, j), cached.
+func (b *Backend) canAccessPeer(i, j int) (bool, error) {
+	b.mu.Lock()
+	st := b.canPeer[i][j]
+	b.mu.Unlock()
+	if st != 0 {
+		return st > 0, nil
+	}
+	ok, err := canAccessPeer(b.devices[i].ordinal, b.devices[j].ordinal)
+	if err != nil {
+		return false, wrap(err, "cuda: cuDeviceCanAccessPeer(%d, %d)", i, j)
+	}
+	st = -1
+	if ok {
+		st = 1
+	}
+	b.mu.Lock()
+	b.canPeer[i][j] = st
+	b.mu.Unlock()
+	return ok, nil
+}
+
+// accessDevices lists device i and every device that can reach i's memory
+// as a peer: the devices granted access to i's shareable allocations, so
+// that ranks in this process may use them without importing.
+func (b *Backend) accessDevices(i int) ([]int, error) {
+	devs := []int{b.devices[i].ordinal}
+	for p := range b.devices {
+		if p == i {
+			continue
+		}
+		ok, err := b.canAccessPeer(p, i)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			devs = append(devs, b.devices[p].ordinal)
+		}
+	}
+	return devs, nil
+}
+
+// Close releases the contexts the backend retained and shuts NVML down.
+// Devices opened from it keep their own contexts until they are closed.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	ctxs := b.ctxs
+	b.mu.Unlock()
+	var first error
+	for i, c := range ctxs {
+		if c == 0 {
+			continue
+		}
+		if err := ctxRelease(b.devices[i].ordinal); err != nil && first == nil {
+			first = wrap(err, "cuda: device %d: releasing the primary context", i)
+		}
+	}
+	if b.nvml != nil {
+		if ret := b.nvml.Shutdown(); ret != nvml.SUCCESS && first == nil {
+			first = backend.Errorf(backend.CodeInternal, "cuda: NVML shutdown: %v", ret)
+		}
+	}
+	return first
+}
+
+var _ backend.Backend = (*Backend)(nil)

@@ -1,0 +1,43 @@
+package conformance_test
+
+import (
+	"os"
+	"testing"
+
+	_ "github.com/intranode/intranode/backend/fake"
+	"github.com/intranode/intranode/conformance"
+	_ "github.com/intranode/intranode/kernels/cpu"
+)
+
+func TestMain(m *testing.M) {
+	conformance.MaybeChild()
+	os.Exit(m.Run())
+}
+
+// TestFakeGoroutines runs the whole suite on the fake backend with ranks as
+// goroutines of this process.
+func TestFakeGoroutines(t *testing.T) {
+	conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{2, 4, 8}, Quick: true})
+}
+
+// TestFakeProcesses runs it with every rank a separate process sharing
+// memory through memfd descriptors passed over the IPC channel.
+func TestFakeProcesses(t *testing.T) {
+	conformance.RunTests(t, conformance.Config{Backend: "fake", Mode: conformance.Processes, Worlds: []int{2, 4},
+		Quick: true, ChildArgs: []string{"-test.run=^$"}})
+}
+
+// TestFakeHybridCubeMesh runs the all-reduce cases on the DGX-1 layout,
+// where HCM applies.
+func TestFakeHybridCubeMesh(t *testing.T) {
+	t.Setenv("INTRANODE_FAKE_TOPOLOGY", "hcm")
+	conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{8}, Quick: true,
+		Filter: func(name string) bool { return len(name) > 10 && name[:10] == "allreduce/" }})
+}
+
+// TestFakeRing checks the topology refusal on a layout with unusable groups.
+func TestFakeRing(t *testing.T) {
+	t.Setenv("INTRANODE_FAKE_TOPOLOGY", "ring")
+	conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{4}, Quick: true,
+		Filter: func(name string) bool { return name == "rendezvous/refuse-topology" }})
+}

@@ -1,0 +1,40 @@
+package cpu
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/kernels"
+)
+
+// BenchmarkAllReduce measures one all-reduce of every rank (goroutines on
+// this machine's cores), mostly synchronisation cost for small counts and
+// reduction throughput for large ones.
+func BenchmarkAllReduce(b *testing.B) {
+	for _, ac := range []algoCase{{kernels.OneShot, 2}, {kernels.OneShot, 8}, {kernels.TwoShot, 8}, {kernels.HCM, 8}} {
+		for _, count := range []int{1, 1 << 10, 1 << 18} {
+			d := backend.BFloat16
+			b.Run(fmt.Sprintf("%s/world%d/%v/%d", ac.algo, ac.world, d, count), func(b *testing.B) {
+				g := newGroup(ac.world, max(4*count*d.Size(), 4096))
+				fn := AllReduce(ac.algo, d)
+				ctx := b.Context()
+				b.SetBytes(int64(count * d.Size()))
+				for b.Loop() {
+					errs := runRanks(allRanks(ac.world), func(r int) error {
+						a := g.allReduceArgs(r, g.in[r], g.out[r], count, d, backend.Sum)
+						if ac.algo == kernels.HCM {
+							a.Extra = hcmExtra(r)
+						}
+						return fn(ctx, g.mem, backend.LaunchConfig{}, a.Args())
+					})
+					for _, err := range errs {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}

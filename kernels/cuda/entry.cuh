@@ -1,0 +1,75 @@
+// entry.cuh: the extern "C" entry points of the kernel ABI (kernels/abi.go).
+//
+// Included after a port header and intranode.cuh. Parameter lists follow
+// AllReduceArgs.Args() and SignalArgs.Args() member for member; the host
+// marshals them as a C struct with natural alignment (backend.MarshalArgs):
+//
+//   all-reduce: bufs@0 pads@8 input@16 output@24 count@32 rank@40 world@44
+//               dtype@48 op@52 status@56 timeout_ns@64 extra@72 (80 bytes)
+//   signal:     pads@0 rank@8 world@12 peer@16 channel@20 mask@24
+//               status@32 timeout_ns@40 (48 bytes)
+//
+// Recommended launches (block sizes above INTRANODE_MAX_THREADS = 512 fail;
+// every rank must use the same grid for the same call; grid <= 32):
+//
+//   one_shot:  block 512, grid = clamp(ceil(bytes / (512 * 16 * 2)), 1, 32)
+//              (each thread then folds at most two 16-byte vectors per
+//              source in the first pass; small messages take 1 block).
+//   two_shot:  block 512, grid = clamp(ceil(bytes / world / (512 * 16)), 1, 32)
+//   hcm:       as one_shot.
+//   barrier, put_signal, wait_signal: grid 1, block 32.
+//
+// A kernel that finds bad arguments or times out stores its status word (CAS
+// from 0) and returns; it never traps.
+#pragma once
+
+#define INTRANODE_ALL_REDUCE(ALGO_NAME, ALGO, DTYPE_NAME, DTYPE)                               \
+  INTRANODE_KERNEL intranode_##ALGO_NAME##_##DTYPE_NAME(                                       \
+      const unsigned long long* bufs, const unsigned long long* pads, const void* input,       \
+      void* output, unsigned long long count, unsigned int rank, unsigned int world,           \
+      unsigned int dtype, unsigned int op, unsigned int* status, unsigned long long timeout_ns, \
+      unsigned long long extra) {                                                              \
+    const intranode::Args a = {bufs,  pads, static_cast<const char*>(input),                   \
+                               static_cast<char*>(output), count, rank, world, dtype, op,      \
+                               status, timeout_ns, extra};                                     \
+    intranode::all_reduce<DTYPE>(a, ALGO);                                                     \
+  }
+
+#define INTRANODE_ALL_REDUCE_TYPES(ALGO_NAME, ALGO)            \
+  INTRANODE_ALL_REDUCE(ALGO_NAME, ALGO, f32, intranode::kF32)   \
+  INTRANODE_ALL_REDUCE(ALGO_NAME, ALGO, f16, intranode::kF16)   \
+  INTRANODE_ALL_REDUCE(ALGO_NAME, ALGO, bf16, intranode::kBF16) \
+  INTRANODE_ALL_REDUCE(ALGO_NAME, ALGO, f64, intranode::kF64)   \
+  INTRANODE_ALL_REDUCE(ALGO_NAME, ALGO, i32, intranode::kI32)
+
+INTRANODE_ALL_REDUCE_TYPES(one_shot, intranode::Algo::kOneShot)
+INTRANODE_ALL_REDUCE_TYPES(two_shot, intranode::Algo::kTwoShot)
+INTRANODE_ALL_REDUCE_TYPES(hcm, intranode::Algo::kHCM)
+
+#undef INTRANODE_ALL_REDUCE_TYPES
+#undef INTRANODE_ALL_REDUCE
+
+INTRANODE_KERNEL intranode_barrier(const unsigned long long* pads, unsigned int rank,
+                                   unsigned int world, unsigned int peer, unsigned int channel,
+                                   unsigned int mask, unsigned int* status,
+                                   unsigned long long timeout_ns) {
+  (void)peer;
+  intranode::barrier_kernel(pads, rank, world, channel, mask, status, timeout_ns);
+}
+
+INTRANODE_KERNEL intranode_put_signal(const unsigned long long* pads, unsigned int rank,
+                                      unsigned int world, unsigned int peer, unsigned int channel,
+                                      unsigned int mask, unsigned int* status,
+                                      unsigned long long timeout_ns) {
+  (void)mask;
+  (void)timeout_ns;
+  intranode::put_signal_kernel(pads, rank, world, peer, channel, status);
+}
+
+INTRANODE_KERNEL intranode_wait_signal(const unsigned long long* pads, unsigned int rank,
+                                       unsigned int world, unsigned int peer, unsigned int channel,
+                                       unsigned int mask, unsigned int* status,
+                                       unsigned long long timeout_ns) {
+  (void)mask;
+  intranode::wait_signal_kernel(pads, rank, world, peer, channel, status, timeout_ns);
+}

@@ -1,0 +1,908 @@
+// intranode.cuh: the collective algorithms of the kernel ABI (kernels/abi.go),
+// written once for every GPU backend.
+//
+// This header touches the hardware only through namespace port, so the
+// including translation unit must include a port header first: port.cuh for
+// CUDA, kernels/hip/port_hip.h for HIP. The extern "C" entry points live in
+// entry.cuh.
+//
+// Work split. Block b of a launch is the block that talks on signal channel b,
+// and it only ever reads what block b of the other ranks wrote. Every block
+// therefore owns the same slice of the data on every rank: the split below is
+// a pure function of (count, world, gridDim, blockIdx), so all ranks must
+// launch the same grid (the host computes it from the message size alone).
+// Inside a block, threads stride over 16-byte vectors; a last partial vector
+// is done element by element by the first threads of the block that owns it.
+//
+// Barriers. Thread t < world (t != rank) of each block is the block's link to
+// rank t on the block's channel: it keeps that link's sent/recv counters in
+// registers, puts with a release store into the peer's inbox and spins with
+// acquire loads on its own inbox, all in parallel with the other links'
+// threads. A block_sync before the put publishes the whole block's writes;
+// one after the wait orders the whole block's later reads.
+//
+// Reduction order. Each 16-byte step loads the vectors of all sources first,
+// then folds them in ascending rank order (acc = x0; acc = op(acc, x1); ...),
+// so every rank computes the same bits. The order in which the loads are
+// issued carries no meaning: they are independent and in flight together.
+#pragma once
+
+namespace intranode {
+
+// ABI constants, mirrored from kernels/abi.go.
+constexpr uint32_t kMaxRanks = 8;
+constexpr uint32_t kNumChannels = 64;
+constexpr uint32_t kKernelChannels = 32;
+constexpr uint64_t kInboxOffset = 0;
+constexpr uint64_t kSentOffset = uint64_t(kNumChannels) * kMaxRanks * 4;
+constexpr uint64_t kRecvOffset = 2 * uint64_t(kNumChannels) * kMaxRanks * 4;
+
+constexpr uint32_t kStatusTimeout = 1;
+constexpr uint32_t kStatusBadArgs = 2;
+
+// Element types (backend.DType) and operators (backend.ReduceOp).
+constexpr uint32_t kF32 = 0;
+constexpr uint32_t kF16 = 1;
+constexpr uint32_t kBF16 = 2;
+constexpr uint32_t kF64 = 3;
+constexpr uint32_t kI32 = 4;
+
+constexpr uint32_t kSum = 0;
+constexpr uint32_t kMax = 1;
+constexpr uint32_t kMin = 2;
+
+using port::V16;
+
+// ---------------------------------------------------------------------------
+// Status word and signal pads.
+
+INTRANODE_DEVICE void report(uint32_t* status, uint32_t code, uint32_t peer, uint32_t ch) {
+  if (status != nullptr) {
+    port::status_cas(status, (code & 0xff) | (peer & 0xff) << 8 | (ch & 0xff) << 16);
+  }
+}
+
+INTRANODE_DEVICE uint32_t* pad_word(uint64_t pad, uint64_t area, uint32_t ch, uint32_t rank) {
+  return reinterpret_cast<uint32_t*>(pad + area + (uint64_t(ch) * kMaxRanks + rank) * 4);
+}
+
+// Wrap-safe "have counted up to want".
+INTRANODE_DEVICE bool arrived(uint32_t have, uint32_t want) {
+  return static_cast<int32_t>(have - want) >= 0;
+}
+
+// Link is one thread's end of the (channel, peer) signal pair: PutSignal and
+// WaitSignal of the ABI with the local counters cached in registers.
+struct Link {
+  uint32_t* sent;    // sent[ch][peer] in my pad
+  uint32_t* recv;    // recv[ch][peer] in my pad
+  uint32_t* inbox;   // inbox[ch][peer] in my pad, written by the peer
+  uint32_t* remote;  // inbox[ch][me] in the peer's pad
+  uint32_t sent_count;
+  uint32_t recv_count;
+
+  INTRANODE_DEVICE void open(uint64_t my_pad, uint64_t peer_pad, uint32_t me, uint32_t peer,
+                             uint32_t ch) {
+    sent = pad_word(my_pad, kSentOffset, ch, peer);
+    recv = pad_word(my_pad, kRecvOffset, ch, peer);
+    inbox = pad_word(my_pad, kInboxOffset, ch, peer);
+    remote = pad_word(peer_pad, kInboxOffset, ch, me);
+    sent_count = port::load_plain(sent);
+    recv_count = port::load_plain(recv);
+  }
+
+  INTRANODE_DEVICE void put() {
+    ++sent_count;
+    port::store_release(remote, sent_count);
+    port::store_plain(sent, sent_count);
+  }
+
+  // wait returns false when timeout_ns pass before the peer's next signal.
+  INTRANODE_DEVICE bool wait(uint64_t timeout_ns) {
+    const uint32_t want = recv_count + 1;
+    if (!arrived(port::load_acquire(inbox), want)) {
+      const uint64_t start = port::now_ns();
+      while (!arrived(port::load_acquire(inbox), want)) {
+        if (port::now_ns() - start > timeout_ns) {
+          return false;
+        }
+      }
+    }
+    recv_count = want;
+    port::store_plain(recv, want);
+    return true;
+  }
+};
+
+// Team is a block's side of Barrier(all) on its channel.
+struct Team {
+  Link link;
+  bool active;  // this thread owns the link to rank `peer`
+  uint32_t peer;
+  uint32_t ch;
+  uint32_t* status;
+  uint64_t timeout_ns;
+  volatile int* failed;  // block-shared: some link timed out
+
+  INTRANODE_DEVICE void open(const unsigned long long* pads, uint32_t rank, uint32_t world,
+                             uint32_t* status_word, uint64_t timeout, int* shared_failed) {
+    peer = port::thread_index();
+    ch = port::block_index();
+    status = status_word;
+    timeout_ns = timeout;
+    failed = shared_failed;
+    active = peer < world && peer != rank;
+    if (peer == 0) {
+      *failed = 0;
+    }
+    if (active) {
+      link.open(port::load_arg_u64(pads + rank), port::load_arg_u64(pads + peer), rank, peer, ch);
+    }
+  }
+
+  INTRANODE_DEVICE void signal() {
+    if (active) {
+      link.put();
+      if (!link.wait(timeout_ns)) {
+        report(status, kStatusTimeout, peer, ch);
+        *failed = 1;
+      }
+    }
+  }
+
+  // barrier returns false on every thread of the block when a link timed
+  // out; the caller then returns without touching the data.
+  INTRANODE_DEVICE bool barrier() {
+    port::block_sync();
+    signal();
+    port::block_sync();
+    return *failed == 0;
+  }
+
+  // last_barrier ends a kernel: nothing follows, so only the link threads
+  // wait.
+  INTRANODE_DEVICE void last_barrier() {
+    port::block_sync();
+    signal();
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Element types and operators.
+
+template <uint32_t DT>
+struct Type;
+
+template <>
+struct Type<kF32> {
+  using Bits = uint32_t;
+  using Acc = float;
+  static INTRANODE_DEVICE Acc up(Bits b) { return port::f32_from_bits(b); }
+  static INTRANODE_DEVICE Bits down(Acc a) { return port::f32_bits(a); }
+};
+
+template <>
+struct Type<kF16> {
+  using Bits = uint16_t;
+  using Acc = float;
+  static INTRANODE_DEVICE Acc up(Bits b) { return port::f16_to_f32(b); }
+  static INTRANODE_DEVICE Bits down(Acc a) { return port::f32_to_f16(a); }
+};
+
+template <>
+struct Type<kBF16> {
+  using Bits = uint16_t;
+  using Acc = float;
+  static INTRANODE_DEVICE Acc up(Bits b) { return port::bf16_to_f32(b); }
+  static INTRANODE_DEVICE Bits down(Acc a) { return port::f32_to_bf16(a); }
+};
+
+template <>
+struct Type<kF64> {
+  using Bits = uint64_t;
+  using Acc = double;
+  static INTRANODE_DEVICE Acc up(Bits b) { return port::f64_from_bits(b); }
+  static INTRANODE_DEVICE Bits down(Acc a) { return port::f64_bits(a); }
+};
+
+template <>
+struct Type<kI32> {
+  using Bits = uint32_t;
+  using Acc = int32_t;
+  static INTRANODE_DEVICE Acc up(Bits b) { return static_cast<int32_t>(b); }
+  static INTRANODE_DEVICE Bits down(Acc a) { return static_cast<uint32_t>(a); }
+};
+
+template <uint32_t OP>
+struct Op;
+
+template <>
+struct Op<kSum> {
+  static INTRANODE_DEVICE float apply(float a, float b) { return port::add_f32(a, b); }
+  static INTRANODE_DEVICE double apply(double a, double b) { return port::add_f64(a, b); }
+  static INTRANODE_DEVICE int32_t apply(int32_t a, int32_t b) {
+    return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+  }
+};
+
+template <>
+struct Op<kMax> {
+  static INTRANODE_DEVICE float apply(float a, float b) { return fmaxf(a, b); }
+  static INTRANODE_DEVICE double apply(double a, double b) { return fmax(a, b); }
+  static INTRANODE_DEVICE int32_t apply(int32_t a, int32_t b) { return a > b ? a : b; }
+};
+
+template <>
+struct Op<kMin> {
+  static INTRANODE_DEVICE float apply(float a, float b) { return fminf(a, b); }
+  static INTRANODE_DEVICE double apply(double a, double b) { return fmin(a, b); }
+  static INTRANODE_DEVICE int32_t apply(int32_t a, int32_t b) { return a < b ? a : b; }
+};
+
+template <uint32_t DT>
+INTRANODE_DEVICE typename Type<DT>::Bits load_elem(const char* p) {
+  using Bits = typename Type<DT>::Bits;
+  if constexpr (sizeof(Bits) == 2) {
+    return port::load_u16(p);
+  } else if constexpr (sizeof(Bits) == 4) {
+    return port::load_u32(p);
+  } else {
+    return port::load_u64(p);
+  }
+}
+
+template <uint32_t DT>
+INTRANODE_DEVICE void store_elem(char* p, typename Type<DT>::Bits v) {
+  using Bits = typename Type<DT>::Bits;
+  if constexpr (sizeof(Bits) == 2) {
+    port::store_u16(p, v);
+  } else if constexpr (sizeof(Bits) == 4) {
+    port::store_u32(p, v);
+  } else {
+    port::store_u64(p, v);
+  }
+}
+
+// Pack views one 16-byte vector as elements.
+template <uint32_t DT>
+union Pack {
+  static constexpr int kElems = 16 / sizeof(typename Type<DT>::Bits);
+  V16 v;
+  typename Type<DT>::Bits e[kElems];
+};
+
+template <uint32_t DT>
+constexpr uint64_t kVecElems = 16 / sizeof(typename Type<DT>::Bits);
+
+template <uint32_t DT>
+constexpr uint64_t kElemSize = sizeof(typename Type<DT>::Bits);
+
+// reduce_pack folds v[0..n) in rank order. N is the compile-time bound; when
+// the world is specialised n == N and the guards vanish.
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE V16 reduce_pack(const V16 (&v)[N], int n) {
+  using T = Type<DT>;
+  constexpr int E = Pack<DT>::kElems;
+  typename T::Acc acc[E];
+  Pack<DT> in;
+  in.v = v[0];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    acc[e] = T::up(in.e[e]);
+  }
+#pragma unroll
+  for (int r = 1; r < N; ++r) {
+    if (r < n) {
+      in.v = v[r];
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        acc[e] = Op<OP>::apply(acc[e], T::up(in.e[e]));
+      }
+    }
+  }
+  Pack<DT> out;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    out.e[e] = T::down(acc[e]);
+  }
+  return out.v;
+}
+
+// Vector loads and stores for pointers the caller supplied, which need only
+// be element-aligned.
+template <uint32_t DT>
+INTRANODE_DEVICE V16 load_input_vec(const char* p, bool aligned) {
+  if (aligned) {
+    return port::load16_input(p);
+  }
+  Pack<DT> k;
+#pragma unroll
+  for (int e = 0; e < Pack<DT>::kElems; ++e) {
+    k.e[e] = load_elem<DT>(p + e * kElemSize<DT>);
+  }
+  return k.v;
+}
+
+template <uint32_t DT>
+INTRANODE_DEVICE void store_output_vec(char* p, V16 v, bool aligned) {
+  if (aligned) {
+    port::store16(p, v);
+    return;
+  }
+  Pack<DT> k;
+  k.v = v;
+#pragma unroll
+  for (int e = 0; e < Pack<DT>::kElems; ++e) {
+    store_elem<DT>(p + e * kElemSize<DT>, k.e[e]);
+  }
+}
+
+// Loads in flight per thread per step: about eight 16-byte vectors whatever
+// the number of sources, enough to cover NVLink latency with 512 threads on
+// each of up to 32 SMs.
+template <int N>
+constexpr int kUnroll = N >= 8 ? 1 : 8 / N;
+
+// ---------------------------------------------------------------------------
+// Block work loops. Ranges are in 16-byte vectors relative to the given base
+// pointers; all vectors in them are full.
+
+// reduce_vectors: dst[i] (and dst2[i] when set) = fold over r < n of src[r][i]
+// for i in [lo, hi). Sources are 16-byte aligned.
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void reduce_vectors(const char* const (&src)[N], int n, char* dst,
+                                     bool dst_aligned, char* dst2, uint64_t lo, uint64_t hi) {
+  constexpr int U = kUnroll<N>;
+  const uint64_t stride = port::block_threads();
+  for (uint64_t base = lo + port::thread_index(); base < hi; base += U * stride) {
+    V16 v[U][N];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * stride;
+      if (i < hi) {
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          if (r < n) {
+            v[u][r] = port::load16(src[r] + i * 16);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * stride;
+      if (i < hi) {
+        const V16 out = reduce_pack<DT, OP, N>(v[u], n);
+        store_output_vec<DT>(dst + i * 16, out, dst_aligned);
+        if (dst2 != nullptr) {
+          port::store16(dst2 + i * 16, out);
+        }
+      }
+    }
+  }
+}
+
+// copy_vectors: for each segment k < nseg not in skip, dst[k*seg + j] =
+// src[k][k*seg + j] for j in [lo, hi) while k*seg + j < nfull (vectors).
+// Segments are interleaved so that all their loads are in flight together.
+// FROM_INPUT picks the read-only load path and honours src_aligned; otherwise
+// sources are aligned symmetric buffers.
+template <uint32_t DT, int N, bool FROM_INPUT>
+INTRANODE_DEVICE void copy_vectors(const char* const (&src)[N], char* dst, uint64_t seg,
+                                   uint64_t nfull, uint32_t skip, int nseg, bool src_aligned,
+                                   bool dst_aligned, uint64_t lo, uint64_t hi) {
+  constexpr int U = kUnroll<N>;
+  const uint64_t stride = port::block_threads();
+  for (uint64_t base = lo + port::thread_index(); base < hi; base += U * stride) {
+    V16 v[U][N];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const uint64_t i = k * seg + base + u * stride;
+        if (k < nseg && !(skip >> k & 1) && base + u * stride < hi && i < nfull) {
+          if constexpr (FROM_INPUT) {
+            v[u][k] = load_input_vec<DT>(src[k] + i * 16, src_aligned);
+          } else {
+            v[u][k] = port::load16(src[k] + i * 16);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const uint64_t i = k * seg + base + u * stride;
+        if (k < nseg && !(skip >> k & 1) && base + u * stride < hi && i < nfull) {
+          store_output_vec<DT>(dst + i * 16, v[u][k], dst_aligned);
+        }
+      }
+    }
+  }
+}
+
+// Tails: elements [first, count) of the last partial vector, one per thread.
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void reduce_tail(const char* const (&src)[N], int n, char* dst, char* dst2,
+                                  uint64_t first, uint64_t count) {
+  using T = Type<DT>;
+  const uint64_t e = first + port::thread_index();
+  if (e >= count) {
+    return;
+  }
+  const uint64_t off = e * kElemSize<DT>;
+  typename T::Bits x[N];
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    if (r < n) {
+      x[r] = load_elem<DT>(src[r] + off);
+    }
+  }
+  typename T::Acc acc = T::up(x[0]);
+#pragma unroll
+  for (int r = 1; r < N; ++r) {
+    if (r < n) {
+      acc = Op<OP>::apply(acc, T::up(x[r]));
+    }
+  }
+  const typename T::Bits out = T::down(acc);
+  store_elem<DT>(dst + off, out);
+  if (dst2 != nullptr) {
+    store_elem<DT>(dst2 + off, out);
+  }
+}
+
+template <uint32_t DT>
+INTRANODE_DEVICE void copy_tail(const char* src, char* dst, uint64_t first, uint64_t count) {
+  const uint64_t e = first + port::thread_index();
+  if (e < count) {
+    const uint64_t off = e * kElemSize<DT>;
+    store_elem<DT>(dst + off, load_elem<DT>(src + off));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Arguments.
+
+struct Args {
+  const unsigned long long* bufs;
+  const unsigned long long* pads;
+  const char* input;
+  char* output;
+  uint64_t count;
+  uint32_t rank;
+  uint32_t world;
+  uint32_t dtype;
+  uint32_t op;
+  uint32_t* status;
+  uint64_t timeout_ns;
+  uint64_t extra;
+};
+
+enum class Algo { kOneShot, kTwoShot, kHCM };
+
+INTRANODE_DEVICE bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+// split gives part k of n items cut into parts nearly equal pieces.
+INTRANODE_DEVICE void split(uint64_t n, uint64_t parts, uint64_t k, uint64_t& lo, uint64_t& hi) {
+  lo = n * k / parts;
+  hi = n * (k + 1) / parts;
+}
+
+INTRANODE_DEVICE uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+// hcm_partial_offset is where HCM keeps the quad partials in every buffer:
+// bits 32-63 of Extra when the host sets them (HCMPartialOffset of the
+// buffer size), else the first 16-byte boundary after the data, which lies
+// inside the buffer whenever the ABI's count*size <= buffer/2 holds.
+INTRANODE_DEVICE uint64_t hcm_partial_offset(uint64_t extra, uint64_t bytes) {
+  const uint64_t half = extra >> 32;
+  return half != 0 ? half : (bytes + 15) & ~uint64_t(15);
+}
+
+// valid checks what the kernel cannot work around. Every thread computes the
+// same answer; thread 0 of each block reports StatusBadArgs.
+template <uint32_t DT>
+INTRANODE_DEVICE bool valid(const Args& a, Algo algo) {
+  constexpr uint64_t size = kElemSize<DT>;
+  bool ok = a.bufs != nullptr && a.pads != nullptr && a.world >= 1 && a.world <= kMaxRanks &&
+            a.rank < a.world && a.dtype == DT && a.op <= kMin &&
+            port::grid_blocks() <= kKernelChannels && port::block_threads() >= a.world;
+  if (ok && a.count > 0) {
+    ok = a.input != nullptr && a.output != nullptr &&
+         (reinterpret_cast<uintptr_t>(a.input) % size) == 0 &&
+         (reinterpret_cast<uintptr_t>(a.output) % size) == 0;
+  }
+  if (ok) {
+    for (uint32_t r = 0; r < a.world; ++r) {
+      const uint64_t b = port::load_arg_u64(a.bufs + r);
+      ok = ok && b != 0 && (b & 15) == 0;
+    }
+  }
+  const uint64_t bytes = a.count * size;
+  if (ok && algo == Algo::kOneShot && a.count > 0) {
+    // Writing the result over bufs[rank] would change what peers still read.
+    const char* mine = reinterpret_cast<const char*>(port::load_arg_u64(a.bufs + a.rank));
+    ok = a.output + bytes <= mine || mine + bytes <= a.output;
+  }
+  if (ok && algo == Algo::kHCM) {
+    const uint32_t q0 = a.extra & 0xff, q1 = a.extra >> 8 & 0xff, q2 = a.extra >> 16 & 0xff;
+    const uint32_t c = a.extra >> 24 & 0xff;
+    const uint32_t seen = 1u << a.rank | 1u << q0 | 1u << q1 | 1u << q2 | 1u << c;
+    const uint64_t half = hcm_partial_offset(a.extra, bytes);
+    ok = a.world == 8 && q0 < 8 && q1 < 8 && q2 < 8 && c < 8 && __popc(seen) == 5 &&
+         (half & 15) == 0 && bytes <= half;
+  }
+  if (!ok && port::thread_index() == 0) {
+    report(a.status, kStatusBadArgs, 0, port::block_index());
+  }
+  return ok;
+}
+
+// ---------------------------------------------------------------------------
+// Algorithms.
+
+// copy_in copies vectors [lo, hi) of the input (plus the partial vector at
+// nfull when it falls in the range) into the symmetric buffer.
+template <uint32_t DT>
+INTRANODE_DEVICE void copy_in(const Args& a, char* mine, uint64_t lo, uint64_t hi, uint64_t nfull) {
+  const char* const src[1] = {a.input};
+  copy_vectors<DT, 1, true>(src, mine, 0, nfull, 0, 1, aligned16(a.input), true, lo, hi);
+  if (nfull * kVecElems<DT> < a.count && lo <= nfull && nfull < hi) {
+    copy_tail<DT>(a.input, mine, nfull * kVecElems<DT>, a.count);
+  }
+}
+
+// reduce_block reduces vectors [lo, hi) of n sources (and the partial vector
+// at nfull when it falls in the range) into dst.
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void reduce_block(const char* const (&src)[N], int n, char* dst, bool dst_aligned,
+                                   uint64_t lo, uint64_t hi, uint64_t nfull, uint64_t count) {
+  reduce_vectors<DT, OP, N>(src, n, dst, dst_aligned, nullptr, lo, min_u64(hi, nfull));
+  if (nfull * kVecElems<DT> < count && lo <= nfull && nfull < hi) {
+    reduce_tail<DT, OP, N>(src, n, dst, nullptr, nfull * kVecElems<DT>, count);
+  }
+}
+
+// OneShot: copy in, Barrier, output = fold of all buffers, Barrier.
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void one_shot(const Args& a, int n) {
+  __shared__ int failed;
+  Team team;
+  team.open(a.pads, a.rank, a.world, a.status, a.timeout_ns, &failed);
+
+  const char* src[N];
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    src[r] = r < n ? reinterpret_cast<const char*>(port::load_arg_u64(a.bufs + r)) : nullptr;
+  }
+  char* mine = reinterpret_cast<char*>(port::load_arg_u64(a.bufs + a.rank));
+
+  const uint64_t nfull = a.count / kVecElems<DT>;
+  const uint64_t nvec = (a.count + kVecElems<DT> - 1) / kVecElems<DT>;
+  uint64_t lo, hi;
+  split(nvec, port::grid_blocks(), port::block_index(), lo, hi);
+
+  if (a.input != mine) {
+    copy_in<DT>(a, mine, lo, hi, nfull);
+  }
+  if (!team.barrier()) {
+    return;
+  }
+  reduce_block<DT, OP, N>(src, n, a.output, aligned16(a.output), lo, hi, nfull, a.count);
+  team.last_barrier();
+}
+
+// TwoShot: copy in, Barrier, reduce own slice, Barrier, gather the other
+// slices, Barrier. Block b owns the same sub-range [jlo, jhi) of every slice.
+//
+// Two savings that leave every buffer and the output as the ABI describes:
+// the input's own slice is read straight from the input in step 3 instead of
+// being copied first (nobody else reads it before step 3 overwrites it), and
+// step 3 writes the reduced slice to the output as well as to bufs[rank].
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void two_shot(const Args& a, int n) {
+  constexpr uint64_t E = kVecElems<DT>;
+  __shared__ int failed;
+  Team team;
+  team.open(a.pads, a.rank, a.world, a.status, a.timeout_ns, &failed);
+
+  const uint32_t me = a.rank;
+  char* mine = reinterpret_cast<char*>(port::load_arg_u64(a.bufs + me));
+  const bool in_aligned = aligned16(a.input);
+  const bool out_aligned = aligned16(a.output);
+  const bool own_from_input = a.input != mine && in_aligned;
+
+  // Slices, as kernels.SliceRange: sv vectors each, slice s at vector s*sv.
+  const uint64_t nfull = a.count / E;
+  const uint64_t per = (a.count + a.world - 1) / a.world;
+  const uint64_t sv = (per + E - 1) / E;
+  uint64_t jlo = 0, jhi = 0;
+  split(sv, port::grid_blocks(), port::block_index(), jlo, jhi);
+  // The partial vector, if any: slice ts, offset tj.
+  const bool has_tail = nfull * E < a.count;
+  const uint64_t ts = sv == 0 ? 0 : nfull / sv;
+  const uint64_t tj = nfull - ts * sv;
+  const bool block_tail = has_tail && jlo <= tj && tj < jhi;
+
+  const char* buf[N];
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    buf[r] = r < n ? reinterpret_cast<const char*>(port::load_arg_u64(a.bufs + r)) : nullptr;
+  }
+
+  // 1. Copy in every slice peers will read.
+  if (a.input != mine) {
+    const char* src[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      src[k] = a.input;
+    }
+    const uint32_t skip = own_from_input ? 1u << me : 0u;
+    copy_vectors<DT, N, true>(src, mine, sv, nfull, skip, n, in_aligned, true, jlo, jhi);
+    if (block_tail && !(ts == me && own_from_input)) {
+      copy_tail<DT>(a.input, mine, nfull * E, a.count);
+    }
+  }
+  if (!team.barrier()) {
+    return;
+  }
+
+  // 3. Reduce this rank's slice from every buffer.
+  {
+    const uint64_t off = uint64_t(me) * sv * 16;
+    const char* src[N];
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      src[r] = (r == int(me) && own_from_input) ? a.input : buf[r];
+    }
+    char* dst2 = a.output != mine ? mine : nullptr;
+    const char* srco[N];
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      srco[r] = src[r] + off;
+    }
+    const uint64_t start = uint64_t(me) * sv;
+    const uint64_t full_me = start < nfull ? min_u64(nfull - start, sv) : 0;
+    reduce_vectors<DT, OP, N>(srco, n, a.output + off, out_aligned,
+                              dst2 != nullptr ? dst2 + off : nullptr, jlo, min_u64(jhi, full_me));
+    if (block_tail && ts == me) {
+      reduce_tail<DT, OP, N>(src, n, a.output, dst2, nfull * E, a.count);
+    }
+  }
+  if (!team.barrier()) {
+    return;
+  }
+
+  // 5. Gather every other rank's reduced slice.
+  copy_vectors<DT, N, false>(buf, a.output, sv, nfull, 1u << me, n, true, out_aligned, jlo, jhi);
+  if (block_tail && ts != me) {
+    copy_tail<DT>(reinterpret_cast<const char*>(port::load_arg_u64(a.bufs + ts)), a.output,
+                  nfull * E, a.count);
+  }
+  team.last_barrier();
+}
+
+// HCM (world 8): copy in, Barrier, quad partial at the partial offset,
+// Barrier, output = (partial of the quad holding rank 0) op (the other
+// quad's partial, read from the cross neighbour), Barrier.
+template <uint32_t DT, uint32_t OP>
+INTRANODE_DEVICE void hcm(const Args& a) {
+  __shared__ int failed;
+  Team team;
+  team.open(a.pads, a.rank, a.world, a.status, a.timeout_ns, &failed);
+
+  const uint32_t me = a.rank;
+  char* mine = reinterpret_cast<char*>(port::load_arg_u64(a.bufs + me));
+  const uint64_t half = hcm_partial_offset(a.extra, a.count * kElemSize<DT>);
+
+  // The quad in ascending rank order (a sorting network on four values).
+  uint32_t g[4] = {me, uint32_t(a.extra & 0xff), uint32_t(a.extra >> 8 & 0xff),
+                   uint32_t(a.extra >> 16 & 0xff)};
+  const uint32_t cross = a.extra >> 24 & 0xff;
+#define INTRANODE_SORT2(i, j)      \
+  if (g[i] > g[j]) {               \
+    const uint32_t t = g[i];       \
+    g[i] = g[j];                   \
+    g[j] = t;                      \
+  }
+  INTRANODE_SORT2(0, 1)
+  INTRANODE_SORT2(2, 3)
+  INTRANODE_SORT2(0, 2)
+  INTRANODE_SORT2(1, 3)
+  INTRANODE_SORT2(1, 2)
+#undef INTRANODE_SORT2
+  const char* quad[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    quad[k] = reinterpret_cast<const char*>(port::load_arg_u64(a.bufs + g[k]));
+  }
+  const char* theirs =
+      reinterpret_cast<const char*>(port::load_arg_u64(a.bufs + cross)) + half;
+  const char* ours = mine + half;
+  const char* pair[2] = {g[0] == 0 ? ours : theirs, g[0] == 0 ? theirs : ours};
+
+  const uint64_t nfull = a.count / kVecElems<DT>;
+  const uint64_t nvec = (a.count + kVecElems<DT> - 1) / kVecElems<DT>;
+  uint64_t lo, hi;
+  split(nvec, port::grid_blocks(), port::block_index(), lo, hi);
+
+  if (a.input != mine) {
+    copy_in<DT>(a, mine, lo, hi, nfull);
+  }
+  if (!team.barrier()) {
+    return;
+  }
+  reduce_block<DT, OP, 4>(quad, 4, mine + half, true, lo, hi, nfull, a.count);
+  if (!team.barrier()) {
+    return;
+  }
+  reduce_block<DT, OP, 2>(pair, 2, a.output, aligned16(a.output), lo, hi, nfull, a.count);
+  team.last_barrier();
+}
+
+// ---------------------------------------------------------------------------
+// Dispatch: world 2, 4 and 8 get their own code; other worlds use the 8-wide
+// code with a runtime bound.
+
+template <uint32_t DT, uint32_t OP>
+INTRANODE_DEVICE void one_shot_world(const Args& a) {
+  switch (a.world) {
+    case 2:
+      one_shot<DT, OP, 2>(a, 2);
+      break;
+    case 4:
+      one_shot<DT, OP, 4>(a, 4);
+      break;
+    case 8:
+      one_shot<DT, OP, 8>(a, 8);
+      break;
+    default:
+      one_shot<DT, OP, 8>(a, int(a.world));
+      break;
+  }
+}
+
+template <uint32_t DT, uint32_t OP>
+INTRANODE_DEVICE void two_shot_world(const Args& a) {
+  switch (a.world) {
+    case 2:
+      two_shot<DT, OP, 2>(a, 2);
+      break;
+    case 4:
+      two_shot<DT, OP, 4>(a, 4);
+      break;
+    case 8:
+      two_shot<DT, OP, 8>(a, 8);
+      break;
+    default:
+      two_shot<DT, OP, 8>(a, int(a.world));
+      break;
+  }
+}
+
+template <uint32_t DT>
+INTRANODE_DEVICE void all_reduce(const Args& a, Algo algo) {
+  if (!valid<DT>(a, algo)) {
+    return;
+  }
+  switch (algo) {
+    case Algo::kOneShot:
+      switch (a.op) {
+        case kSum:
+          one_shot_world<DT, kSum>(a);
+          break;
+        case kMax:
+          one_shot_world<DT, kMax>(a);
+          break;
+        default:
+          one_shot_world<DT, kMin>(a);
+          break;
+      }
+      break;
+    case Algo::kTwoShot:
+      switch (a.op) {
+        case kSum:
+          two_shot_world<DT, kSum>(a);
+          break;
+        case kMax:
+          two_shot_world<DT, kMax>(a);
+          break;
+        default:
+          two_shot_world<DT, kMin>(a);
+          break;
+      }
+      break;
+    case Algo::kHCM:
+      switch (a.op) {
+        case kSum:
+          hcm<DT, kSum>(a);
+          break;
+        case kMax:
+          hcm<DT, kMax>(a);
+          break;
+        default:
+          hcm<DT, kMin>(a);
+          break;
+      }
+      break;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Signal kernels: one block; thread t serves peers t, t+blockDim, ...
+
+INTRANODE_DEVICE bool signal_valid(const unsigned long long* pads, uint32_t rank, uint32_t world,
+                                   uint32_t channel) {
+  return pads != nullptr && world >= 1 && world <= kMaxRanks && rank < world &&
+         channel < kNumChannels;
+}
+
+INTRANODE_DEVICE void barrier_kernel(const unsigned long long* pads, uint32_t rank, uint32_t world,
+                                     uint32_t channel, uint32_t mask, uint32_t* status,
+                                     uint64_t timeout_ns) {
+  if (port::block_index() != 0) {
+    return;
+  }
+  if (!signal_valid(pads, rank, world, channel) || (mask >> world) != 0) {
+    if (port::thread_index() == 0) {
+      report(status, kStatusBadArgs, 0, channel);
+    }
+    return;
+  }
+  const uint64_t my_pad = port::load_arg_u64(pads + rank);
+  for (uint32_t p = port::thread_index(); p < world; p += port::block_threads()) {
+    if (p != rank && (mask >> p & 1)) {
+      Link link;
+      link.open(my_pad, port::load_arg_u64(pads + p), rank, p, channel);
+      link.put();
+    }
+  }
+  for (uint32_t p = port::thread_index(); p < world; p += port::block_threads()) {
+    if (p != rank && (mask >> p & 1)) {
+      Link link;
+      link.open(my_pad, port::load_arg_u64(pads + p), rank, p, channel);
+      if (!link.wait(timeout_ns)) {
+        report(status, kStatusTimeout, p, channel);
+        return;
+      }
+    }
+  }
+}
+
+INTRANODE_DEVICE void put_signal_kernel(const unsigned long long* pads, uint32_t rank,
+                                        uint32_t world, uint32_t peer, uint32_t channel,
+                                        uint32_t* status) {
+  if (port::block_index() != 0 || port::thread_index() != 0) {
+    return;
+  }
+  if (!signal_valid(pads, rank, world, channel) || peer >= world) {
+    report(status, kStatusBadArgs, peer, channel);
+    return;
+  }
+  Link link;
+  link.open(port::load_arg_u64(pads + rank), port::load_arg_u64(pads + peer), rank, peer, channel);
+  link.put();
+}
+
+INTRANODE_DEVICE void wait_signal_kernel(const unsigned long long* pads, uint32_t rank,
+                                         uint32_t world, uint32_t peer, uint32_t channel,
+                                         uint32_t* status, uint64_t timeout_ns) {
+  if (port::block_index() != 0 || port::thread_index() != 0) {
+    return;
+  }
+  if (!signal_valid(pads, rank, world, channel) || peer >= world) {
+    report(status, kStatusBadArgs, peer, channel);
+    return;
+  }
+  Link link;
+  link.open(port::load_arg_u64(pads + rank), port::load_arg_u64(pads + peer), rank, peer, channel);
+  if (!link.wait(timeout_ns)) {
+    report(status, kStatusTimeout, peer, channel);
+  }
+}
+
+}  // namespace intranode
