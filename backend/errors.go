@@ -65,6 +65,10 @@ type Error struct {
 	Code Code
 	Msg  string
 	Err  error // underlying driver error, reachable with errors.As
+
+	// wrapped is the fmt.Errorf result behind an Errorf message: its %w
+	// operands are reachable, but its text is already in Msg.
+	wrapped error
 }
 
 // Error formats the message.
@@ -81,8 +85,25 @@ func (e *Error) Error() string {
 	}
 }
 
-// Unwrap returns the underlying error.
-func (e *Error) Unwrap() error { return e.Err }
+// Unwrap returns the underlying errors: Err, and the operands of any %w
+// verb in the message.
+func (e *Error) Unwrap() []error {
+	var out []error
+	if e.Err != nil {
+		out = append(out, e.Err)
+	}
+	if e.wrapped != nil {
+		switch w := e.wrapped.(type) {
+		case interface{ Unwrap() []error }:
+			out = append(out, w.Unwrap()...)
+		case interface{ Unwrap() error }:
+			if u := w.Unwrap(); u != nil {
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
 
 // Is matches any *Error with the same code.
 func (e *Error) Is(target error) bool {
@@ -91,10 +112,11 @@ func (e *Error) Is(target error) bool {
 }
 
 // Errorf returns an error with the code and a formatted message. A %w verb
-// wraps as with fmt.Errorf.
+// wraps as with fmt.Errorf: the wrapped error is reachable with errors.Is
+// and errors.As, and its text appears once, where the verb put it.
 func Errorf(code Code, format string, args ...any) error {
 	inner := fmt.Errorf(format, args...)
-	return &Error{Code: code, Msg: inner.Error(), Err: errors.Unwrap(inner)}
+	return &Error{Code: code, Msg: inner.Error(), wrapped: inner}
 }
 
 // Wrap attaches a code and context to err; it returns nil for a nil err.

@@ -245,6 +245,10 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 			return nil, err
 		}
 	} else {
+		if algo == OneShot && c.inOwnBuffer(out, count*dtype.Size()) {
+			return nil, backend.Errorf(backend.CodeInvalidArgument,
+				"collective: one-shot cannot write its output into this rank's symmetric buffer (peers are still reading it); use TwoShot or another output")
+		}
 		if capN := c.Capacity(algo, dtype); count > capN {
 			return nil, fmt.Errorf("%w: %d %v elements (%d bytes) but %v holds at most %d with a %d-byte buffer",
 				ErrTooLarge, count, dtype, count*dtype.Size(), algo, capN, c.opts.BufferSize)
@@ -275,7 +279,7 @@ func (c *Comm) launch(s backend.Stream, algo Algo, in, out backend.DevicePtr, co
 		Status: c.status.Ptr(), TimeoutNs: timeoutNs}
 	if algo == HCM {
 		p := c.hcm[c.rank]
-		args.Extra = kernels.PackHCM([3]int{p[0], p[1], p[2]}, p[3])
+		args.Extra = kernels.PackHCM([3]int{p[0], p[1], p[2]}, p[3], kernels.HCMPartialOffset(c.opts.BufferSize))
 	}
 	cfg := LaunchConfig(c.b.Name(), algo, count*dtype.Size(), c.world)
 	if err := s.Launch(fn, cfg, args.Args()...); err != nil {
@@ -302,6 +306,9 @@ func (c *Comm) fallback(s backend.Stream, in, out backend.DevicePtr, count int, 
 		a := algo
 		if algo != HCM {
 			a = c.tab.Select(n * size)
+			if a == OneShot && c.inOwnBuffer(out.Add(off*size), n*size) {
+				a = TwoShot
+			}
 		}
 		if err := c.launch(s, a, in.Add(off*size), out.Add(off*size), n, dtype, op, timeoutNs); err != nil {
 			return err
@@ -344,4 +351,12 @@ func (c *Comm) GetBuffer(r, count int, dtype backend.DType, off int) (symmetric.
 		return symmetric.View{}, ErrNotInitialized
 	}
 	return mem.GetBuffer(r, count, dtype, off)
+}
+
+// inOwnBuffer reports whether [p, p+n) overlaps this rank's symmetric
+// buffer.
+func (c *Comm) inOwnBuffer(p backend.DevicePtr, n int) bool {
+	lo := c.mem.Buffer(c.rank)
+	hi := lo.Add(c.mem.BufferSize())
+	return p < hi && p.Add(n) > lo
 }

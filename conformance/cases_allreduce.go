@@ -284,6 +284,41 @@ func caseSymmetricInput(ctx context.Context, e *Env) (err error) {
 			return err
 		}
 	}
+	// In place in the symmetric buffer: two-shot may, one-shot may not
+	// (peers still read the buffer while it would write).
+	count := 1001
+	v, err := c.GetBuffer(e.Rank, count, d, 0)
+	if err != nil {
+		return err
+	}
+	host := make([]byte, count*d.Size())
+	numeric.Pattern(d, host, count, e.Rank, 6)
+	dev := c.Device()
+	if err := dev.CopyToDevice(ctx, v.Ptr, host); err != nil {
+		return err
+	}
+	s, err := dev.NewStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := c.AllReduce(ctx, s, v.Ptr, count, d, backend.Sum, collective.OneShot); !errors.Is(err, backend.ErrInvalidArgument) {
+		return fmt.Errorf("one-shot in place in the symmetric buffer: got %v, want ErrInvalidArgument", err)
+	}
+	w, err := c.AllReduce(ctx, s, v.Ptr, count, d, backend.Sum, collective.TwoShot)
+	if err != nil {
+		return err
+	}
+	if err := w.Synchronize(ctx); err != nil {
+		return err
+	}
+	got := make([]byte, len(host))
+	if err := dev.CopyFromDevice(ctx, got, v.Ptr); err != nil {
+		return err
+	}
+	if err := checkResult(d, backend.Sum, got, count, e.World, 6); err != nil {
+		return fmt.Errorf("two-shot in place in the symmetric buffer: %w", err)
+	}
 	return c.Barrier(ctx)
 }
 

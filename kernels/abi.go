@@ -66,8 +66,11 @@
 //  6. Barrier(all).
 //
 // HCM (World == 8, hybrid cube mesh, count*size <= buffer/2): Extra packs
-// the three quad peers in bytes 0–2 and the cross-quad neighbour in byte 3.
-// With half = HCMPartialOffset(bufferSize):
+// the three quad peers in bytes 0–2, the cross-quad neighbour in byte 3 and,
+// in bits 32–63, half: the byte offset of the partial sums in every buffer
+// (a multiple of 16, at least count*size; the host passes
+// HCMPartialOffset(bufferSize)). Kernels given 0 there use count*size
+// rounded up to 16.
 //  1. copy input to bufs[me][0:n); 2. Barrier(all);
 //  3. bufs[me][half:half+n) = reduce over the quad {me, q0, q1, q2} in
 //     ascending rank order, rounded to the element type;
@@ -262,12 +265,13 @@ func SliceRange(count uint64, world, r, elemSize int) (lo, hi uint64) {
 // given size: the upper half, 16-byte aligned.
 func HCMPartialOffset(bufferSize int) int { return bufferSize / 2 &^ 15 }
 
-// PackHCM packs quad peers and the cross neighbour for AllReduceArgs.Extra.
-func PackHCM(quad [3]int, cross int) uint64 {
-	return uint64(quad[0]) | uint64(quad[1])<<8 | uint64(quad[2])<<16 | uint64(cross)<<24
+// PackHCM packs quad peers, the cross neighbour and the partial-sum offset
+// for AllReduceArgs.Extra.
+func PackHCM(quad [3]int, cross int, partialOffset int) uint64 {
+	return uint64(quad[0]) | uint64(quad[1])<<8 | uint64(quad[2])<<16 | uint64(cross)<<24 | uint64(partialOffset)<<32
 }
 
 // UnpackHCM is the inverse of PackHCM.
-func UnpackHCM(x uint64) (quad [3]int, cross int) {
-	return [3]int{int(x & 0xff), int(x >> 8 & 0xff), int(x >> 16 & 0xff)}, int(x >> 24 & 0xff)
+func UnpackHCM(x uint64) (quad [3]int, cross int, partialOffset int) {
+	return [3]int{int(x & 0xff), int(x >> 8 & 0xff), int(x >> 16 & 0xff)}, int(x >> 24 & 0xff), int(x >> 32)
 }

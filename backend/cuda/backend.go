@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -61,6 +62,7 @@ type Backend struct {
 	mu      sync.Mutex
 	closed  bool
 	ctxs    []ctxHandle // primary contexts the backend retained for its own checks
+	opened  []int       // open Device handles per device
 	canPeer [][]int8    // cuDeviceCanAccessPeer answers: 0 unknown, 1 yes, -1 no
 	details map[[2]int]PeerDetail
 
@@ -83,6 +85,7 @@ func Open(ctx context.Context) (*Backend, error) {
 	}
 	n := len(b.devices)
 	b.ctxs = make([]ctxHandle, n)
+	b.opened = make([]int, n)
 	b.canPeer = make([][]int8, n)
 	for i := range b.canPeer {
 		b.canPeer[i] = make([]int8, n)
@@ -333,13 +336,19 @@ func (b *Backend) canAccessPeer(i, j int) (bool, error) {
 	return ok, nil
 }
 
-// accessDevices lists device i and every device that can reach i's memory
-// as a peer: the devices granted access to i's shareable allocations, so
-// that ranks in this process may use them without importing.
+// accessDevices lists the devices granted access to device i's shareable
+// allocations: i itself and every device this process has open (through
+// this backend) that can reach i's memory as a peer, so that ranks running
+// as goroutines of one process may use the memory without importing it. A
+// process that drives one GPU grants only that GPU; its peers get access
+// when they Import.
 func (b *Backend) accessDevices(i int) ([]int, error) {
+	b.mu.Lock()
+	open := slices.Clone(b.opened)
+	b.mu.Unlock()
 	devs := []int{b.devices[i].ordinal}
-	for p := range b.devices {
-		if p == i {
+	for p, n := range open {
+		if p == i || n == 0 {
 			continue
 		}
 		ok, err := b.canAccessPeer(p, i)
@@ -351,6 +360,19 @@ func (b *Backend) accessDevices(i int) ([]int, error) {
 		}
 	}
 	return devs, nil
+}
+
+// deviceOpened and deviceClosed count the open Device handles per device.
+func (b *Backend) deviceOpened(i int) {
+	b.mu.Lock()
+	b.opened[i]++
+	b.mu.Unlock()
+}
+
+func (b *Backend) deviceClosed(i int) {
+	b.mu.Lock()
+	b.opened[i]--
+	b.mu.Unlock()
 }
 
 // Close releases the contexts the backend retained and shuts NVML down.

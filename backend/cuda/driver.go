@@ -80,23 +80,27 @@ var driverLib struct {
 	initialized bool
 }
 
-// loadDriver opens the driver library and initialises the driver API. It
-// returns an error matching backend.ErrUnavailable when either fails.
-func loadDriver() error {
+// loadDriver opens libcuda.so.1 and initialises the driver API. It returns
+// an error matching backend.ErrUnavailable when either fails.
+func loadDriver() error { return loadDriverFrom(libcudaName) }
+
+// loadDriverFrom is loadDriver for a given library name or path. Only the
+// first successful load counts: later calls reuse it whatever their path.
+func loadDriverFrom(lib string) error {
 	driverLib.mu.Lock()
 	defer driverLib.mu.Unlock()
 	if !driverLib.loaded {
-		path := C.CString(libcudaName)
+		path := C.CString(lib)
 		defer C.free(unsafe.Pointer(path))
 		var msg [loaderErrorBufferSize]C.char
 		switch C.inu_load(path, &msg[0], C.size_t(len(msg))) {
 		case 0:
 			driverLib.loaded = true
 		case 1:
-			return backend.Errorf(backend.CodeUnavailable, "%s not found: %s", libcudaName, C.GoString(&msg[0]))
+			return backend.Errorf(backend.CodeUnavailable, "%s not found: %s", lib, C.GoString(&msg[0]))
 		default:
 			return backend.Errorf(backend.CodeUnavailable, "%s is too old (intranode needs %s): %s",
-				libcudaName, minimumDriverDescription, C.GoString(&msg[0]))
+				lib, minimumDriverDescription, C.GoString(&msg[0]))
 		}
 	}
 	if !driverLib.initialized {
@@ -109,11 +113,14 @@ func loadDriver() error {
 }
 
 // check turns a CUresult into nil or a *DriverError naming the entry point.
-func check(op string, r C.CUresult) error {
+func check(op string, r C.CUresult) error { return checkResult(op, int(r)) }
+
+// checkResult is check for a CUresult already converted to int.
+func checkResult(op string, r int) error {
 	if r == resultSuccess {
 		return nil
 	}
-	return newDriverError(op, int(r))
+	return newDriverError(op, r)
 }
 
 // resultName and resultString ask the driver to describe a CUresult; they
@@ -167,6 +174,14 @@ func stageOp(stage C.int, alloc, cpy string) string {
 		return "cuGraphInstantiateWithFlags"
 	case C.INU_STAGE_COPY:
 		return cpy
+	case C.INU_STAGE_CTX_SYNC:
+		return "cuCtxSynchronize"
+	case C.INU_STAGE_UNMAP:
+		return "cuMemUnmap"
+	case C.INU_STAGE_ADDRESS_FREE:
+		return "cuMemAddressFree"
+	case C.INU_STAGE_RELEASE:
+		return "cuMemRelease"
 	}
 	return fmt.Sprintf("driver call (stage %d)", int(stage))
 }
@@ -388,7 +403,9 @@ func vmmImportFabric(ctx ctxHandle, handle []byte, size int, access []int) (vmmM
 // and releases the handle.
 func vmmRelease(ctx ctxHandle, m vmmMapping) error {
 	cm := m.c()
-	return check("cuMemUnmap", C.inu_vmm_release(C.uintptr_t(ctx), &cm))
+	var stage C.int
+	r := C.inu_vmm_release(C.uintptr_t(ctx), &cm, &stage)
+	return check(stageOp(stage, "", ""), r)
 }
 
 func vmmExportFD(ctx ctxHandle, m vmmMapping) (int, error) {

@@ -25,6 +25,8 @@ const (
 // PeerDetail records how the backend decided whether device From can access
 // device To's memory.
 type PeerDetail struct {
+	// From is the device that accesses; To the device whose memory it
+	// accesses.
 	From int `json:"from"`
 	To   int `json:"to"`
 	// CanAccessPeer is cuDeviceCanAccessPeer's answer.

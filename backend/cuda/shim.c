@@ -479,17 +479,25 @@ CUresult inu_vmm_import(uintptr_t ctx, int handle_type, int fd, const void *fabr
 	return r;
 }
 
-CUresult inu_vmm_release(uintptr_t ctx, inu_vmm *m) {
+CUresult inu_vmm_release(uintptr_t ctx, inu_vmm *m, int *stage) {
+	CUresult r, first = INU_SUCCESS;
+	*stage = INU_STAGE_CTX;
 	SET_CTX(ctx);
 	// Work still queued against the range must finish before it is
-	// unmapped; the first error is reported but every step still runs.
-	CUresult first = cu.CtxSynchronize();
-	CUresult r = cu.MemUnmap(m->ptr, m->size);
-	if (first == INU_SUCCESS) first = r;
-	r = cu.MemAddressFree(m->ptr, m->size);
-	if (first == INU_SUCCESS) first = r;
-	r = cu.MemRelease(m->handle);
-	if (first == INU_SUCCESS) first = r;
+	// unmapped. Every step runs; the first failure is reported.
+#define KEEP_FIRST(s, call)                                              \
+	do {                                                                 \
+		r = (call);                                                      \
+		if (r != INU_SUCCESS && first == INU_SUCCESS) {                  \
+			first = r;                                                   \
+			*stage = (s);                                                \
+		}                                                                \
+	} while (0)
+	KEEP_FIRST(INU_STAGE_CTX_SYNC, cu.CtxSynchronize());
+	KEEP_FIRST(INU_STAGE_UNMAP, cu.MemUnmap(m->ptr, m->size));
+	KEEP_FIRST(INU_STAGE_ADDRESS_FREE, cu.MemAddressFree(m->ptr, m->size));
+	KEEP_FIRST(INU_STAGE_RELEASE, cu.MemRelease(m->handle));
+#undef KEEP_FIRST
 	return first;
 }
 

@@ -56,6 +56,10 @@ enum {
 	INU_STAGE_END_CAPTURE,
 	INU_STAGE_INSTANTIATE,
 	INU_STAGE_COPY,
+	INU_STAGE_CTX_SYNC,
+	INU_STAGE_UNMAP,
+	INU_STAGE_ADDRESS_FREE,
+	INU_STAGE_RELEASE,
 };
 
 // Loader. inu_load returns 0 on success, 1 when the library cannot be opened
@@ -94,7 +98,7 @@ CUresult inu_vmm_create(uintptr_t ctx, int dev, int handle_types, size_t size,
                         const int *access, int naccess, inu_vmm *out, int *stage);
 CUresult inu_vmm_import(uintptr_t ctx, int handle_type, int fd, const void *fabric,
                         size_t size, const int *access, int naccess, inu_vmm *out, int *stage);
-CUresult inu_vmm_release(uintptr_t ctx, inu_vmm *m);
+CUresult inu_vmm_release(uintptr_t ctx, inu_vmm *m, int *stage);
 CUresult inu_vmm_export_fd(uintptr_t ctx, CUmemGenericAllocationHandle h, int *fd);
 CUresult inu_vmm_export_fabric(uintptr_t ctx, CUmemGenericAllocationHandle h, unsigned char *out);
 CUresult inu_fabric_roundtrip(uintptr_t ctx, int dev, int *stage);

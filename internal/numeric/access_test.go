@@ -154,7 +154,7 @@ func TestAccumulate(t *testing.T) {
 }
 
 func TestPatternExact(t *testing.T) {
-	const count = 5000
+	const count = 2000
 	for _, d := range backend.DTypes {
 		for _, op := range []backend.ReduceOp{backend.Sum, backend.Max, backend.Min} {
 			for _, world := range []int{1, 2, 3, 8} {

@@ -22,17 +22,23 @@ const allReduceChannel = 0
 // pointers that resolve, then carries out the algorithm of package kernels'
 // documentation.
 //
+// Symmetric buffers must be 16-byte aligned and the input and output
+// aligned to the element size, as the device kernels require.
+//
 // The buffer size is not among the arguments, so the kernels cannot check
 // count against it: the caller does (count*size <= buffer, or buffer/2 for
-// HCM). HCM keeps its quad partials at HCMPartialOffset(bufferSize) when
-// bits 32–63 of Extra carry the buffer size in bytes, and otherwise right
-// after the input, at count*size rounded up to 16 bytes — which is never
-// beyond HCMPartialOffset(bufferSize) when the count fits.
+// HCM). HCM keeps its quad partials at the byte offset in bits 32–63 of
+// Extra when the caller sets them (HCMPartialOffset(bufferSize); it must be
+// a multiple of 16 and at least count*size), and otherwise right after the
+// data, at count*size rounded up to 16 — which is never beyond
+// HCMPartialOffset(bufferSize) when the count fits. The CUDA kernels read
+// Extra the same way.
 //
 // An output that overlaps a symmetric buffer is safe: when the algorithm
 // would overwrite data a peer may still read (one-shot in place in the
 // symmetric buffer, or any partial overlap), the result is built aside and
-// copied out after the final barrier.
+// copied out after the final barrier. (The CUDA one-shot kernel rejects an
+// output overlapping this rank's buffer instead.)
 func AllReduce(algo kernels.Algo, dtype backend.DType) Func {
 	name := kernels.AllReduceKernel(algo, dtype)
 	return func(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {
@@ -109,12 +115,18 @@ func setupAllReduce(ctx context.Context, mem Memory, a kernels.AllReduceArgs, al
 	}
 	k.bufs = make([][]byte, k.world)
 	for r, p := range ptrs {
+		if p%16 != 0 {
+			return nil, l.badArgs("buffer of rank %d at %#x is not 16-byte aligned", r, uint64(p))
+		}
 		if k.bufs[r], err = mem.Bytes(p, span); err != nil {
 			return nil, l.badArgsWrap(err, "buffer of rank %d at %#x, %d bytes", r, uint64(p), span)
 		}
 	}
 	if k.n == 0 {
 		return k, nil
+	}
+	if a.Input%backend.DevicePtr(size) != 0 || a.Output%backend.DevicePtr(size) != 0 {
+		return nil, l.badArgs("input %#x or output %#x not aligned to the %d-byte element", uint64(a.Input), uint64(a.Output), size)
 	}
 	if k.in, err = mem.Bytes(a.Input, k.n); err != nil {
 		return nil, l.badArgsWrap(err, "input %#x, %d bytes", uint64(a.Input), k.n)
@@ -133,7 +145,7 @@ func (k *allReduce) setupHCM() error {
 	if k.world != 8 {
 		return k.badArgs("HCM needs a world of 8, not %d", k.world)
 	}
-	k.quad, k.cross = kernels.UnpackHCM(k.a.Extra)
+	k.quad, k.cross, _ = kernels.UnpackHCM(k.a.Extra)
 	seen := uint32(1) << k.me
 	for _, p := range append(k.quad[:], k.cross) {
 		if p >= k.world || seen&(1<<p) != 0 {
@@ -141,13 +153,12 @@ func (k *allReduce) setupHCM() error {
 		}
 		seen |= 1 << p
 	}
-	if bufSize := int(k.a.Extra >> 32); bufSize != 0 {
-		k.half = kernels.HCMPartialOffset(bufSize)
-		if k.n > k.half {
-			return k.badArgs("%d bytes do not fit half of a %d-byte buffer", k.n, bufSize)
+	k.half = (k.n + 15) &^ 15
+	if off := k.a.Extra >> 32; off != 0 {
+		if off%16 != 0 || off < uint64(k.n) {
+			return k.badArgs("HCM partial offset %d must be a multiple of 16 and at least %d", off, k.n)
 		}
-	} else {
-		k.half = (k.n + 15) &^ 15
+		k.half = int(off)
 	}
 	return nil
 }

@@ -16,8 +16,11 @@
 // that eight ranks on a two-core machine still make progress. A wait that
 // passes its deadline records kernels.StatusTimeout, naming the peer and
 // channel, in the status word and ends the kernel without an error, as a
-// device kernel would; the host reads the word. Invalid arguments record
-// kernels.StatusBadArgs and also return an error matching
+// device kernel would; the host reads the word. The deadline is TimeoutNs
+// after that wait began (so 0 gives up unless the signal is already
+// there), as on the device. Without a status word (Status 0) a timeout is
+// returned as an error matching backend.ErrTimeout instead. Invalid
+// arguments record kernels.StatusBadArgs and also return an error matching
 // backend.ErrInvalidArgument. Cancelling the context ends a wait with an
 // error matching backend.ErrClosed.
 //

@@ -169,5 +169,5 @@ func hcmExtra(r int) uint64 {
 			i++
 		}
 	}
-	return kernels.PackHCM(quad, r^4)
+	return kernels.PackHCM(quad, r^4, 0)
 }

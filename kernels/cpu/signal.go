@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -20,10 +21,12 @@ import (
 // other processes. The yield phase is measured in time as well as in turns
 // because a short sleep costs far more than asked when the process is
 // otherwise idle (the runtime's timers then wake it ~1ms late), and a peer
-// that is only a few microseconds behind should not cost that.
+// that is only a few microseconds behind should not cost that. Yielding
+// much longer was measured slower: waiters then take the cores from the
+// ranks still reducing.
 const (
 	spinYields = 50
-	spinFor    = 100 * time.Microsecond
+	spinFor    = 20 * time.Microsecond
 	minSleep   = time.Microsecond
 	maxSleep   = 50 * time.Microsecond
 )
@@ -47,6 +50,10 @@ type launch struct {
 	pads    [][]byte // by rank; nil for ranks this kernel does not signal
 	status  []byte   // 4 bytes, nil when the caller passed no status word
 	timeout time.Duration
+	// badPeer and badChannel go into a StatusBadArgs word, as the device
+	// kernels fill them: the peer of a put or wait and the channel of a
+	// signal kernel, 0 otherwise.
+	badPeer, badChannel int
 }
 
 // badArgs records StatusBadArgs and returns an error matching
@@ -58,12 +65,12 @@ func (l *launch) badArgs(format string, args ...any) error {
 // badArgsWrap is badArgs for a failure caused by err, which the result
 // wraps.
 func (l *launch) badArgsWrap(err error, format string, args ...any) error {
-	l.record(kernels.EncodeStatus(kernels.StatusBadArgs, 0, 0))
+	l.record(kernels.EncodeStatus(kernels.StatusBadArgs, l.badPeer, l.badChannel))
 	msg := l.kernel + ": " + fmt.Sprintf(format, args...)
 	if err != nil {
 		return backend.Wrap(backend.CodeInvalidArgument, err, msg)
 	}
-	return &backend.Error{Code: backend.CodeInvalidArgument, Msg: msg}
+	return backend.Errorf(backend.CodeInvalidArgument, "%s", msg)
 }
 
 // record stores w into the status word unless an earlier failure is
@@ -157,17 +164,16 @@ func (l *launch) wait(src, ch int) (bool, error) {
 			atomic.StoreUint32(recv, want)
 			return true, nil
 		}
-		if i == 0 {
-			start = time.Now()
-		}
-		if i < spinYields {
-			runtime.Gosched()
-			continue
-		}
 		now := time.Now()
-		if now.Sub(start) < spinFor {
-			runtime.Gosched()
-			continue
+		if i == 0 {
+			start = now
+		}
+		if now.Sub(start) > l.timeout {
+			if !l.record(kernels.EncodeStatus(kernels.StatusTimeout, src, ch)) {
+				return false, backend.Errorf(backend.CodeTimeout, "%s: rank %d: rank %d did not signal on channel %d within %v",
+					l.kernel, l.me, src, ch, l.timeout)
+			}
+			return false, nil
 		}
 		select {
 		case <-l.ctx.Done():
@@ -175,12 +181,9 @@ func (l *launch) wait(src, ch int) (bool, error) {
 				fmt.Sprintf("%s: rank %d waiting for rank %d on channel %d", l.kernel, l.me, src, ch))
 		default:
 		}
-		if l.timeout > 0 && now.Sub(start) > l.timeout {
-			if !l.record(kernels.EncodeStatus(kernels.StatusTimeout, src, ch)) {
-				return false, backend.Errorf(backend.CodeTimeout, "%s: rank %d: rank %d did not signal on channel %d within %v",
-					l.kernel, l.me, src, ch, l.timeout)
-			}
-			return false, nil
+		if i < spinYields || now.Sub(start) < spinFor {
+			runtime.Gosched()
+			continue
 		}
 		time.Sleep(sleep)
 		sleep = min(2*sleep, maxSleep)
@@ -256,7 +259,11 @@ func setupSignal(ctx context.Context, mem Memory, args []backend.Arg, kind signa
 	if err != nil {
 		return nil, a, fmt.Errorf("%s: %w", name, err)
 	}
-	l := &launch{ctx: ctx, kernel: name, me: int(a.Rank), timeout: time.Duration(min(a.TimeoutNs, 1<<63-1))}
+	l := &launch{ctx: ctx, kernel: name, me: int(a.Rank), timeout: time.Duration(min(a.TimeoutNs, math.MaxInt64)),
+		badChannel: int(a.Channel)}
+	if kind != kindBarrier {
+		l.badPeer = int(a.Peer)
+	}
 	if err := l.resolveStatus(mem, a.Status); err != nil {
 		return nil, a, err
 	}

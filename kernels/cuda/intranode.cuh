@@ -124,8 +124,10 @@ struct Team {
   uint64_t timeout_ns;
   volatile int* failed;  // block-shared: some link timed out
 
-  INTRANODE_DEVICE void open(const unsigned long long* pads, uint32_t rank, uint32_t world,
-                             uint32_t* status_word, uint64_t timeout, int* shared_failed) {
+  // open takes the pad pointers already loaded (see check) so that
+  // the counter loads are the only dependent step before the first put.
+  INTRANODE_DEVICE void open(uint64_t my_pad, uint64_t peer_pad, uint32_t rank, uint32_t world,
+                             uint32_t* status_word, uint64_t timeout, volatile int* shared_failed) {
     peer = port::thread_index();
     ch = port::block_index();
     status = status_word;
@@ -136,7 +138,7 @@ struct Team {
       *failed = 0;
     }
     if (active) {
-      link.open(port::load_arg_u64(pads + rank), port::load_arg_u64(pads + peer), rank, peer, ch);
+      link.open(my_pad, peer_pad, rank, peer, ch);
     }
   }
 
@@ -213,30 +215,38 @@ struct Type<kI32> {
   static INTRANODE_DEVICE Bits down(Acc a) { return static_cast<uint32_t>(a); }
 };
 
+// Fold is the reduction operator. Sum gets its own code; max and min share
+// one instantiation (kMinMax) that picks at run time, which costs nothing on
+// GPUs whose min/max instruction takes the choice as a predicate and halves
+// the code the module carries.
+constexpr uint32_t kMinMax = 3;
+
 template <uint32_t OP>
-struct Op;
+struct Fold;
 
 template <>
-struct Op<kSum> {
-  static INTRANODE_DEVICE float apply(float a, float b) { return port::add_f32(a, b); }
-  static INTRANODE_DEVICE double apply(double a, double b) { return port::add_f64(a, b); }
-  static INTRANODE_DEVICE int32_t apply(int32_t a, int32_t b) {
+struct Fold<kSum> {
+  INTRANODE_DEVICE explicit Fold(uint32_t) {}
+  INTRANODE_DEVICE float operator()(float a, float b) const { return port::add_f32(a, b); }
+  INTRANODE_DEVICE double operator()(double a, double b) const { return port::add_f64(a, b); }
+  INTRANODE_DEVICE int32_t operator()(int32_t a, int32_t b) const {
     return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
   }
 };
 
 template <>
-struct Op<kMax> {
-  static INTRANODE_DEVICE float apply(float a, float b) { return fmaxf(a, b); }
-  static INTRANODE_DEVICE double apply(double a, double b) { return fmax(a, b); }
-  static INTRANODE_DEVICE int32_t apply(int32_t a, int32_t b) { return a > b ? a : b; }
-};
-
-template <>
-struct Op<kMin> {
-  static INTRANODE_DEVICE float apply(float a, float b) { return fminf(a, b); }
-  static INTRANODE_DEVICE double apply(double a, double b) { return fmin(a, b); }
-  static INTRANODE_DEVICE int32_t apply(int32_t a, int32_t b) { return a < b ? a : b; }
+struct Fold<kMinMax> {
+  bool max;
+  INTRANODE_DEVICE explicit Fold(uint32_t op) : max(op == kMax) {}
+  INTRANODE_DEVICE float operator()(float a, float b) const {
+    return max ? fmaxf(a, b) : fminf(a, b);
+  }
+  INTRANODE_DEVICE double operator()(double a, double b) const {
+    return max ? fmax(a, b) : fmin(a, b);
+  }
+  INTRANODE_DEVICE int32_t operator()(int32_t a, int32_t b) const {
+    return max ? (a > b ? a : b) : (a < b ? a : b);
+  }
 };
 
 template <uint32_t DT>
@@ -280,7 +290,7 @@ constexpr uint64_t kElemSize = sizeof(typename Type<DT>::Bits);
 // reduce_pack folds v[0..n) in rank order. N is the compile-time bound; when
 // the world is specialised n == N and the guards vanish.
 template <uint32_t DT, uint32_t OP, int N>
-INTRANODE_DEVICE V16 reduce_pack(const V16 (&v)[N], int n) {
+INTRANODE_DEVICE V16 reduce_pack(const Fold<OP>& fold, const V16 (&v)[N], int n) {
   using T = Type<DT>;
   constexpr int E = Pack<DT>::kElems;
   typename T::Acc acc[E];
@@ -296,7 +306,7 @@ INTRANODE_DEVICE V16 reduce_pack(const V16 (&v)[N], int n) {
       in.v = v[r];
 #pragma unroll
       for (int e = 0; e < E; ++e) {
-        acc[e] = Op<OP>::apply(acc[e], T::up(in.e[e]));
+        acc[e] = fold(acc[e], T::up(in.e[e]));
       }
     }
   }
@@ -309,12 +319,10 @@ INTRANODE_DEVICE V16 reduce_pack(const V16 (&v)[N], int n) {
 }
 
 // Vector loads and stores for pointers the caller supplied, which need only
-// be element-aligned.
+// be element-aligned. The element-wise paths are out of line: they are rare,
+// and inlined into every unrolled loop they would double the module.
 template <uint32_t DT>
-INTRANODE_DEVICE V16 load_input_vec(const char* p, bool aligned) {
-  if (aligned) {
-    return port::load16_input(p);
-  }
+INTRANODE_NOINLINE V16 load_unaligned(const char* p) {
   Pack<DT> k;
 #pragma unroll
   for (int e = 0; e < Pack<DT>::kElems; ++e) {
@@ -324,16 +332,26 @@ INTRANODE_DEVICE V16 load_input_vec(const char* p, bool aligned) {
 }
 
 template <uint32_t DT>
-INTRANODE_DEVICE void store_output_vec(char* p, V16 v, bool aligned) {
-  if (aligned) {
-    port::store16(p, v);
-    return;
-  }
+INTRANODE_NOINLINE void store_unaligned(char* p, V16 v) {
   Pack<DT> k;
   k.v = v;
 #pragma unroll
   for (int e = 0; e < Pack<DT>::kElems; ++e) {
     store_elem<DT>(p + e * kElemSize<DT>, k.e[e]);
+  }
+}
+
+template <uint32_t DT>
+INTRANODE_DEVICE V16 load_input_vec(const char* p, bool aligned) {
+  return aligned ? port::load16_input(p) : load_unaligned<DT>(p);
+}
+
+template <uint32_t DT>
+INTRANODE_DEVICE void store_output_vec(char* p, V16 v, bool aligned) {
+  if (aligned) {
+    port::store16(p, v);
+  } else {
+    store_unaligned<DT>(p, v);
   }
 }
 
@@ -350,7 +368,7 @@ constexpr int kUnroll = N >= 8 ? 1 : 8 / N;
 // reduce_vectors: dst[i] (and dst2[i] when set) = fold over r < n of src[r][i]
 // for i in [lo, hi). Sources are 16-byte aligned.
 template <uint32_t DT, uint32_t OP, int N>
-INTRANODE_DEVICE void reduce_vectors(const char* const (&src)[N], int n, char* dst,
+INTRANODE_DEVICE void reduce_vectors(const Fold<OP>& fold, const char* const (&src)[N], int n, char* dst,
                                      bool dst_aligned, char* dst2, uint64_t lo, uint64_t hi) {
   constexpr int U = kUnroll<N>;
   const uint64_t stride = port::block_threads();
@@ -372,7 +390,7 @@ INTRANODE_DEVICE void reduce_vectors(const char* const (&src)[N], int n, char* d
     for (int u = 0; u < U; ++u) {
       const uint64_t i = base + u * stride;
       if (i < hi) {
-        const V16 out = reduce_pack<DT, OP, N>(v[u], n);
+        const V16 out = reduce_pack<DT, OP, N>(fold, v[u], n);
         store_output_vec<DT>(dst + i * 16, out, dst_aligned);
         if (dst2 != nullptr) {
           port::store16(dst2 + i * 16, out);
@@ -424,7 +442,7 @@ INTRANODE_DEVICE void copy_vectors(const char* const (&src)[N], char* dst, uint6
 
 // Tails: elements [first, count) of the last partial vector, one per thread.
 template <uint32_t DT, uint32_t OP, int N>
-INTRANODE_DEVICE void reduce_tail(const char* const (&src)[N], int n, char* dst, char* dst2,
+INTRANODE_DEVICE void reduce_tail(const Fold<OP>& fold, const char* const (&src)[N], int n, char* dst, char* dst2,
                                   uint64_t first, uint64_t count) {
   using T = Type<DT>;
   const uint64_t e = first + port::thread_index();
@@ -443,7 +461,7 @@ INTRANODE_DEVICE void reduce_tail(const char* const (&src)[N], int n, char* dst,
 #pragma unroll
   for (int r = 1; r < N; ++r) {
     if (r < n) {
-      acc = Op<OP>::apply(acc, T::up(x[r]));
+      acc = fold(acc, T::up(x[r]));
     }
   }
   const typename T::Bits out = T::down(acc);
@@ -478,6 +496,9 @@ struct Args {
   uint32_t* status;
   uint64_t timeout_ns;
   uint64_t extra;
+  // Filled in by check: pads[rank], and pads[thread] for threads < world.
+  uint64_t my_pad;
+  uint64_t peer_pad;
 };
 
 enum class Algo { kOneShot, kTwoShot, kHCM };
@@ -503,11 +524,13 @@ INTRANODE_DEVICE uint64_t hcm_partial_offset(uint64_t extra, uint64_t bytes) {
   return half != 0 ? half : (bytes + 15) & ~uint64_t(15);
 }
 
-// valid checks what the kernel cannot work around. Every thread computes the
-// same answer; thread 0 of each block reports StatusBadArgs.
+// check validates the arguments and loads the pointers every block needs
+// first, all in one round trip. Every thread computes the same answer;
+// thread 0 of each block reports StatusBadArgs.
 template <uint32_t DT>
-INTRANODE_DEVICE bool valid(const Args& a, Algo algo) {
+INTRANODE_DEVICE bool check(Args& a, Algo algo) {
   constexpr uint64_t size = kElemSize<DT>;
+  const uint64_t bytes = a.count * size;
   bool ok = a.bufs != nullptr && a.pads != nullptr && a.world >= 1 && a.world <= kMaxRanks &&
             a.rank < a.world && a.dtype == DT && a.op <= kMin &&
             port::grid_blocks() <= kKernelChannels && port::block_threads() >= a.world;
@@ -516,25 +539,35 @@ INTRANODE_DEVICE bool valid(const Args& a, Algo algo) {
          (reinterpret_cast<uintptr_t>(a.input) % size) == 0 &&
          (reinterpret_cast<uintptr_t>(a.output) % size) == 0;
   }
-  if (ok) {
-    for (uint32_t r = 0; r < a.world; ++r) {
-      const uint64_t b = port::load_arg_u64(a.bufs + r);
-      ok = ok && b != 0 && (b & 15) == 0;
-    }
-  }
-  const uint64_t bytes = a.count * size;
-  if (ok && algo == Algo::kOneShot && a.count > 0) {
-    // Writing the result over bufs[rank] would change what peers still read.
-    const char* mine = reinterpret_cast<const char*>(port::load_arg_u64(a.bufs + a.rank));
-    ok = a.output + bytes <= mine || mine + bytes <= a.output;
-  }
   if (ok && algo == Algo::kHCM) {
     const uint32_t q0 = a.extra & 0xff, q1 = a.extra >> 8 & 0xff, q2 = a.extra >> 16 & 0xff;
     const uint32_t c = a.extra >> 24 & 0xff;
     const uint32_t seen = 1u << a.rank | 1u << q0 | 1u << q1 | 1u << q2 | 1u << c;
     const uint64_t half = hcm_partial_offset(a.extra, bytes);
-    ok = a.world == 8 && q0 < 8 && q1 < 8 && q2 < 8 && c < 8 && __popc(seen) == 5 &&
+    ok = a.world == 8 && q0 < 8 && q1 < 8 && q2 < 8 && c < 8 && port::popcount(seen) == 5 &&
          (half & 15) == 0 && bytes <= half;
+  }
+  if (ok) {
+    const uint32_t t = port::thread_index();
+    a.my_pad = port::load_arg_u64(a.pads + a.rank);
+    a.peer_pad = t < a.world ? port::load_arg_u64(a.pads + t) : 0;
+    uint64_t b[kMaxRanks];
+#pragma unroll
+    for (uint32_t r = 0; r < kMaxRanks; ++r) {
+      b[r] = r < a.world ? port::load_arg_u64(a.bufs + r) : 16;
+    }
+#pragma unroll
+    for (uint32_t r = 0; r < kMaxRanks; ++r) {
+      ok = ok && b[r] != 0 && (b[r] & 15) == 0;
+    }
+    if (ok && algo == Algo::kOneShot && a.count > 0) {
+      // Writing the result over bufs[rank] would change what peers still read.
+      const char* mine = reinterpret_cast<const char*>(port::load_arg_u64(a.bufs + a.rank));
+      ok = a.output + bytes <= mine || mine + bytes <= a.output;
+    }
+    ok = ok && a.my_pad != 0 && (t >= a.world || a.peer_pad != 0);
+    // A null pad on one thread must stop the whole block.
+    ok = port::block_all(ok);
   }
   if (!ok && port::thread_index() == 0) {
     report(a.status, kStatusBadArgs, 0, port::block_index());
@@ -559,20 +592,19 @@ INTRANODE_DEVICE void copy_in(const Args& a, char* mine, uint64_t lo, uint64_t h
 // reduce_block reduces vectors [lo, hi) of n sources (and the partial vector
 // at nfull when it falls in the range) into dst.
 template <uint32_t DT, uint32_t OP, int N>
-INTRANODE_DEVICE void reduce_block(const char* const (&src)[N], int n, char* dst, bool dst_aligned,
+INTRANODE_DEVICE void reduce_block(const Fold<OP>& fold, const char* const (&src)[N], int n, char* dst, bool dst_aligned,
                                    uint64_t lo, uint64_t hi, uint64_t nfull, uint64_t count) {
-  reduce_vectors<DT, OP, N>(src, n, dst, dst_aligned, nullptr, lo, min_u64(hi, nfull));
+  reduce_vectors<DT, OP, N>(fold, src, n, dst, dst_aligned, nullptr, lo, min_u64(hi, nfull));
   if (nfull * kVecElems<DT> < count && lo <= nfull && nfull < hi) {
-    reduce_tail<DT, OP, N>(src, n, dst, nullptr, nfull * kVecElems<DT>, count);
+    reduce_tail<DT, OP, N>(fold, src, n, dst, nullptr, nfull * kVecElems<DT>, count);
   }
 }
 
 // OneShot: copy in, Barrier, output = fold of all buffers, Barrier.
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void one_shot(const Args& a, int n) {
-  __shared__ int failed;
   Team team;
-  team.open(a.pads, a.rank, a.world, a.status, a.timeout_ns, &failed);
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag());
 
   const char* src[N];
 #pragma unroll
@@ -592,7 +624,7 @@ INTRANODE_DEVICE void one_shot(const Args& a, int n) {
   if (!team.barrier()) {
     return;
   }
-  reduce_block<DT, OP, N>(src, n, a.output, aligned16(a.output), lo, hi, nfull, a.count);
+  reduce_block<DT, OP, N>(Fold<OP>(a.op), src, n, a.output, aligned16(a.output), lo, hi, nfull, a.count);
   team.last_barrier();
 }
 
@@ -606,9 +638,8 @@ INTRANODE_DEVICE void one_shot(const Args& a, int n) {
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void two_shot(const Args& a, int n) {
   constexpr uint64_t E = kVecElems<DT>;
-  __shared__ int failed;
   Team team;
-  team.open(a.pads, a.rank, a.world, a.status, a.timeout_ns, &failed);
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag());
 
   const uint32_t me = a.rank;
   char* mine = reinterpret_cast<char*>(port::load_arg_u64(a.bufs + me));
@@ -667,10 +698,10 @@ INTRANODE_DEVICE void two_shot(const Args& a, int n) {
     }
     const uint64_t start = uint64_t(me) * sv;
     const uint64_t full_me = start < nfull ? min_u64(nfull - start, sv) : 0;
-    reduce_vectors<DT, OP, N>(srco, n, a.output + off, out_aligned,
+    reduce_vectors<DT, OP, N>(Fold<OP>(a.op), srco, n, a.output + off, out_aligned,
                               dst2 != nullptr ? dst2 + off : nullptr, jlo, min_u64(jhi, full_me));
     if (block_tail && ts == me) {
-      reduce_tail<DT, OP, N>(src, n, a.output, dst2, nfull * E, a.count);
+      reduce_tail<DT, OP, N>(Fold<OP>(a.op), src, n, a.output, dst2, nfull * E, a.count);
     }
   }
   if (!team.barrier()) {
@@ -691,9 +722,8 @@ INTRANODE_DEVICE void two_shot(const Args& a, int n) {
 // quad's partial, read from the cross neighbour), Barrier.
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void hcm(const Args& a) {
-  __shared__ int failed;
   Team team;
-  team.open(a.pads, a.rank, a.world, a.status, a.timeout_ns, &failed);
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag());
 
   const uint32_t me = a.rank;
   char* mine = reinterpret_cast<char*>(port::load_arg_u64(a.bufs + me));
@@ -736,11 +766,11 @@ INTRANODE_DEVICE void hcm(const Args& a) {
   if (!team.barrier()) {
     return;
   }
-  reduce_block<DT, OP, 4>(quad, 4, mine + half, true, lo, hi, nfull, a.count);
+  reduce_block<DT, OP, 4>(Fold<OP>(a.op), quad, 4, mine + half, true, lo, hi, nfull, a.count);
   if (!team.barrier()) {
     return;
   }
-  reduce_block<DT, OP, 2>(pair, 2, a.output, aligned16(a.output), lo, hi, nfull, a.count);
+  reduce_block<DT, OP, 2>(Fold<OP>(a.op), pair, 2, a.output, aligned16(a.output), lo, hi, nfull, a.count);
   team.last_barrier();
 }
 
@@ -784,51 +814,30 @@ INTRANODE_DEVICE void two_shot_world(const Args& a) {
   }
 }
 
-template <uint32_t DT>
-INTRANODE_DEVICE void all_reduce(const Args& a, Algo algo) {
-  if (!valid<DT>(a, algo)) {
-    return;
-  }
+template <uint32_t DT, uint32_t OP>
+INTRANODE_DEVICE void run(const Args& a, Algo algo) {
   switch (algo) {
     case Algo::kOneShot:
-      switch (a.op) {
-        case kSum:
-          one_shot_world<DT, kSum>(a);
-          break;
-        case kMax:
-          one_shot_world<DT, kMax>(a);
-          break;
-        default:
-          one_shot_world<DT, kMin>(a);
-          break;
-      }
+      one_shot_world<DT, OP>(a);
       break;
     case Algo::kTwoShot:
-      switch (a.op) {
-        case kSum:
-          two_shot_world<DT, kSum>(a);
-          break;
-        case kMax:
-          two_shot_world<DT, kMax>(a);
-          break;
-        default:
-          two_shot_world<DT, kMin>(a);
-          break;
-      }
+      two_shot_world<DT, OP>(a);
       break;
     case Algo::kHCM:
-      switch (a.op) {
-        case kSum:
-          hcm<DT, kSum>(a);
-          break;
-        case kMax:
-          hcm<DT, kMax>(a);
-          break;
-        default:
-          hcm<DT, kMin>(a);
-          break;
-      }
+      hcm<DT, OP>(a);
       break;
+  }
+}
+
+template <uint32_t DT>
+INTRANODE_DEVICE void all_reduce(Args a, Algo algo) {
+  if (!check<DT>(a, algo)) {
+    return;
+  }
+  if (a.op == kSum) {
+    run<DT, kSum>(a, algo);
+  } else {
+    run<DT, kMinMax>(a, algo);
   }
 }
 

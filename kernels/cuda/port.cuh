@@ -16,6 +16,7 @@
 #endif
 
 #define INTRANODE_DEVICE __device__ __forceinline__
+#define INTRANODE_NOINLINE __device__ __noinline__
 
 // Every all-reduce kernel is compiled for at most this many threads per block;
 // launches with more fail with CUDA_ERROR_INVALID_VALUE. 512 threads leave
@@ -36,6 +37,13 @@ INTRANODE_DEVICE uint32_t block_threads() { return blockDim.x; }
 INTRANODE_DEVICE uint32_t block_index() { return blockIdx.x; }
 INTRANODE_DEVICE uint32_t grid_blocks() { return gridDim.x; }
 INTRANODE_DEVICE void block_sync() { __syncthreads(); }
+// block_flag is one int shared by the threads of a block.
+INTRANODE_DEVICE volatile int* block_flag() {
+  __shared__ int flag;
+  return &flag;
+}
+// block_all is a block_sync that also tells whether pred holds on every thread.
+INTRANODE_DEVICE bool block_all(bool pred) { return __syncthreads_and(pred) != 0; }
 
 // Nanoseconds from the device's global timer; only differences are used.
 INTRANODE_DEVICE uint64_t now_ns() {
@@ -72,6 +80,8 @@ INTRANODE_DEVICE uint32_t load_plain(const uint32_t* p) {
 INTRANODE_DEVICE void store_plain(uint32_t* p, uint32_t v) {
   asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+
+INTRANODE_DEVICE int popcount(uint32_t x) { return __popc(x); }
 
 // First failure wins: the status word only changes from 0.
 INTRANODE_DEVICE void status_cas(uint32_t* p, uint32_t v) { atomicCAS(p, 0u, v); }

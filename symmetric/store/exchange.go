@@ -30,6 +30,10 @@ const checkTimeout = time.Second
 // therefore holds at most one key per rank (plus, transiently, one more)
 // under its prefix, and none once every rank has closed its Exchange.
 //
+// Round numbers restart at 0 for every Exchange, so a prefix must not be
+// reused on a store that still holds keys from an earlier group under it
+// (one that did not close); give each group its own prefix.
+//
 // All ranks must make the same calls in the same order. An Exchange is safe
 // for concurrent use, but its calls are serialised. After an error the
 // group is out of step and should be torn down.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,7 +84,7 @@ func (c *TCP) hello(ctx context.Context, r *bufio.Reader) error {
 	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetDeadline(time.Now()) })
 	defer stop()
 	fail := func(err error) error {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
 			return timeoutError(ctx, fmt.Sprintf("tcp store: hello to %s", c.addr))
 		}
 		return backend.Wrap(backend.CodeUnavailable, err, fmt.Sprintf("tcp store: hello to %s", c.addr))
@@ -203,7 +204,7 @@ func (c *TCP) failure() error {
 // caller gives up first, so the client never has more requests on the
 // server than the server allows.
 func (c *TCP) call(ctx context.Context, op byte, key string, blocking bool, encode func(*frameWriter)) (*frameReader, error) {
-	what := fmt.Sprintf("tcp store %s %q", opNames[op], key)
+	what := func() string { return fmt.Sprintf("tcp store %s %q", opNames[op], key) }
 	ctx, cancel := withDeadline(ctx, c.opts.timeout)
 	defer cancel()
 	if err := c.failure(); err != nil {
@@ -214,7 +215,7 @@ func (c *TCP) call(ctx context.Context, op byte, key string, blocking bool, enco
 	case <-c.done:
 		return nil, c.failure()
 	case <-ctx.Done():
-		return nil, timeoutError(ctx, what)
+		return nil, timeoutError(ctx, what())
 	}
 	id := c.nextID.Add(1)
 	w := newFrame(op, id)
@@ -226,7 +227,7 @@ func (c *TCP) call(ctx context.Context, op byte, key string, blocking bool, enco
 	if w.payloadLen() > c.opts.maxFrameSize {
 		<-c.slots
 		return nil, backend.Errorf(backend.CodeInvalidArgument,
-			"%s: request of %d bytes exceeds the frame limit of %d", what, w.payloadLen(), c.opts.maxFrameSize)
+			"%s: request of %d bytes exceeds the frame limit of %d", what(), w.payloadLen(), c.opts.maxFrameSize)
 	}
 	ch := make(chan tcpResponse, 1)
 	c.mu.Lock()
@@ -241,8 +242,8 @@ func (c *TCP) call(ctx context.Context, op byte, key string, blocking bool, enco
 	if err := c.send(ctx, w); err != nil {
 		// A partly written frame leaves the stream unusable.
 		c.fail(backend.Wrap(backend.CodePeerFailed, err, fmt.Sprintf("tcp store: write to %s", c.addr)))
-		if ctx.Err() != nil {
-			return nil, timeoutError(ctx, what)
+		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, timeoutError(ctx, what())
 		}
 		return nil, c.failure()
 	}
@@ -266,7 +267,7 @@ func (c *TCP) call(ctx context.Context, op byte, key string, blocking bool, enco
 			}
 			ccancel()
 		}
-		return nil, timeoutError(ctx, what)
+		return nil, timeoutError(ctx, what())
 	}
 }
 

@@ -77,6 +77,7 @@ var (
 // frameTooLargeError reports a declared length over the limit.
 type frameTooLargeError struct{ size, max uint32 }
 
+// Error describes the refused frame.
 func (e *frameTooLargeError) Error() string {
 	return fmt.Sprintf("frame of %d bytes exceeds the limit of %d", e.size, e.max)
 }

@@ -34,6 +34,7 @@ type Server struct {
 	mu     sync.Mutex
 	conns  map[*serverConn]struct{}
 	closed bool
+	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
 }
 
@@ -57,6 +58,7 @@ func ListenTCP(addr string, opts ...Option) (*Server, error) {
 		ln:    ln,
 		mem:   NewMem(WithMaxKeys(o.maxKeys), WithTimeout(o.timeout)),
 		conns: make(map[*serverConn]struct{}),
+		done:  make(chan struct{}),
 	}
 	s.wg.Add(1)
 	go s.accept()
@@ -96,6 +98,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.done)
 	err := s.ln.Close()
 	for c := range s.conns {
 		c.shutdown()
@@ -115,12 +118,16 @@ func (s *Server) accept() {
 	for {
 		conn, err := s.ln.Accept()
 		if err != nil {
-			if s.isClosed() || errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			// Running out of descriptors is transient; back off, do not spin.
 			s.opts.logger.Warn("tcp store: accept failed", "err", err)
-			time.Sleep(pause)
+			select {
+			case <-time.After(pause):
+			case <-s.done:
+				return
+			}
 			pause = min(2*pause, time.Second)
 			continue
 		}
@@ -147,12 +154,6 @@ func (s *Server) accept() {
 	}
 }
 
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
 // serverConn is one client connection. Its reader goroutine decodes
 // requests and answers the ones that cannot block itself; Get and Wait on
 // missing keys get a goroutine each, up to the in-flight limit.
@@ -177,11 +178,15 @@ type protocolError struct {
 	err error
 }
 
+// Error returns the underlying problem.
 func (e *protocolError) Error() string { return e.err.Error() }
 
+// shutdown closes the connection, then ends its blocked requests; in that
+// order, so none of them can tell the client it timed out when in truth the
+// server went away.
 func (c *serverConn) shutdown() {
-	c.cancel()
 	_ = c.conn.Close()
+	c.cancel()
 }
 
 func (c *serverConn) serve() {

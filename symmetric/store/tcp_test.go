@@ -264,13 +264,20 @@ func TestDialTCPErrors(t *testing.T) {
 	// A server that is not a store: it answers with text.
 	notStore, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer notStore.Close()
 	// A server that accepts and never answers.
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer silent.Close()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	conns := make(chan net.Conn, 16)
+	defer func() {
+		_ = notStore.Close()
+		_ = silent.Close()
+		wg.Wait()
+		close(conns)
+		for c := range conns {
+			_ = c.Close()
+		}
+	}()
 	serve := func(ln net.Listener, handle func(net.Conn)) {
 		wg.Add(1)
 		go func() {
@@ -288,16 +295,7 @@ func TestDialTCPErrors(t *testing.T) {
 		_, _ = conn.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
 		_ = conn.Close()
 	})
-	var silentConns []net.Conn
-	var mu sync.Mutex
-	serve(silent, func(conn net.Conn) { mu.Lock(); silentConns = append(silentConns, conn); mu.Unlock() })
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range silentConns {
-			_ = c.Close()
-		}
-	}()
+	serve(silent, func(conn net.Conn) { conns <- conn })
 
 	tests := []struct {
 		name string

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/conformance"
+	"github.com/intranode/intranode/connectivity"
+)
+
+func TestMain(m *testing.M) {
+	// Bench and conformance re-execute this binary as their ranks.
+	if len(os.Args) > 1 && os.Args[1] == benchRankCommand {
+		os.Exit(run(context.Background(), os.Args[1:], streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+	}
+	conformance.MaybeChild()
+	os.Exit(m.Run())
+}
+
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	return out.String(), errOut.String(), code
+}
+
+func TestTopoEveryPreset(t *testing.T) {
+	for _, tc := range []struct {
+		preset string
+		topo   connectivity.Topology
+	}{
+		{"full", connectivity.FullyConnected},
+		{"hcm", connectivity.HybridCubeMesh},
+		{"ring", connectivity.Unknown},
+		{"pairs", connectivity.Unknown},
+		{"none", connectivity.Unknown},
+	} {
+		t.Run(tc.preset, func(t *testing.T) {
+			t.Setenv("INTRANODE_FAKE_TOPOLOGY", tc.preset)
+			out, stderr, code := runCLI(t, "topo", "--backend", "fake")
+			require.Equal(t, 0, code, stderr)
+			require.Contains(t, out, "Topology of all devices: "+tc.topo.String())
+			require.Contains(t, out, "GPU7")
+			require.Contains(t, out, "Peer access")
+
+			out, stderr, code = runCLI(t, "topo", "--backend", "fake", "--json")
+			require.Equal(t, 0, code, stderr)
+			var rep struct {
+				Backend  string              `json:"backend"`
+				Topology string              `json:"topology"`
+				Matrix   connectivity.Matrix `json:"matrix"`
+				Devices  []map[string]any    `json:"devices"`
+				Peer     [][]string          `json:"peer_access"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &rep))
+			require.Equal(t, "fake", rep.Backend)
+			require.Equal(t, tc.topo.String(), rep.Topology)
+			require.Len(t, rep.Devices, 8)
+			require.NoError(t, rep.Matrix.Validate())
+			require.Equal(t, tc.topo, connectivity.Detect(rep.Matrix))
+			require.Equal(t, "yes", rep.Peer[0][0])
+		})
+	}
+}
+
+func TestBenchInProcess(t *testing.T) {
+	out, stderr, code := runCLI(t, "bench", "--backend", "fake", "--procs=false", "-b", "8", "-e", "64K", "-f", "8",
+		"--iters", "3", "--warmup", "1", "--dtype", "float", "--inplace")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "#wrong")
+	require.Contains(t, out, "# Out of bounds values : 0 OK")
+	require.Contains(t, out, "# Avg bus bandwidth")
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		require.Len(t, f, 10, line)
+		require.Equal(t, "0", f[9], "wrong elements in %q", line)
+		rows++
+	}
+	// 8, 64, 512, 4096, 32768 bytes × oneshot, twoshot × out, in place.
+	require.Equal(t, 5*2*2, rows)
+}
+
+func TestBenchProcessesJSON(t *testing.T) {
+	out, stderr, code := runCLI(t, "bench", "--backend", "fake", "-b", "1K", "-e", "4K", "--iters", "2", "--warmup", "1",
+		"--algo", "auto", "--json")
+	require.Equal(t, 0, code, stderr)
+	var rows []benchRow
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.Len(t, rows, 2)
+	for _, r := range rows {
+		require.Zero(t, r.Wrong)
+		require.Positive(t, r.TimeUS)
+		require.Equal(t, "auto", r.Algo)
+	}
+}
+
+func TestBenchGraphCSV(t *testing.T) {
+	out, stderr, code := runCLI(t, "bench", "--backend", "fake", "--procs=false", "-b", "4K", "-e", "4K", "--iters", "4",
+		"--graph", "--csv", "--algo", "oneshot,twoshot")
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3)
+	require.True(t, strings.HasPrefix(lines[0], "size_bytes,count,type"))
+}
+
+func TestConformanceCommand(t *testing.T) {
+	out, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--procs=false", "--quick",
+		"--run", "^(rendezvous|symmetric)/", "--world", "2")
+	require.Equal(t, 0, code, stderr+out)
+	require.Contains(t, out, "pass  rendezvous/success")
+	require.Contains(t, out, " 0 failed")
+
+	out, _, code = runCLI(t, "conformance", "--backend", "fake", "--procs=false", "--quick", "--run", "^connectivity/", "--json")
+	require.Equal(t, 0, code)
+	var res []conformance.Result
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Len(t, res, 2)
+	for _, r := range res {
+		require.Equal(t, conformance.Pass, r.Status, r.Reason)
+	}
+}
+
+func TestDoctorFake(t *testing.T) {
+	out, stderr, code := runCLI(t, "doctor", "--backend", "fake")
+	require.Equal(t, 0, code, stderr+out)
+	require.Contains(t, out, "ipc socket")
+	require.NotContains(t, out, "PROBLEM")
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"nope"},
+		{"bench", "--world", "9"},
+		{"bench", "-b", "1K", "-e", "10"},
+		{"bench", "--dtype", "complex"},
+		{"bench", "--algo", "magic"},
+		{"topo", "extra"},
+		{"conformance", "--run", "("},
+	} {
+		_, stderr, code := runCLI(t, args...)
+		require.Equal(t, 2, code, "%v: %s", args, stderr)
+		require.NotEmpty(t, stderr)
+	}
+	_, stderr, code := runCLI(t, "topo", "--backend", "warp-drive")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "not registered")
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := runCLI(t, "version")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "intranode ")
+	require.Contains(t, out, "fake")
+}

@@ -1,0 +1,463 @@
+// emu_test.cc: runs the kernel sources on the CPU (port_emu.h) for every
+// algorithm x dtype x world x size x aliasing case and checks the results
+// bit for bit against a straightforward fold in rank order, plus the buffer
+// contents the ABI promises, signal counting across calls, timeouts and
+// bad-argument reports. Build and run with `make emu` in kernels/cuda.
+#include "port_emu.h"
+
+#include "../intranode.cuh"
+
+#include "../entry.cuh"
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace intranode;
+
+using AllReduceFn = void (*)(const unsigned long long*, const unsigned long long*, const void*,
+                             void*, unsigned long long, unsigned int, unsigned int, unsigned int,
+                             unsigned int, unsigned int*, unsigned long long, unsigned long long);
+using SignalFn = void (*)(const unsigned long long*, unsigned int, unsigned int, unsigned int,
+                          unsigned int, unsigned int, unsigned int*, unsigned long long);
+
+constexpr size_t kPadSize = 3 * kNumChannels * kMaxRanks * 4 + 2048;
+constexpr uint64_t kTimeout = 2'000'000'000;  // 2 s: a hang is a failure, not a wait
+
+int failures = 0;
+
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      std::fprintf(stderr, __VA_ARGS__);                   \
+      std::fprintf(stderr, "\n");                          \
+      ++failures;                                          \
+    }                                                      \
+  } while (0)
+
+struct Mem {
+  explicit Mem(size_t n) : p(static_cast<char*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096))), size(n) {
+    std::memset(p, 0, (n + 4095) / 4096 * 4096);
+  }
+  ~Mem() { std::free(p); }
+  char* p;
+  size_t size;
+};
+
+// Group is `world` ranks in one address space: symmetric buffers, signal
+// pads, status words and the pointer arrays the kernels take.
+struct Group {
+  Group(int world, size_t buffer) : world(world), buffer(buffer) {
+    for (int r = 0; r < world; ++r) {
+      bufs.push_back(std::make_unique<Mem>(buffer));
+      pads.push_back(std::make_unique<Mem>(kPadSize));
+      buf_ptrs.push_back(reinterpret_cast<uintptr_t>(bufs.back()->p));
+      pad_ptrs.push_back(reinterpret_cast<uintptr_t>(pads.back()->p));
+    }
+    status.assign(world, 0);
+  }
+  int world;
+  size_t buffer;
+  std::vector<std::unique_ptr<Mem>> bufs, pads;
+  std::vector<unsigned long long> buf_ptrs, pad_ptrs;
+  std::vector<uint32_t> status;
+};
+
+// launch runs body(rank) as a grid x block launch on every rank in ranks,
+// all ranks at once.
+void launch(const std::vector<int>& ranks, uint32_t grid, uint32_t block,
+            const std::function<void(int)>& body) {
+  std::vector<std::unique_ptr<port::Block>> blocks;
+  std::vector<std::thread> threads;
+  for (int r : ranks) {
+    for (uint32_t b = 0; b < grid; ++b) {
+      blocks.push_back(std::make_unique<port::Block>(block));
+      port::Block* shared = blocks.back().get();
+      for (uint32_t t = 0; t < block; ++t) {
+        threads.emplace_back([=] {
+          port::self = {t, block, b, grid, shared};
+          body(r);
+        });
+      }
+    }
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+}
+
+std::vector<int> all_ranks(int world) {
+  std::vector<int> v(world);
+  for (int r = 0; r < world; ++r) v[r] = r;
+  return v;
+}
+
+template <uint32_t DT>
+using Bits = typename Type<DT>::Bits;
+
+template <uint32_t DT>
+Bits<DT> random_elem(std::mt19937_64& rng) {
+  if constexpr (DT == kI32) {
+    return uint32_t(rng());
+  } else if constexpr (DT == kF64) {
+    return port::f64_bits(double(int64_t(rng() % 2001) - 1000) / 8 + double(rng() % 1000) * 1e-7);
+  } else {
+    const float f = float(int(rng() % 2001) - 1000) / 16 + float(rng() % 1000) * 1e-5f;
+    return Type<DT>::down(f);
+  }
+}
+
+template <uint32_t DT>
+typename Type<DT>::Acc fold(uint32_t op, typename Type<DT>::Acc a, typename Type<DT>::Acc b) {
+  if (op == kSum) return Fold<kSum>(op)(a, b);
+  return Fold<kMinMax>(op)(a, b);
+}
+
+template <uint32_t DT>
+Bits<DT> fold_ranks(uint32_t op, const std::vector<Bits<DT>>& x, const std::vector<int>& order) {
+  using T = Type<DT>;
+  typename T::Acc acc = T::up(x[order[0]]);
+  for (size_t i = 1; i < order.size(); ++i) acc = fold<DT>(op, acc, T::up(x[order[i]]));
+  return T::down(acc);
+}
+
+template <uint32_t DT>
+const char* dtype_name() {
+  switch (DT) {
+    case kF32: return "f32";
+    case kF16: return "f16";
+    case kBF16: return "bf16";
+    case kF64: return "f64";
+    default: return "i32";
+  }
+}
+
+enum class Mode { kOutOfPlace, kInputIsBuffer, kUserInPlace, kOutputIsBuffer, kMisaligned };
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::kOutOfPlace: return "out-of-place";
+    case Mode::kInputIsBuffer: return "input=buf";
+    case Mode::kUserInPlace: return "in-place";
+    case Mode::kOutputIsBuffer: return "output=buf";
+    default: return "misaligned";
+  }
+}
+
+struct Case {
+  Algo algo;
+  int world;
+  uint64_t count;
+  uint32_t grid;
+  uint32_t block;
+  uint32_t op;
+  Mode mode;
+  bool hcm_half;  // pass the partial offset in Extra's high half
+};
+
+template <uint32_t DT>
+AllReduceFn kernel_for(Algo a) {
+#define PICK(ALGO, NAME)                                     \
+  if (a == ALGO) {                                           \
+    if (DT == kF32) return intranode_##NAME##_f32;           \
+    if (DT == kF16) return intranode_##NAME##_f16;           \
+    if (DT == kBF16) return intranode_##NAME##_bf16;         \
+    if (DT == kF64) return intranode_##NAME##_f64;           \
+    return intranode_##NAME##_i32;                           \
+  }
+  PICK(Algo::kOneShot, one_shot)
+  PICK(Algo::kTwoShot, two_shot)
+  PICK(Algo::kHCM, hcm)
+#undef PICK
+  return nullptr;
+}
+
+const char* algo_name(Algo a) {
+  return a == Algo::kOneShot ? "one_shot" : a == Algo::kTwoShot ? "two_shot" : "hcm";
+}
+
+// run_case all-reduces twice on a fresh group (so signal counters carry over
+// between calls) and checks every rank's output and buffer.
+template <uint32_t DT>
+void run_case(Group& g, const Case& c, std::mt19937_64& rng, int calls) {
+  using B = Bits<DT>;
+  const size_t es = sizeof(B);
+  const int W = c.world;
+  const uint64_t n = c.count;
+  const size_t half = c.hcm_half ? (g.buffer / 2) & ~size_t(15) : (n * es + 15) & ~size_t(15);
+  char label[200];
+  std::snprintf(label, sizeof label, "%s_%s world=%d count=%llu grid=%u block=%u op=%u %s%s",
+                algo_name(c.algo), dtype_name<DT>(), W, (unsigned long long)n, c.grid, c.block,
+                c.op, mode_name(c.mode), c.hcm_half ? " half" : "");
+
+  for (int call = 0; call < calls; ++call) {
+    std::vector<std::vector<B>> in(W, std::vector<B>(n));
+    for (int r = 0; r < W; ++r)
+      for (auto& x : in[r]) x = random_elem<DT>(rng);
+
+    // Per-rank input and output memory as the mode asks.
+    std::vector<std::unique_ptr<Mem>> user_in, user_out;
+    std::vector<char*> inp(W), outp(W);
+    const size_t shift = c.mode == Mode::kMisaligned ? es : 0;
+    for (int r = 0; r < W; ++r) {
+      user_in.push_back(std::make_unique<Mem>(n * es + 64));
+      user_out.push_back(std::make_unique<Mem>(n * es + 64));
+      char* mine = g.bufs[r]->p;
+      switch (c.mode) {
+        case Mode::kOutOfPlace:
+          inp[r] = user_in[r]->p;
+          outp[r] = user_out[r]->p;
+          break;
+        case Mode::kInputIsBuffer:
+          inp[r] = mine;
+          outp[r] = user_out[r]->p;
+          break;
+        case Mode::kUserInPlace:
+          inp[r] = outp[r] = user_in[r]->p;
+          break;
+        case Mode::kOutputIsBuffer:
+          inp[r] = user_in[r]->p;
+          outp[r] = mine;
+          break;
+        case Mode::kMisaligned:
+          inp[r] = user_in[r]->p + shift;
+          outp[r] = user_out[r]->p + 3 * shift;
+          break;
+      }
+      std::memcpy(inp[r], in[r].data(), n * es);
+    }
+
+    uint64_t extra = 0;
+    std::vector<uint64_t> extras(W);
+    if (c.algo == Algo::kHCM) {
+      for (int r = 0; r < W; ++r) {
+        const int base = r & 4;
+        uint64_t e = 0;
+        int k = 0;
+        for (int q = base; q < base + 4; ++q)
+          if (q != r) e |= uint64_t(q) << (8 * k++);
+        e |= uint64_t(r ^ 4) << 24;
+        if (c.hcm_half) e |= uint64_t(half) << 32;
+        extras[r] = e;
+      }
+    }
+    (void)extra;
+
+    AllReduceFn fn = kernel_for<DT>(c.algo);
+    std::fill(g.status.begin(), g.status.end(), 0);
+    launch(all_ranks(W), c.grid, c.block, [&](int r) {
+      fn(g.buf_ptrs.data(), g.pad_ptrs.data(), inp[r], outp[r], n, r, W, DT, c.op, &g.status[r],
+         kTimeout, extras[r]);
+    });
+
+    // Expected output.
+    std::vector<B> want(n), col(W);
+    std::vector<int> order = all_ranks(W);
+    std::vector<std::vector<B>> partial(2, std::vector<B>(n));
+    for (uint64_t i = 0; i < n; ++i) {
+      for (int r = 0; r < W; ++r) col[r] = in[r][i];
+      if (c.algo == Algo::kHCM) {
+        const B lo = fold_ranks<DT>(c.op, col, {0, 1, 2, 3});
+        const B hi = fold_ranks<DT>(c.op, col, {4, 5, 6, 7});
+        partial[0][i] = lo;
+        partial[1][i] = hi;
+        want[i] = fold_ranks<DT>(c.op, {lo, hi}, {0, 1});
+      } else {
+        want[i] = fold_ranks<DT>(c.op, col, order);
+      }
+    }
+
+    for (int r = 0; r < W; ++r) {
+      CHECK(g.status[r] == 0, "%s call %d rank %d: status %#x", label, call, r, g.status[r]);
+      std::vector<B> got(n);
+      std::memcpy(got.data(), outp[r], n * es);
+      uint64_t bad = 0, first = n;
+      for (uint64_t i = 0; i < n; ++i)
+        if (got[i] != want[i]) {
+          if (first == n) first = i;
+          ++bad;
+        }
+      CHECK(bad == 0, "%s call %d rank %d: %llu wrong, first at %llu (got %#llx want %#llx)", label,
+            call, r, (unsigned long long)bad, (unsigned long long)first,
+            (unsigned long long)(first < n ? got[first] : 0),
+            (unsigned long long)(first < n ? want[first] : 0));
+
+      // What the ABI says the symmetric buffer holds afterwards.
+      const char* mine = g.bufs[r]->p;
+      if (c.algo == Algo::kOneShot && c.mode != Mode::kOutputIsBuffer) {
+        CHECK(std::memcmp(mine, in[r].data(), n * es) == 0, "%s rank %d: bufs[rank] != input",
+              label, r);
+      }
+      if (c.algo == Algo::kTwoShot) {
+        const uint64_t S = (((n + W - 1) / W) + 16 / es - 1) / (16 / es) * (16 / es);
+        const uint64_t lo = std::min<uint64_t>(r * S, n), hi = std::min<uint64_t>(lo + S, n);
+        CHECK(std::memcmp(mine + lo * es, want.data() + lo, (hi - lo) * es) == 0,
+              "%s rank %d: bufs[rank][slice rank] is not the reduced slice", label, r);
+      }
+      if (c.algo == Algo::kHCM) {
+        CHECK(std::memcmp(mine + half, partial[r >> 2].data(), n * es) == 0,
+              "%s rank %d: partial at %zu is not the quad's", label, r, half);
+      }
+    }
+  }
+}
+
+Algo algos[] = {Algo::kOneShot, Algo::kTwoShot};
+
+template <uint32_t DT>
+void sweep(std::mt19937_64& rng, bool quick) {
+  const size_t buffer = 1 << 16;
+  const std::vector<uint64_t> counts = quick ? std::vector<uint64_t>{1, 9, 100, 1031}
+                                             : std::vector<uint64_t>{1, 2, 7, 8, 9, 15, 16, 17, 31,
+                                                                     33, 63, 100, 129, 1000, 1031,
+                                                                     4099};
+  for (Algo algo : algos) {
+    for (int world : {1, 2, 3, 4, 5, 8}) {
+      for (uint64_t n : counts) {
+        for (uint32_t grid : {1u, 3u}) {
+          for (Mode mode : {Mode::kOutOfPlace, Mode::kInputIsBuffer, Mode::kUserInPlace,
+                            Mode::kOutputIsBuffer, Mode::kMisaligned}) {
+            if (algo == Algo::kOneShot && mode == Mode::kOutputIsBuffer) continue;
+            for (uint32_t op : {kSum, kMax, kMin}) {
+              if (op != kSum && (mode != Mode::kOutOfPlace || grid != 3)) continue;
+              Group g(world, buffer);
+              run_case<DT>(g, {algo, world, n, grid, 16, op, mode, false}, rng, 2);
+            }
+          }
+        }
+      }
+    }
+  }
+  for (uint64_t n : counts) {
+    for (uint32_t grid : {1u, 2u}) {
+      for (Mode mode : {Mode::kOutOfPlace, Mode::kInputIsBuffer, Mode::kOutputIsBuffer,
+                        Mode::kMisaligned}) {
+        for (bool half : {false, true}) {
+          for (uint32_t op : {kSum, kMax}) {
+            if (op != kSum && mode != Mode::kOutOfPlace) continue;
+            Group g(8, buffer);
+            run_case<DT>(g, {Algo::kHCM, 8, n, grid, 8, op, mode, half}, rng, 2);
+          }
+        }
+      }
+    }
+  }
+}
+
+// One group, many different calls: the counters of every channel must stay
+// in step across kernels, grids and the signal kernels.
+void mixed_sequence(std::mt19937_64& rng) {
+  Group g(4, 1 << 16);
+  const uint32_t grids[] = {1, 3, 2, 5, 1};
+  for (int i = 0; i < 5; ++i) {
+    run_case<kBF16>(g, {Algo::kOneShot, 4, 1000 + uint64_t(i), grids[i], 32, kSum,
+                        Mode::kOutOfPlace, false},
+                    rng, 1);
+    run_case<kF32>(g, {Algo::kTwoShot, 4, 777, grids[4 - i], 16, kSum, Mode::kUserInPlace, false},
+                   rng, 1);
+    std::fill(g.status.begin(), g.status.end(), 0);
+    launch(all_ranks(4), 1, 32, [&](int r) {
+      intranode_barrier(g.pad_ptrs.data(), r, 4, 0, uint32_t(i), 0xf, &g.status[r], kTimeout);
+    });
+    for (int r = 0; r < 4; ++r) CHECK(g.status[r] == 0, "barrier %d rank %d: %#x", i, r, g.status[r]);
+  }
+}
+
+void signals() {
+  Group g(3, 4096);
+  // Two puts may precede two waits.
+  launch({0}, 1, 1, [&](int r) {
+    intranode_put_signal(g.pad_ptrs.data(), r, 3, 2, 40, 0, &g.status[r], kTimeout);
+    intranode_put_signal(g.pad_ptrs.data(), r, 3, 2, 40, 0, &g.status[r], kTimeout);
+  });
+  launch({2}, 1, 1, [&](int r) {
+    intranode_wait_signal(g.pad_ptrs.data(), r, 3, 0, 40, 0, &g.status[r], kTimeout);
+    intranode_wait_signal(g.pad_ptrs.data(), r, 3, 0, 40, 0, &g.status[r], kTimeout);
+  });
+  CHECK(g.status[0] == 0 && g.status[2] == 0, "put/put/wait/wait: %#x %#x", g.status[0], g.status[2]);
+  // A third wait has nothing to consume.
+  launch({2}, 1, 1, [&](int r) {
+    intranode_wait_signal(g.pad_ptrs.data(), r, 3, 0, 40, 0, &g.status[r], 20'000'000);
+  });
+  CHECK(g.status[2] == (kStatusTimeout | 0 << 8 | 40 << 16), "third wait: %#x", g.status[2]);
+  // Barrier of a subset: ranks 0 and 2 only, block smaller than the world.
+  std::fill(g.status.begin(), g.status.end(), 0);
+  launch({0, 2}, 1, 1, [&](int r) {
+    intranode_barrier(g.pad_ptrs.data(), r, 3, 0, 63, 0b101, &g.status[r], kTimeout);
+  });
+  CHECK(g.status[0] == 0 && g.status[2] == 0, "subset barrier: %#x %#x", g.status[0], g.status[2]);
+  // Bad arguments.
+  launch({0}, 1, 32, [&](int r) {
+    intranode_barrier(g.pad_ptrs.data(), r, 3, 0, 64, 0b101, &g.status[r], kTimeout);
+  });
+  CHECK(g.status[0] == (kStatusBadArgs | 64 << 16), "channel 64: %#x", g.status[0]);
+}
+
+void failures_end_in_status() {
+  // A missing rank: the others time out on the first barrier and say who.
+  Group g(2, 1 << 16);
+  std::vector<float> in(100, 1.0f), out(100);
+  const auto t0 = std::chrono::steady_clock::now();
+  launch({0}, 2, 16, [&](int r) {
+    intranode_one_shot_f32(g.buf_ptrs.data(), g.pad_ptrs.data(), in.data(), out.data(), 100, r, 2,
+                           kF32, kSum, &g.status[r], 50'000'000, 0);
+  });
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const uint32_t code = g.status[0] & 0xff, peer = g.status[0] >> 8 & 0xff;
+  CHECK(code == kStatusTimeout && peer == 1, "missing rank: status %#x", g.status[0]);
+  CHECK(secs < 1.0, "missing rank: took %.2fs", secs);
+
+  // Bad arguments: wrong dtype, grid over 32, block smaller than the world,
+  // misaligned element, one-shot output over the buffer, HCM off world 8.
+  struct Bad {
+    const char* what;
+    uint32_t dtype, grid, block, world;
+    uint64_t in_off, out_off;
+    Algo algo;
+    bool out_is_buf;
+  } bad[] = {
+      {"dtype", kF16, 1, 16, 2, 0, 0, Algo::kOneShot, false},
+      {"grid", kF32, 33, 4, 2, 0, 0, Algo::kOneShot, false},
+      {"block", kF32, 1, 2, 4, 0, 0, Algo::kTwoShot, false},
+      {"misaligned", kF32, 1, 16, 2, 2, 0, Algo::kTwoShot, false},
+      {"one-shot output=buf", kF32, 1, 16, 2, 0, 0, Algo::kOneShot, true},
+      {"hcm world 4", kF32, 1, 16, 4, 0, 0, Algo::kHCM, false},
+  };
+  for (const Bad& b : bad) {
+    Group h(int(b.world), 1 << 16);
+    launch({0}, b.grid, b.block, [&](int r) {
+      AllReduceFn fn = kernel_for<kF32>(b.algo);
+      void* o = b.out_is_buf ? h.bufs[0]->p : reinterpret_cast<char*>(out.data()) + b.out_off;
+      fn(h.buf_ptrs.data(), h.pad_ptrs.data(), reinterpret_cast<char*>(in.data()) + b.in_off, o,
+         10, r, b.world, b.dtype, kSum, &h.status[r], kTimeout, 0);
+    });
+    CHECK((h.status[0] & 0xff) == kStatusBadArgs, "bad %s: status %#x", b.what, h.status[0]);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::string(argv[1]) == "-quick";
+  std::mt19937_64 rng(1);
+  signals();
+  failures_end_in_status();
+  mixed_sequence(rng);
+  sweep<kBF16>(rng, quick);
+  sweep<kF16>(rng, quick);
+  sweep<kF32>(rng, quick);
+  sweep<kF64>(rng, true);
+  sweep<kI32>(rng, true);
+  if (failures != 0) {
+    std::fprintf(stderr, "%d failures\n", failures);
+    return 1;
+  }
+  std::printf("emu: all cases passed\n");
+  return 0;
+}

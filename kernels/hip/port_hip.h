@@ -1,0 +1,103 @@
+// port_hip.h: the HIP side of the portability layer. The algorithms in
+// kernels/cuda/intranode.cuh and the entry points in kernels/cuda/entry.cuh
+// compile unchanged on top of it; see port.cuh for what each name promises.
+#pragma once
+
+#include <hip/hip_runtime.h>
+#include <stdint.h>
+
+#define INTRANODE_DEVICE __device__ __forceinline__
+#define INTRANODE_NOINLINE __device__ __noinline__
+#define INTRANODE_MAX_THREADS 512
+#define INTRANODE_KERNEL extern "C" __global__ void __launch_bounds__(INTRANODE_MAX_THREADS)
+
+// Frequency of wall_clock64(): 100 MHz on CDNA2/CDNA3 (MI200, MI300); check
+// hipDeviceAttributeWallClockRate on other parts and override with -D.
+#ifndef INTRANODE_WALL_CLOCK_MHZ
+#define INTRANODE_WALL_CLOCK_MHZ 100
+#endif
+
+namespace intranode {
+namespace port {
+
+struct alignas(16) V16 {
+  uint32_t x, y, z, w;
+};
+
+INTRANODE_DEVICE uint32_t thread_index() { return threadIdx.x; }
+INTRANODE_DEVICE uint32_t block_threads() { return blockDim.x; }
+INTRANODE_DEVICE uint32_t block_index() { return blockIdx.x; }
+INTRANODE_DEVICE uint32_t grid_blocks() { return gridDim.x; }
+INTRANODE_DEVICE void block_sync() { __syncthreads(); }
+INTRANODE_DEVICE volatile int* block_flag() {
+  __shared__ int flag;
+  return &flag;
+}
+INTRANODE_DEVICE bool block_all(bool pred) { return __syncthreads_and(pred) != 0; }
+
+INTRANODE_DEVICE uint64_t now_ns() {
+  return wall_clock64() * (1000 / INTRANODE_WALL_CLOCK_MHZ);
+}
+
+// Clang's __atomic builtins default to system scope on AMDGPU, which is what
+// flags between GPUs need.
+INTRANODE_DEVICE uint32_t load_acquire(const uint32_t* p) {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+INTRANODE_DEVICE void store_release(uint32_t* p, uint32_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+INTRANODE_DEVICE uint32_t load_plain(const uint32_t* p) { return *p; }
+INTRANODE_DEVICE void store_plain(uint32_t* p, uint32_t v) { *p = v; }
+
+INTRANODE_DEVICE int popcount(uint32_t x) { return __builtin_popcount(x); }
+INTRANODE_DEVICE void status_cas(uint32_t* p, uint32_t v) { atomicCAS(p, 0u, v); }
+INTRANODE_DEVICE uint64_t load_arg_u64(const unsigned long long* p) { return *p; }
+
+INTRANODE_DEVICE V16 load16(const void* p) { return *static_cast<const V16*>(p); }
+INTRANODE_DEVICE V16 load16_input(const void* p) {
+  typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
+  const u32x4 v = __builtin_nontemporal_load(static_cast<const u32x4*>(p));
+  return V16{v.x, v.y, v.z, v.w};
+}
+INTRANODE_DEVICE void store16(void* p, V16 v) { *static_cast<V16*>(p) = v; }
+
+INTRANODE_DEVICE uint16_t load_u16(const void* p) { return *static_cast<const uint16_t*>(p); }
+INTRANODE_DEVICE uint32_t load_u32(const void* p) { return *static_cast<const uint32_t*>(p); }
+INTRANODE_DEVICE uint64_t load_u64(const void* p) { return *static_cast<const uint64_t*>(p); }
+INTRANODE_DEVICE void store_u16(void* p, uint16_t v) { *static_cast<uint16_t*>(p) = v; }
+INTRANODE_DEVICE void store_u32(void* p, uint32_t v) { *static_cast<uint32_t*>(p) = v; }
+INTRANODE_DEVICE void store_u64(void* p, uint64_t v) { *static_cast<uint64_t*>(p) = v; }
+
+// A lone add cannot be contracted into an FMA, so plain adds are exact IEEE
+// round-to-nearest-even.
+INTRANODE_DEVICE float add_f32(float a, float b) { return a + b; }
+INTRANODE_DEVICE double add_f64(double a, double b) { return a + b; }
+
+INTRANODE_DEVICE float f32_from_bits(uint32_t b) { return __builtin_bit_cast(float, b); }
+INTRANODE_DEVICE uint32_t f32_bits(float f) { return __builtin_bit_cast(uint32_t, f); }
+INTRANODE_DEVICE double f64_from_bits(uint64_t b) { return __builtin_bit_cast(double, b); }
+INTRANODE_DEVICE uint64_t f64_bits(double d) { return __builtin_bit_cast(uint64_t, d); }
+
+// f16 through the compiler's _Float16 (v_cvt_f16_f32 rounds to nearest even).
+INTRANODE_DEVICE float f16_to_f32(uint16_t h) {
+  return static_cast<float>(__builtin_bit_cast(_Float16, h));
+}
+INTRANODE_DEVICE uint16_t f32_to_f16(float f) {
+  return __builtin_bit_cast(uint16_t, static_cast<_Float16>(f));
+}
+
+// bf16 in integer arithmetic: widening is a shift, narrowing rounds to
+// nearest even and keeps NaNs quiet.
+INTRANODE_DEVICE float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
+INTRANODE_DEVICE uint16_t f32_to_bf16(float f) {
+  uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    return static_cast<uint16_t>(u >> 16 | 0x40);
+  }
+  u += 0x7fffu + (u >> 16 & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+}  // namespace port
+}  // namespace intranode
