@@ -35,12 +35,18 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 	}
 }
 
-// LaunchConfig is the grid and block an all-reduce kernel runs with on a
-// backend. The fake runs each kernel on one goroutine and ignores it.
+// LaunchConfig is the grid and block an all-reduce kernel runs with. The
+// CUDA kernels are built for blocks of at most 512 threads that each keep
+// 16-byte vectors in flight; every rank computes the same grid from the same
+// size, which the kernels require (block b of one rank meets block b of the
+// others). The fake runs each kernel on one goroutine and ignores it.
 func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.LaunchConfig {
-	const block = 512
-	const vec = 16
-	blocks := (bytes + block*vec - 1) / (block * vec)
-	blocks = max(1, min(blocks, 24))
+	const block, vec, maxBlocks = 512, 16, 32
+	per := block * vec * 2 // one-shot and HCM: two vectors per thread
+	work := bytes
+	if algo == TwoShot {
+		per, work = block*vec, bytes/world
+	}
+	blocks := max(1, min((work+per-1)/per, maxBlocks))
 	return backend.LaunchConfig{Grid: backend.D1(uint32(blocks)), Block: backend.D1(block)}
 }

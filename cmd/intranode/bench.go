@@ -48,7 +48,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	factor := fs.Int("f", 4, "size multiplication factor between rows")
 	dtypeS := fs.String("dtype", "bfloat16", "element type: float, half, bfloat16, double, int32")
 	opS := fs.String("op", "sum", "reduction: sum, max, min")
-	algoS := fs.String("algo", "all", "all, auto (SelectAllReduceAlgo), or a list of oneshot,twoshot,hcm")
+	algoS := fs.String("algo", "all", "all, auto (SelectAllReduceAlgo), or a list of oneshot,twoshot,hcm,nccl")
 	iters := fs.Int("iters", 20, "timed iterations per row")
 	warmup := fs.Int("warmup", 5, "untimed iterations before timing")
 	graph := fs.Bool("graph", false, "capture the timed iterations into a graph and replay it")
@@ -58,6 +58,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	asCSV := fs.Bool("csv", false, "print CSV instead of the table")
 	asJSON := fs.Bool("json", false, "print JSON instead of the table")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole run")
+	plot := fs.String("plot", "", "also write an SVG chart (latency and bus bandwidth against size) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -93,6 +94,11 @@ func runBench(ctx context.Context, args []string, s streams) error {
 		return err
 	}
 	rows := aggregate(cfg, samples)
+	if *plot != "" {
+		if err := savePlot(*plot, cfg, rows); err != nil {
+			return err
+		}
+	}
 	switch {
 	case *asJSON:
 		enc := json.NewEncoder(s.Out)
@@ -154,11 +160,15 @@ func benchSetup(backendName string, world int, minB, maxB string, factor int, dt
 	var algos []string
 	switch algoS {
 	case "all":
-		algos = []string{"oneshot", "twoshot", "hcm"}
+		algos = []string{"oneshot", "twoshot", "hcm", "nccl"}
 	case "auto":
 		algos = []string{"auto"}
 	default:
 		for _, a := range strings.Split(algoS, ",") {
+			if a == "nccl" || a == "auto" {
+				algos = append(algos, a)
+				continue
+			}
 			if _, err := collective.ParseAlgo(a); err != nil || a == "none" {
 				return cfg, fmt.Errorf("%w: --algo %q", errUsage, a)
 			}
@@ -422,4 +432,21 @@ func (p *progress) done() {
 	if p.w != nil && p.n > 0 {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
+}
+
+func savePlot(path string, cfg benchConfig, rows []benchRow) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	mode := "eager"
+	if cfg.Graph {
+		mode = "graph replay"
+	}
+	title := fmt.Sprintf("all-reduce %v, %s backend, %d ranks, %s", cfg.DType, cfg.Backend, cfg.World, mode)
+	if err := writePlot(f, title, rows); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("plot: %w", err)
+	}
+	return f.Close()
 }

@@ -167,6 +167,13 @@ func (m *benchMeasure) algo(name string, count int) (collective.Algo, string) {
 	if name == "auto" {
 		return m.c.SelectAllReduceAlgo(count, m.cfg.DType), ""
 	}
+	if name == "nccl" {
+		// The vendor library, reached through the fallback path.
+		if _, ok := m.c.Backend().(collective.FallbackAllReducer); !ok {
+			return 0, "backend has no vendor all-reduce"
+		}
+		return collective.None, ""
+	}
 	a, err := collective.ParseAlgo(name)
 	if err != nil {
 		return 0, err.Error()

@@ -38,3 +38,18 @@ func BenchmarkAllReduce(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCopy is the CPU's limit for the fake backend: a plain copy of
+// the same bytes an all-reduce moves, for docs/PERFORMANCE.md.
+func BenchmarkCopy(b *testing.B) {
+	for _, n := range []int{1 << 10, 64 << 10, 1 << 20, 4 << 20} {
+		src := make([]byte, n)
+		dst := make([]byte, n)
+		b.Run(fmt.Sprintf("bytes=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				copy(dst, src)
+			}
+		})
+	}
+}

@@ -1,0 +1,91 @@
+"""Anchor measurements for docs/PERFORMANCE.md: NCCL and PyTorch symmetric
+memory all-reduce, bf16, world 2 (one process per GPU), CUDA-graph replay.
+
+Run on the GPU host, in the same session as `intranode bench`:
+  NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 python3 scripts/gpu/anchor.py
+Prints one CSV line per (impl, bytes): impl,bytes,time_us,busbw_gbps.
+"""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+SIZES = [1 << k for k in range(10, 29, 2)]  # 1 KiB .. 256 MiB
+ITERS_GRAPH = 20
+
+
+def bench(fn, iters=ITERS_GRAPH, reps=20):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(iters):
+            fn()
+    times = []
+    for _ in range(reps):
+        dist.barrier()
+        torch.cuda.synchronize()
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / iters)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def worker(rank, world):
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29511")
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
+    out = []
+    for n in SIZES:
+        x = torch.ones(n // 2, dtype=torch.bfloat16, device="cuda")
+        t = bench(lambda: dist.all_reduce(x))
+        out.append(("nccl", n, t))
+    try:
+        import torch.distributed._symmetric_memory as symm_mem
+
+        group = dist.group.WORLD
+        for n in SIZES:
+            if n > (64 << 20):
+                break
+            buf = symm_mem.empty(n // 2, dtype=torch.bfloat16, device="cuda")
+            symm_mem.rendezvous(buf, group.group_name)
+            buf.fill_(1)
+            outb = torch.empty_like(buf)
+            try:
+                t = bench(lambda: torch.ops.symm_mem.one_shot_all_reduce_out(buf, "sum", group.group_name, outb))
+                out.append(("torch-oneshot", n, t))
+            except Exception as e:  # noqa: BLE001
+                if rank == 0:
+                    print(f"# torch one-shot {n}: {e}", file=sys.stderr)
+            try:
+                t = bench(lambda: torch.ops.symm_mem.two_shot_all_reduce_(buf, "sum", group.group_name))
+                out.append(("torch-twoshot", n, t))
+            except Exception as e:  # noqa: BLE001
+                if rank == 0:
+                    print(f"# torch two-shot {n}: {e}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001
+        if rank == 0:
+            print(f"# torch symmetric memory unavailable: {e}", file=sys.stderr)
+    if rank == 0:
+        for impl, n, t in out:
+            busbw = n / (t * 1e-6) / 1e9 * 2 * (world - 1) / world
+            print(f"{impl},{n},{t:.2f},{busbw:.1f}", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    world = int(os.environ.get("WORLD", torch.cuda.device_count()))
+    mp.spawn(worker, args=(world,), nprocs=world)
