@@ -4,35 +4,70 @@ import (
 	"github.com/intranode/intranode/backend"
 )
 
-// Thresholds pick between the one-shot and two-shot kernels by message size
-// for one backend and world size. They come from measured crossovers (see
-// docs/PERFORMANCE.md), not guesses.
+// Thresholds pick between the one-shot and two-shot kernels and the vendor
+// library by message size, for one backend and world size. They come from
+// measured crossovers (docs/PERFORMANCE.md), not guesses.
 type Thresholds struct {
 	// OneShotMax is the largest message, in bytes, for which one-shot
-	// beats two-shot; larger messages use two-shot.
+	// beats two-shot.
 	OneShotMax int
+	// KernelMax is the largest message for which the comm's kernels beat
+	// the vendor library; larger messages select None. 0 means no limit
+	// (a backend without a vendor library, or kernels faster throughout).
+	KernelMax int
 }
 
-// Select returns the faster kernel algorithm for a message of n bytes.
+// Select returns the faster path for a message of n bytes.
 func (t Thresholds) Select(n int) Algo {
-	if n <= t.OneShotMax {
+	switch {
+	case t.KernelMax > 0 && n > t.KernelMax:
+		return None
+	case n <= t.OneShotMax:
 		return OneShot
 	}
 	return TwoShot
 }
 
 // DefaultThresholds returns the measured crossovers for a backend and world
-// size.
+// size. The tables, bf16, slowest rank's mean per call:
 //
-// fake (2-core CI machine, docs/PERFORMANCE.md): one-shot reads every
-// peer's whole buffer, two-shot reads 1/world of it twice, so two-shot wins
-// once copies dominate the fixed cost of its extra barrier; measured
-// crossover near 256 KiB at world 2–8.
+// cuda, world 2, 2×H200, graph replay (docs/results/2026-11-22-h200x2-run1):
+//
+//	bytes    1K    4K    64K   256K  1M    4M
+//	oneshot  8.20  8.18  8.59  9.26  12.94 24.57
+//	twoshot  11.38 11.00 11.57 13.22 15.26 27.82
+//	NCCL     9.18  9.40  10.37 11.95 17.98 35.18
+//
+// cuda, world 4, 4×H200 (docs/results/2026-11-22-h200x4-run1):
+//
+//	bytes    1K    4K    64K   256K  1M    4M
+//	oneshot  8.46  8.36  11.18 12.25 19.33 52.15
+//	twoshot  12.05 11.54 13.32 14.64 17.34 55.17
+//	NCCL     13.15 12.39 14.14 15.15 21.86 42.63
+//
+// Not measured (world 8 on CUDA): the world-4 crossovers, scaled down by
+// the extra peer reads, until a measurement replaces them.
+//
+// fake, world 2, float, 2-core development machine (docs/PERFORMANCE.md):
+//
+//	bytes                 1K    4K    16K   64K   256K  1M
+//	oneshot goroutines    9.47  10.02 11.86 15.20 39.63 198.2
+//	twoshot goroutines    10.23 11.21 10.10 10.02 30.83 172.1
+//	oneshot processes     5.50  5.47  9.41  14.84 70.98 261.5
+//	twoshot processes     6.25  5.49  7.85  14.19 30.14 166.3
+//
+// Two-shot reads 1/world of each peer's buffer where one-shot reads all of
+// it; it wins from about 16 KiB.
 func DefaultThresholds(backendName string, world int) Thresholds {
-	switch backendName {
-	default:
-		return Thresholds{OneShotMax: 256 << 10}
+	switch {
+	case backendName == "cuda" && world <= 2:
+		return Thresholds{OneShotMax: 8 << 20}
+	case backendName == "cuda" && world <= 4:
+		return Thresholds{OneShotMax: 256 << 10, KernelMax: 2 << 20}
+	case backendName == "cuda":
+		return Thresholds{OneShotMax: 128 << 10, KernelMax: 1 << 20}
 	}
+	return Thresholds{OneShotMax: 16 << 10}
 }
 
 // LaunchConfig is the grid and block an all-reduce kernel runs with. The

@@ -72,6 +72,9 @@ func runBenchRank(ctx context.Context, args []string, s streams) error {
 	return benchRank(ctx, cfg, rank, st, b, func(smp benchSample) error { return enc.Encode(smp) })
 }
 
+// rendezvousSample is the Algo of the sample that carries Rendezvous time.
+const rendezvousSample = "rendezvous"
+
 const (
 	envBenchConfig = "INTRANODE_BENCH_CONFIG"
 	envBenchRank   = "INTRANODE_BENCH_RANK"
@@ -86,7 +89,12 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 		return err
 	}
 	defer c.Close()
+	start := time.Now()
 	if err := c.Rendezvous(ctx); err != nil {
+		return err
+	}
+	// The first sample reports what forming the group cost this rank.
+	if err := emit(benchSample{Rank: rank, Algo: rendezvousSample, TimeUS: float64(time.Since(start).Nanoseconds()) / 1e3}); err != nil {
 		return err
 	}
 	d := c.Device()

@@ -247,14 +247,18 @@ func plotSizeLabel(e float64) string {
 }
 
 // plotLatencyAxis covers lo to hi µs in whole decades (in log10 units),
-// with a minor line at 2 to 9 times each.
+// with a minor line at 2 to 9 times each, and labels 2 and 5 times each
+// too when there are only one or two decades.
 func plotLatencyAxis(lo, hi float64) plotAxis {
 	a, z := math.Floor(math.Log10(lo*0.9)), math.Ceil(math.Log10(hi*1.1))
 	ax := plotAxis{lo: a, hi: z}
 	for k := a; k <= z; k++ {
-		ax.ticks = append(ax.ticks, plotTick{at: k, label: strconv.FormatFloat(math.Pow10(int(k)), 'g', -1, 64)})
-		for m := 2.0; m < 10 && k < z && z-a <= 6; m++ {
-			ax.ticks = append(ax.ticks, plotTick{at: k + math.Log10(m)})
+		for m := 1.0; m < 10 && (m == 1 || k < z && z-a <= 6); m++ {
+			t := plotTick{at: k + math.Log10(m)}
+			if m == 1 || z-a <= 2 && (m == 2 || m == 5) {
+				t.label = strconv.FormatFloat(m*math.Pow10(int(k)), 'g', -1, 64)
+			}
+			ax.ticks = append(ax.ticks, t)
 		}
 	}
 	return ax

@@ -21,12 +21,14 @@ import (
 // other processes. The yield phase is measured in time as well as in turns
 // because a short sleep costs far more than asked when the process is
 // otherwise idle (the runtime's timers then wake it ~1ms late), and a peer
-// that is only a few microseconds behind should not cost that. Yielding
-// much longer was measured slower: waiters then take the cores from the
-// ranks still reducing.
+// that is only a few microseconds behind should not cost that. With ranks
+// in separate processes a 20µs window left most waits sleeping through a
+// ~1ms timer wake-up (docs/PERFORMANCE.md: 1 KiB at world 2 took ~1.1ms per
+// call); 500µs brought it to ~8µs and did not slow 8 goroutine ranks on 2
+// cores.
 const (
 	spinYields = 50
-	spinFor    = 20 * time.Microsecond
+	spinFor    = 500 * time.Microsecond
 	minSleep   = time.Microsecond
 	maxSleep   = 50 * time.Microsecond
 )
