@@ -160,6 +160,16 @@ func (c *Comm) Name() string {
 	return c.name
 }
 
+// Store is the store the comm's ranks meet through.
+func (c *Comm) Store() store.Store { return c.st }
+
+// GroupName is Name without taking the comm's lock, for a
+// FallbackAllReducer: AllReduce holds the lock while it calls the fallback,
+// so Name would deadlock there. Rendezvous sets the name before the comm
+// becomes usable and never changes it; do not call GroupName concurrently
+// with Rendezvous.
+func (c *Comm) GroupName() string { return c.name }
+
 // Device is the device this rank uses, nil before Rendezvous.
 func (c *Comm) Device() backend.Device {
 	c.mu.Lock()

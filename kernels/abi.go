@@ -14,7 +14,10 @@
 //	inbox[ch][src] at InboxOffset + (ch*MaxRanks+src)*4   written by rank src
 //	sent[ch][dst]  at SentOffset  + (ch*MaxRanks+dst)*4   local: signals sent to dst
 //	recv[ch][src]  at RecvOffset  + (ch*MaxRanks+src)*4   local: signals consumed from src
-//	state          at StateOffset, StateSize bytes         per-rank P2P state
+//	state          at StateOffset, StateSize bytes         per-rank P2P state:
+//	  epoch        at EpochWord                            local: one-shot LL calls so far
+//	  ticket       at TicketWord                           local: scratch of the device kernel
+//	LL area        at LLOffset, LLSize bytes               written by peers (one-shot LL)
 //
 // PutSignal(dst, ch): s = sent[ch][dst]+1; sent[ch][dst] = s; then, with
 // release semantics (all prior writes of this block visible system-wide
@@ -50,7 +53,33 @@
 // ranks (channel b), so a block may only read what same-index blocks wrote.
 // Kernels use channels [0, KernelChannels).
 //
-// OneShot (count*size <= buffer):
+// OneShot (count*size <= buffer) takes one of two paths, chosen from the
+// message alone so that every rank takes the same one.
+//
+// The LL path, when 0 < count*size <= OneShotLLMax(World), uses no barrier
+// and leaves the symmetric buffers alone. Data travels in "LL lines": 16
+// bytes {d0, f, d1, f} (uint32 words) carrying the 8 payload bytes d0 d1
+// (bytes [8j, 8j+8) of the input, the last line padded with zeros) and
+// the flag f twice; each 8-byte half {d, f} is written as one unit, so a
+// reader that sees f in both halves has the whole line.
+//  1. E = epoch (EpochWord of my pad); f = 2E+1 (odd, so never 0, the
+//     pad's initial value); s = E mod 2, the slot.
+//  2. for every peer p != me, write line j of my input, for every j, at
+//     LLLine(World, s, me, p, j) of p's pad;
+//  3. for every peer q, wait (with the deadline) until line j at
+//     LLLine(World, s, q, me, j) of my own pad carries f in both halves;
+//     output[i] = reduce over r of (r == me ? input : q's lines)[i];
+//  4. epoch = E+1.
+//
+// Two slots make the closing barrier unnecessary: a rank writes slot s
+// again only in its call E+2, which starts after it has received every
+// peer's lines of call E+1, which each peer wrote after finishing call E
+// (calls are stream-ordered), so no line is overwritten before its reader
+// consumed it. Flags only grow, so a line left from call E-2 (flag 2E-3)
+// never passes for a line of call E. Every rank must make the same
+// sequence of LL calls on a pad (they do: same calls, same sizes).
+//
+// The classic path (every other count, including 0):
 //  1. copy input to bufs[me][0:n) unless input == bufs[me];
 //  2. Barrier(all);
 //  3. output[i] = reduce over r of bufs[r][i];
@@ -60,10 +89,19 @@
 // SliceElems(count, world, size) elements (16-byte aligned boundaries; the
 // last slices may be short or empty).
 //  1. copy input to bufs[me] as above; 2. Barrier(all);
-//  3. bufs[me][slice me] = reduce over r of bufs[r][slice me];
+//  3. red = reduce over r of bufs[r][slice me] (my own part may be read
+//     from the input instead); output[slice me] = red, and
+//     bufs[p][slice me] = red for every p != me (each element is read and
+//     then written by the same thread, so a peer's copy of its input is
+//     consumed before the result replaces it);
 //  4. Barrier(all);
-//  5. output[slice p] = bufs[p][slice p] for every p;
-//  6. Barrier(all).
+//  5. output[slice p] = bufs[me][slice p] for every p != me.
+//
+// No barrier closes the two-shot: after step 4 no rank touches another
+// rank's buffer, and the next call's first write to a peer's buffer (its
+// step 3) comes after that call's step-2 barrier, which the peer reaches
+// only once it has finished step 5. So when a call returns on a rank, its
+// buffer is its own again, as after every other algorithm.
 //
 // HCM (World == 8, hybrid cube mesh, count*size <= buffer/2): Extra packs
 // the three quad peers in bytes 0–2, the cross-quad neighbour in byte 3 and,
@@ -102,9 +140,46 @@ const (
 	RecvOffset     = 2 * NumChannels * MaxRanks * 4
 	StateOffset    = 3 * NumChannels * MaxRanks * 4
 	// StateSize is the per-rank P2P state area (kP2pStateSize).
-	StateSize     = 2048
-	SignalPadSize = StateOffset + StateSize
+	StateSize = 2048
+	// EpochWord counts the one-shot LL calls made on the pad (uint32);
+	// TicketWord is the device kernel's scratch for updating it once per
+	// launch. Both are local to the rank.
+	EpochWord  = StateOffset
+	TicketWord = StateOffset + 4
+	// LLOffset and LLSize place the area the one-shot LL path receives
+	// into: two slots of World-1 regions (one per sending peer) of
+	// LLRegion(World) bytes.
+	LLOffset      = StateOffset + StateSize
+	LLSize        = 4 << 20
+	SignalPadSize = LLOffset + LLSize
+	// OneShotLLMaxBytes bounds the LL path of the one-shot at any world
+	// (see OneShotLLMax).
+	OneShotLLMaxBytes = 1 << 20
 )
+
+// OneShotLLMax is the largest message, in bytes, that the one-shot kernels
+// send through the LL path at this world size: OneShotLLMaxBytes, or less
+// where the LL area cannot hold two slots of World-1 messages at two line
+// bytes per payload byte. A multiple of 16.
+func OneShotLLMax(world int) int {
+	if world <= 1 {
+		return OneShotLLMaxBytes
+	}
+	return min(OneShotLLMaxBytes, LLSize/(4*(world-1))&^15)
+}
+
+// LLRegion is the byte size of one sender's region of one LL slot.
+func LLRegion(world int) int { return 2 * OneShotLLMax(world) }
+
+// LLLine is the byte offset, in the receiving rank dst's pad, of line j
+// sent by rank src in slot s.
+func LLLine(world, s, src, dst, j int) int {
+	idx := src
+	if src > dst {
+		idx--
+	}
+	return LLOffset + (s*(world-1)+idx)*LLRegion(world) + 16*j
+}
 
 // InboxWord is the byte offset of inbox[ch][src].
 func InboxWord(ch, src int) int { return InboxOffset + (ch*MaxRanks+src)*4 }

@@ -42,8 +42,9 @@ type deviceEntry struct {
 // fabric state through NVML. It is safe for concurrent use.
 //
 // Beyond the backend.Backend contract it offers the accessors
-// `intranode doctor` prints: DriverVersion, NVMLVersion, NVMLDevices,
-// FabricState and PeerTest.
+// `intranode doctor` prints: DriverVersion, NVMLVersion, NCCLVersion,
+// NVMLDevices, FabricState and PeerTest; and NCCL's all-reduce as the
+// collective layer's fallback (FallbackAllReduce, see nccl.go).
 type Backend struct {
 	log *slog.Logger
 
@@ -69,6 +70,9 @@ type Backend struct {
 	fabricMu     sync.Mutex
 	fabric       []connectivity.Access
 	fabricReason []string
+
+	// nccl holds the NCCL communicators of FallbackAllReduce (nccl.go).
+	nccl ncclState
 }
 
 // Open returns the CUDA backend. It loads libcuda.so.1 and libnvidia-ml.so.1
@@ -375,8 +379,9 @@ func (b *Backend) deviceClosed(i int) {
 	b.mu.Unlock()
 }
 
-// Close releases the contexts the backend retained and shuts NVML down.
-// Devices opened from it keep their own contexts until they are closed.
+// Close aborts the NCCL communicators of FallbackAllReduce, releases the
+// contexts the backend retained and shuts NVML down. Devices opened from it
+// keep their own contexts until they are closed.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -386,7 +391,7 @@ func (b *Backend) Close() error {
 	b.closed = true
 	ctxs := b.ctxs
 	b.mu.Unlock()
-	var first error
+	first := b.closeNCCL()
 	for i, c := range ctxs {
 		if c == 0 {
 			continue

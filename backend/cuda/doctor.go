@@ -86,7 +86,7 @@ func (b *Backend) NVMLDevices(ctx context.Context) ([]NVMLDevice, error) {
 }
 
 // Diagnostics reports what `intranode doctor` shows beyond the portable
-// checks: driver and NVML versions, each device's fabric state and why
+// checks: driver, NVML and NCCL versions, each device's fabric state and why
 // fabric handles are or are not used, and how each pair's peer access was
 // decided.
 func (b *Backend) Diagnostics(ctx context.Context) []backend.Diagnostic {
@@ -107,6 +107,12 @@ func (b *Backend) Diagnostics(ctx context.Context) []backend.Diagnostic {
 			Hint: "libnvidia-ml.so.1 comes with the driver; without it there is no link matrix"})
 	} else {
 		out = append(out, backend.Diagnostic{Check: "nvml", OK: true, Detail: "NVML " + nv})
+	}
+	if v, err := b.NCCLVersion(); err != nil {
+		out = append(out, backend.Diagnostic{Check: "nccl", Detail: err.Error(),
+			Hint: "install NCCL (libnccl.so.2) or set " + EnvNCCLLibrary + " to it; without it all-reduces with algorithm None (the fallback) fail"})
+	} else {
+		out = append(out, backend.Diagnostic{Check: "nccl", OK: true, Detail: "NCCL " + v})
 	}
 	n := len(b.devices)
 	for i := range n {

@@ -681,3 +681,134 @@ CUresult inu_graph_destroy(uintptr_t ctx, uintptr_t graph, uintptr_t exec) {
 	CUresult r2 = cu.GraphDestroy((CUgraph)graph);
 	return r != INU_SUCCESS ? r : r2;
 }
+
+// NCCL. libnccl.so.2 is opened like the driver, with dlopen, and only the
+// entry points below are resolved (ncclGetLastError, NCCL 2.13 and newer, is
+// optional). The declarations follow nccl.h: ncclResult_t, ncclDataType_t
+// and ncclRedOp_t are int-sized enums; ncclUniqueId is passed by value.
+
+typedef struct ncclComm *ncclComm_t;
+
+typedef struct {
+	char internal[INU_NCCL_UNIQUE_ID_BYTES];
+} ncclUniqueId;
+
+static struct {
+	int (*GetVersion)(int *);
+	int (*GetUniqueId)(ncclUniqueId *);
+	int (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
+	int (*AllReduce)(const void *, void *, size_t, int, int, ncclComm_t, CUstream);
+	int (*CommAbort)(ncclComm_t);
+	int (*CommGetAsyncError)(ncclComm_t, int *);
+	const char *(*GetErrorString)(int);
+	const char *(*GetLastError)(ncclComm_t);
+} nccl;
+
+static void *nccl_lib;
+
+int inu_nccl_load(const char *path, char *err, size_t errlen) {
+	if (nccl_lib != NULL) {
+		return 0;
+	}
+	// RTLD_NODELETE: NCCL keeps proxy and bootstrap threads running inside
+	// the library, so it must never be unmapped.
+	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	if (lib == NULL) {
+		const char *e = dlerror();
+		snprintf(err, errlen, "%s", e != NULL ? e : "dlopen failed");
+		return 1;
+	}
+	const struct entry entries[] = {
+		{(void **)&nccl.GetVersion, "ncclGetVersion"},
+		{(void **)&nccl.GetUniqueId, "ncclGetUniqueId"},
+		{(void **)&nccl.CommInitRank, "ncclCommInitRank"},
+		{(void **)&nccl.AllReduce, "ncclAllReduce"},
+		{(void **)&nccl.CommAbort, "ncclCommAbort"},
+		{(void **)&nccl.CommGetAsyncError, "ncclCommGetAsyncError"},
+		{(void **)&nccl.GetErrorString, "ncclGetErrorString"},
+	};
+	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
+		dlerror();
+		void *sym = dlsym(lib, entries[i].name);
+		if (sym == NULL) {
+			const char *e = dlerror();
+			snprintf(err, errlen, "entry point %s missing (%s)", entries[i].name,
+			         e != NULL ? e : "no symbol");
+			memset(&nccl, 0, sizeof(nccl));
+			dlclose(lib);
+			return 2;
+		}
+		*entries[i].slot = sym;
+	}
+	dlerror();
+	nccl.GetLastError = (const char *(*)(ncclComm_t))dlsym(lib, "ncclGetLastError");
+	nccl_lib = lib;
+	return 0;
+}
+
+const char *inu_nccl_error_string(int r) {
+	return nccl.GetErrorString != NULL ? nccl.GetErrorString(r) : NULL;
+}
+
+const char *inu_nccl_last_error(void) {
+	return nccl.GetLastError != NULL ? nccl.GetLastError(NULL) : NULL;
+}
+
+int inu_nccl_version(int *version) { return nccl.GetVersion(version); }
+
+int inu_nccl_unique_id(unsigned char *id) {
+	ncclUniqueId uid;
+	memset(&uid, 0, sizeof(uid));
+	int r = nccl.GetUniqueId(&uid);
+	if (r == INU_NCCL_SUCCESS) memcpy(id, uid.internal, sizeof(uid.internal));
+	return r;
+}
+
+// SET_CTX_NCCL is SET_CTX for the NCCL shims, which report a failed context
+// switch in their own result space.
+#define SET_CTX_NCCL(ctx)                                                \
+	do {                                                                 \
+		CUresult set_ctx_r = cu.CtxSetCurrent((CUcontext)(ctx));        \
+		if (set_ctx_r != INU_SUCCESS) return INU_NCCL_CUDA_FAILED | set_ctx_r; \
+	} while (0)
+
+// inu_nccl_init creates a blocking communicator with ctx current, so NCCL
+// (whose runtime adopts the current context) binds it to ctx's device. It
+// returns when every rank has joined or NCCL gives up; a communicator NCCL
+// allocated before failing is aborted here.
+int inu_nccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank, uintptr_t *comm) {
+	ncclUniqueId uid;
+	ncclComm_t c = NULL;
+	*comm = 0;
+	SET_CTX_NCCL(ctx);
+	memcpy(uid.internal, id, sizeof(uid.internal));
+	int r = nccl.CommInitRank(&c, nranks, uid, rank);
+	if (r != INU_NCCL_SUCCESS) {
+		if (c != NULL) nccl.CommAbort(c);
+		return r;
+	}
+	*comm = (uintptr_t)c;
+	return r;
+}
+
+// inu_nccl_allreduce enqueues the all-reduce on stream (graph capture
+// included) and then reads the communicator's asynchronous error, so a
+// communicator that has failed is reported at the next call.
+int inu_nccl_allreduce(uintptr_t ctx, uintptr_t comm, CUdeviceptr in, CUdeviceptr out, size_t count,
+                       int dtype, int op, uintptr_t stream) {
+	SET_CTX_NCCL(ctx);
+	int r = nccl.AllReduce((const void *)(uintptr_t)in, (void *)(uintptr_t)out, count, dtype, op,
+	                       (ncclComm_t)comm, (CUstream)stream);
+	if (r != INU_NCCL_SUCCESS) return r;
+	int state = INU_NCCL_SUCCESS;
+	r = nccl.CommGetAsyncError((ncclComm_t)comm, &state);
+	if (r != INU_NCCL_SUCCESS) return r;
+	return state == INU_NCCL_SUCCESS ? INU_NCCL_SUCCESS : (INU_NCCL_ASYNC | state);
+}
+
+// inu_nccl_abort frees a communicator without waiting for its peers: work
+// of it still running is told to stop.
+int inu_nccl_abort(uintptr_t ctx, uintptr_t comm) {
+	SET_CTX_NCCL(ctx);
+	return nccl.CommAbort((ncclComm_t)comm);
+}

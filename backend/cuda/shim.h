@@ -129,4 +129,32 @@ CUresult inu_end_capture(uintptr_t ctx, uintptr_t stream, uintptr_t *graph, uint
 CUresult inu_graph_launch(uintptr_t ctx, uintptr_t exec, uintptr_t stream);
 CUresult inu_graph_destroy(uintptr_t ctx, uintptr_t graph, uintptr_t exec);
 
+// NCCL, opened at run time from libnccl.so.2 (see nccl.go). The few types
+// the shims need are declared in shim.c, so building needs no nccl.h. The
+// shims return an ncclResult_t; one that makes a context current first and
+// fails there returns INU_NCCL_CUDA_FAILED or'ed with the CUresult, and
+// inu_nccl_allreduce returns INU_NCCL_ASYNC or'ed with the communicator's
+// asynchronous error when the call itself succeeded but the communicator
+// has failed.
+enum {
+	INU_NCCL_SUCCESS = 0,
+	INU_NCCL_IN_PROGRESS = 7,
+	INU_NCCL_UNIQUE_ID_BYTES = 128,
+	INU_NCCL_CUDA_FAILED = 0x10000,
+	INU_NCCL_ASYNC = 0x20000,
+};
+
+// inu_nccl_load returns 0 on success, 1 when the library cannot be opened
+// and 2 when an entry point is missing; err then holds the reason.
+int inu_nccl_load(const char *path, char *err, size_t errlen);
+
+const char *inu_nccl_error_string(int r);
+const char *inu_nccl_last_error(void);
+int inu_nccl_version(int *version);
+int inu_nccl_unique_id(unsigned char *id);
+int inu_nccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank, uintptr_t *comm);
+int inu_nccl_allreduce(uintptr_t ctx, uintptr_t comm, CUdeviceptr in, CUdeviceptr out, size_t count,
+                       int dtype, int op, uintptr_t stream);
+int inu_nccl_abort(uintptr_t ctx, uintptr_t comm);
+
 #endif

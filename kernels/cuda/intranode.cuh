@@ -36,6 +36,22 @@ constexpr uint32_t kKernelChannels = 32;
 constexpr uint64_t kInboxOffset = 0;
 constexpr uint64_t kSentOffset = uint64_t(kNumChannels) * kMaxRanks * 4;
 constexpr uint64_t kRecvOffset = 2 * uint64_t(kNumChannels) * kMaxRanks * 4;
+constexpr uint64_t kStateOffset = 3 * uint64_t(kNumChannels) * kMaxRanks * 4;
+constexpr uint64_t kStateSize = 2048;
+constexpr uint64_t kEpochWord = kStateOffset;
+constexpr uint64_t kTicketWord = kStateOffset + 4;
+constexpr uint64_t kLLOffset = kStateOffset + kStateSize;
+// kernels.LLSize and kernels.OneShotLLMaxBytes. The CPU emulator overrides
+// them to reach both one-shot paths with small messages; a real build must
+// match the Go constants (the pad is allocated from them).
+#ifndef INTRANODE_LL_SIZE
+#define INTRANODE_LL_SIZE (4ull << 20)
+#endif
+#ifndef INTRANODE_LL_MAX_BYTES
+#define INTRANODE_LL_MAX_BYTES (1ull << 20)
+#endif
+constexpr uint64_t kLLSize = INTRANODE_LL_SIZE;
+constexpr uint64_t kLLMaxBytes = INTRANODE_LL_MAX_BYTES;
 
 constexpr uint32_t kStatusTimeout = 1;
 constexpr uint32_t kStatusBadArgs = 2;
@@ -515,6 +531,12 @@ INTRANODE_DEVICE void split(uint64_t n, uint64_t parts, uint64_t k, uint64_t& lo
 
 INTRANODE_DEVICE uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
+// kernels.OneShotLLMax and kernels.LLRegion.
+INTRANODE_DEVICE uint64_t ll_max(uint32_t world) {
+  return world <= 1 ? kLLMaxBytes : min_u64(kLLMaxBytes, (kLLSize / (4 * uint64_t(world - 1))) & ~uint64_t(15));
+}
+INTRANODE_DEVICE uint64_t ll_region(uint32_t world) { return 2 * ll_max(world); }
+
 // hcm_partial_offset is where HCM keeps the quad partials in every buffer:
 // bits 32-63 of Extra when the host sets them (HCMPartialOffset of the
 // buffer size), else the first 16-byte boundary after the data, which lies
@@ -628,20 +650,282 @@ INTRANODE_DEVICE void one_shot(const Args& a, int n) {
   team.last_barrier();
 }
 
-// TwoShot: copy in, Barrier, reduce own slice, Barrier, gather the other
-// slices, Barrier. Block b owns the same sub-range [jlo, jhi) of every slice.
-//
-// Two savings that leave every buffer and the output as the ABI describes:
-// the input's own slice is read straight from the input in step 3 instead of
-// being copied first (nobody else reads it before step 3 overwrites it), and
-// step 3 writes the reduced slice to the output as well as to bufs[rank].
+// ---------------------------------------------------------------------------
+// One-shot, LL path (kernels/abi.go): no barrier, no symmetric buffer. Each
+// rank writes its input as LL lines into every peer's pad, then polls its
+// own pad for every peer's lines; a line carries its flag beside each data
+// word, so the data is there as soon as the flag is. Payload vector i (16
+// bytes) travels as the two lines at 32*i of the sender's region:
+// {v.x, f, v.y, f} and {v.z, f, v.w, f}.
+
+// Vector i of a whole message: full vectors through the aligned or
+// element-wise path, the last partial one element by element, zero-padded.
+template <uint32_t DT>
+INTRANODE_NOINLINE V16 load_partial(const char* p, uint64_t elems) {
+  Pack<DT> k;
+#pragma unroll
+  for (int e = 0; e < Pack<DT>::kElems; ++e) {
+    k.e[e] = uint64_t(e) < elems ? load_elem<DT>(p + e * kElemSize<DT>) : typename Type<DT>::Bits(0);
+  }
+  return k.v;
+}
+
+template <uint32_t DT>
+INTRANODE_NOINLINE void store_partial(char* p, V16 v, uint64_t elems) {
+  Pack<DT> k;
+  k.v = v;
+#pragma unroll
+  for (int e = 0; e < Pack<DT>::kElems; ++e) {
+    if (uint64_t(e) < elems) {
+      store_elem<DT>(p + e * kElemSize<DT>, k.e[e]);
+    }
+  }
+}
+
+template <uint32_t DT>
+INTRANODE_DEVICE V16 message_load(const Args& a, uint64_t i, uint64_t nfull, bool aligned) {
+  return i < nfull ? load_input_vec<DT>(a.input + i * 16, aligned)
+                   : load_partial<DT>(a.input + i * 16, a.count - i * kVecElems<DT>);
+}
+
+template <uint32_t DT>
+INTRANODE_DEVICE void message_store(const Args& a, uint64_t i, uint64_t nfull, bool aligned, V16 v) {
+  if (i < nfull) {
+    store_output_vec<DT>(a.output + i * 16, v, aligned);
+  } else {
+    store_partial<DT>(a.output + i * 16, v, a.count - i * kVecElems<DT>);
+  }
+}
+
+INTRANODE_DEVICE bool ll_ready(const V16& l, uint32_t f) { return l.y == f && l.w == f; }
+
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
+  constexpr uint64_t E = kVecElems<DT>;
+  constexpr int U = kUnroll<N>;
+  const int me = int(a.rank);
+  const uint32_t t = port::thread_index();
+  const uint64_t T = port::block_threads();
+  const uint32_t grid = port::grid_blocks();
+
+  // The epoch picks the slot and the flag. Every thread reads it; the last
+  // block to count itself in (ticket) advances it once all have.
+  uint32_t* const epoch_word = reinterpret_cast<uint32_t*>(a.my_pad + kEpochWord);
+  uint32_t* const ticket_word = reinterpret_cast<uint32_t*>(a.my_pad + kTicketWord);
+  const uint32_t epoch = port::load_plain(epoch_word);
+  const uint32_t f = 2 * epoch + 1;
+  const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
+  const uint64_t region = ll_region(a.world);
+
+  char* dst[N];        // my region of the slot in each peer's pad
+  const char* src[N];  // each peer's region of the slot in my pad
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    dst[r] = nullptr;
+    src[r] = nullptr;
+    if (r < n && r != me) {
+      const uint64_t peer_pad = port::load_arg_u64(a.pads + r);
+      const uint64_t to = me < r ? me : me - 1;
+      const uint64_t from = r < me ? r : r - 1;
+      dst[r] = reinterpret_cast<char*>(peer_pad + kLLOffset + (slot_base + to) * region);
+      src[r] = reinterpret_cast<const char*>(a.my_pad + kLLOffset + (slot_base + from) * region);
+    }
+  }
+
+  const uint64_t nfull = a.count / E;
+  const uint64_t nvec = (a.count + E - 1) / E;
+  uint64_t lo, hi;
+  split(nvec, grid, port::block_index(), lo, hi);
+  const bool in_aligned = aligned16(a.input);
+  const bool out_aligned = aligned16(a.output);
+
+  // 1. Send: every vector of this block to every peer.
+  for (uint64_t base = lo + t; base < hi; base += U * T) {
+    V16 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * T;
+      if (i < hi) {
+        v[u] = message_load<DT>(a, i, nfull, in_aligned);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * T;
+      if (i < hi) {
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          if (r < n && r != me) {
+            port::store_ll(dst[r] + 32 * i, V16{v[u].x, f, v[u].y, f});
+            port::store_ll(dst[r] + 32 * i + 16, V16{v[u].z, f, v[u].w, f});
+          }
+        }
+      }
+    }
+  }
+
+  // Every thread of the block has read the epoch by now.
+  port::block_sync();
+  uint32_t ticket = 0;
+  if (t == 0) {
+    if (grid == 1) {
+      port::store_plain(epoch_word, epoch + 1);
+    } else {
+      ticket = port::fetch_add_acq_rel(ticket_word, 1);
+    }
+  }
+
+  // 2. Receive and reduce, in rank order, my own input in my place.
+  bool alive = true;
+  for (uint64_t base = lo + t; alive && base < hi; base += U * T) {
+    V16 la[U][N], lb[U][N], own[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * T;
+      if (i < hi) {
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          if (r < n && r != me) {
+            la[u][r] = port::load_ll(src[r] + 32 * i);
+            lb[u][r] = port::load_ll(src[r] + 32 * i + 16);
+          }
+        }
+        own[u] = message_load<DT>(a, i, nfull, in_aligned);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * T;
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        if (alive && i < hi && r < n && r != me &&
+            !(ll_ready(la[u][r], f) && ll_ready(lb[u][r], f))) {
+          const uint64_t start = port::now_ns();
+          for (uint32_t spin = 1;; ++spin) {
+            la[u][r] = port::load_ll(src[r] + 32 * i);
+            lb[u][r] = port::load_ll(src[r] + 32 * i + 16);
+            if (ll_ready(la[u][r], f) && ll_ready(lb[u][r], f)) {
+              break;
+            }
+            if ((spin & 15) == 0 && port::now_ns() - start > a.timeout_ns) {
+              report(a.status, kStatusTimeout, uint32_t(r), port::block_index());
+              alive = false;
+              break;
+            }
+          }
+        }
+      }
+    }
+    if (!alive) {
+      break;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * T;
+      if (i < hi) {
+        V16 x[N];
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          x[r] = r == me ? own[u] : V16{la[u][r].x, la[u][r].z, lb[u][r].x, lb[u][r].z};
+        }
+        message_store<DT>(a, i, nfull, out_aligned, reduce_pack<DT, OP, N>(Fold<OP>(a.op), x, n));
+      }
+    }
+  }
+
+  // 3. The last block in advances the epoch for the next call.
+  if (t == 0 && grid > 1 && ticket == grid - 1) {
+    port::store_plain(ticket_word, 0);
+    port::store_plain(epoch_word, epoch + 1);
+  }
+}
+
+// reduce_push_vectors: out = fold over r < n of src[r][i] for i in [lo, hi)
+// (vectors); out goes to dst[i] and to push[r][i] for every r < n but me.
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void reduce_push_vectors(const Fold<OP>& fold, const char* const (&src)[N], int n,
+                                          char* dst, bool dst_aligned, char* const (&push)[N],
+                                          int me, uint64_t lo, uint64_t hi) {
+  constexpr int U = kUnroll<N>;
+  const uint64_t stride = port::block_threads();
+  for (uint64_t base = lo + port::thread_index(); base < hi; base += U * stride) {
+    V16 v[U][N];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * stride;
+      if (i < hi) {
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          if (r < n) {
+            v[u][r] = port::load16(src[r] + i * 16);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * stride;
+      if (i < hi) {
+        const V16 out = reduce_pack<DT, OP, N>(fold, v[u], n);
+        store_output_vec<DT>(dst + i * 16, out, dst_aligned);
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          if (r < n && r != me) {
+            port::store16(push[r] + i * 16, out);
+          }
+        }
+      }
+    }
+  }
+}
+
+// reduce_push_tail: reduce_tail that also writes every peer's buffer.
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void reduce_push_tail(const Fold<OP>& fold, const char* const (&src)[N], int n,
+                                       char* dst, char* const (&push)[N], int me, uint64_t first,
+                                       uint64_t count) {
+  using T = Type<DT>;
+  const uint64_t e = first + port::thread_index();
+  if (e >= count) {
+    return;
+  }
+  const uint64_t off = e * kElemSize<DT>;
+  typename T::Bits x[N];
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    if (r < n) {
+      x[r] = load_elem<DT>(src[r] + off);
+    }
+  }
+  typename T::Acc acc = T::up(x[0]);
+#pragma unroll
+  for (int r = 1; r < N; ++r) {
+    if (r < n) {
+      acc = fold(acc, T::up(x[r]));
+    }
+  }
+  const typename T::Bits out = T::down(acc);
+  store_elem<DT>(dst + off, out);
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    if (r < n && r != me) {
+      store_elem<DT>(push[r] + off, out);
+    }
+  }
+}
+
+// TwoShot: copy in, Barrier, reduce own slice into the output and push it
+// into every peer's buffer, Barrier, copy the other slices out of my own
+// buffer. Block b owns the same sub-range [jlo, jhi) of every slice. The
+// input's own slice is read straight from the input in step 3 instead of
+// being copied first (nobody else reads it).
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void two_shot(const Args& a, int n) {
   constexpr uint64_t E = kVecElems<DT>;
   Team team;
   team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag());
 
-  const uint32_t me = a.rank;
+  const int me = int(a.rank);
   char* mine = reinterpret_cast<char*>(port::load_arg_u64(a.bufs + me));
   const bool in_aligned = aligned16(a.input);
   const bool out_aligned = aligned16(a.output);
@@ -659,10 +943,10 @@ INTRANODE_DEVICE void two_shot(const Args& a, int n) {
   const uint64_t tj = nfull - ts * sv;
   const bool block_tail = has_tail && jlo <= tj && tj < jhi;
 
-  const char* buf[N];
+  char* buf[N];
 #pragma unroll
   for (int r = 0; r < N; ++r) {
-    buf[r] = r < n ? reinterpret_cast<const char*>(port::load_arg_u64(a.bufs + r)) : nullptr;
+    buf[r] = r < n ? reinterpret_cast<char*>(port::load_arg_u64(a.bufs + r)) : nullptr;
   }
 
   // 1. Copy in every slice peers will read.
@@ -674,7 +958,7 @@ INTRANODE_DEVICE void two_shot(const Args& a, int n) {
     }
     const uint32_t skip = own_from_input ? 1u << me : 0u;
     copy_vectors<DT, N, true>(src, mine, sv, nfull, skip, n, in_aligned, true, jlo, jhi);
-    if (block_tail && !(ts == me && own_from_input)) {
+    if (block_tail && !(ts == uint64_t(me) && own_from_input)) {
       copy_tail<DT>(a.input, mine, nfull * E, a.count);
     }
   }
@@ -682,39 +966,48 @@ INTRANODE_DEVICE void two_shot(const Args& a, int n) {
     return;
   }
 
-  // 3. Reduce this rank's slice from every buffer.
+  // 3. Reduce this rank's slice from every buffer; write it to the output
+  // and push it to every peer.
   {
     const uint64_t off = uint64_t(me) * sv * 16;
     const char* src[N];
-#pragma unroll
-    for (int r = 0; r < N; ++r) {
-      src[r] = (r == int(me) && own_from_input) ? a.input : buf[r];
-    }
-    char* dst2 = a.output != mine ? mine : nullptr;
     const char* srco[N];
+    char* push[N];
 #pragma unroll
     for (int r = 0; r < N; ++r) {
+      src[r] = (r == me && own_from_input) ? a.input : buf[r];
       srco[r] = src[r] + off;
+      push[r] = buf[r] + off;
     }
     const uint64_t start = uint64_t(me) * sv;
     const uint64_t full_me = start < nfull ? min_u64(nfull - start, sv) : 0;
-    reduce_vectors<DT, OP, N>(Fold<OP>(a.op), srco, n, a.output + off, out_aligned,
-                              dst2 != nullptr ? dst2 + off : nullptr, jlo, min_u64(jhi, full_me));
-    if (block_tail && ts == me) {
-      reduce_tail<DT, OP, N>(Fold<OP>(a.op), src, n, a.output, dst2, nfull * E, a.count);
+    reduce_push_vectors<DT, OP, N>(Fold<OP>(a.op), srco, n, a.output + off, out_aligned, push, me,
+                                   jlo, min_u64(jhi, full_me));
+    if (block_tail && ts == uint64_t(me)) {
+      char* pusht[N];
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        pusht[r] = buf[r];
+      }
+      reduce_push_tail<DT, OP, N>(Fold<OP>(a.op), src, n, a.output, pusht, me, nfull * E, a.count);
     }
   }
   if (!team.barrier()) {
     return;
   }
 
-  // 5. Gather every other rank's reduced slice.
-  copy_vectors<DT, N, false>(buf, a.output, sv, nfull, 1u << me, n, true, out_aligned, jlo, jhi);
-  if (block_tail && ts != me) {
-    copy_tail<DT>(reinterpret_cast<const char*>(port::load_arg_u64(a.bufs + ts)), a.output,
-                  nfull * E, a.count);
+  // 5. Every other slice is in my own buffer now.
+  if (a.output != mine) {
+    const char* src[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      src[k] = mine;
+    }
+    copy_vectors<DT, N, false>(src, a.output, sv, nfull, 1u << me, n, true, out_aligned, jlo, jhi);
+    if (block_tail && ts != uint64_t(me)) {
+      copy_tail<DT>(mine, a.output, nfull * E, a.count);
+    }
   }
-  team.last_barrier();
 }
 
 // HCM (world 8): copy in, Barrier, quad partial at the partial offset,
@@ -780,6 +1073,23 @@ INTRANODE_DEVICE void hcm(const Args& a) {
 
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void one_shot_world(const Args& a) {
+  if (a.count > 0 && a.count * kElemSize<DT> <= ll_max(a.world)) {
+    switch (a.world) {
+      case 2:
+        one_shot_ll<DT, OP, 2>(a, 2);
+        break;
+      case 4:
+        one_shot_ll<DT, OP, 4>(a, 4);
+        break;
+      case 8:
+        one_shot_ll<DT, OP, 8>(a, 8);
+        break;
+      default:
+        one_shot_ll<DT, OP, 8>(a, int(a.world));
+        break;
+    }
+    return;
+  }
   switch (a.world) {
     case 2:
       one_shot<DT, OP, 2>(a, 2);

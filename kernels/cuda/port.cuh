@@ -81,6 +81,57 @@ INTRANODE_DEVICE void store_plain(uint32_t* p, uint32_t v) {
   asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// Device-scope read-modify-write with acquire and release semantics: the
+// one-shot LL path counts its blocks with it (port of a ticket lock).
+INTRANODE_DEVICE uint32_t fetch_add_acq_rel(uint32_t* p, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
+// LL lines of the one-shot LL path: 16 bytes {d0, f, d1, f}, written by one
+// GPU into another's memory and polled there. Each 8-byte half must reach
+// the reader as a unit, so that a reader seeing the flag f also sees the
+// data word beside it. By default a line is one volatile 16-byte access, as
+// NCCL's LL protocol does (the hardware delivers aligned 16-byte accesses
+// whole, which is stronger than the PTX memory model promises for vectors).
+// INTRANODE_LL_U64 builds the form the PTX model does promise: two 8-byte
+// relaxed system-scope accesses per line.
+INTRANODE_DEVICE void store_ll(void* p, V16 v) {
+#ifdef INTRANODE_LL_U64
+  const uint64_t lo = uint64_t(v.y) << 32 | v.x, hi = uint64_t(v.w) << 32 | v.z;
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(lo) : "memory");
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(static_cast<char*>(p) + 8), "l"(hi)
+               : "memory");
+#else
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+#endif
+}
+
+INTRANODE_DEVICE V16 load_ll(const void* p) {
+  V16 v;
+#ifdef INTRANODE_LL_U64
+  uint64_t lo, hi;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(lo) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];"
+               : "=l"(hi)
+               : "l"(static_cast<const char*>(p) + 8)
+               : "memory");
+  v.x = uint32_t(lo);
+  v.y = uint32_t(lo >> 32);
+  v.z = uint32_t(hi);
+  v.w = uint32_t(hi >> 32);
+#else
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+#endif
+  return v;
+}
+
 INTRANODE_DEVICE int popcount(uint32_t x) { return __popc(x); }
 
 // First failure wins: the status word only changes from 0.

@@ -50,6 +50,21 @@ INTRANODE_DEVICE void store_release(uint32_t* p, uint32_t v) {
 INTRANODE_DEVICE uint32_t load_plain(const uint32_t* p) { return *p; }
 INTRANODE_DEVICE void store_plain(uint32_t* p, uint32_t v) { *p = v; }
 
+INTRANODE_DEVICE uint32_t fetch_add_acq_rel(uint32_t* p, uint32_t v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_AGENT);
+}
+// LL lines: each 8-byte half {d, f} is one relaxed system-scope atomic.
+INTRANODE_DEVICE void store_ll(void* p, V16 v) {
+  uint64_t* q = static_cast<uint64_t*>(p);
+  __hip_atomic_store(q, uint64_t(v.y) << 32 | v.x, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+  __hip_atomic_store(q + 1, uint64_t(v.w) << 32 | v.z, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+INTRANODE_DEVICE V16 load_ll(const void* p) {
+  uint64_t* q = const_cast<uint64_t*>(static_cast<const uint64_t*>(p));
+  const uint64_t lo = __hip_atomic_load(q, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+  const uint64_t hi = __hip_atomic_load(q + 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+  return V16{uint32_t(lo), uint32_t(lo >> 32), uint32_t(hi), uint32_t(hi >> 32)};
+}
 INTRANODE_DEVICE int popcount(uint32_t x) { return __builtin_popcount(x); }
 INTRANODE_DEVICE void status_cas(uint32_t* p, uint32_t v) { atomicCAS(p, 0u, v); }
 INTRANODE_DEVICE uint64_t load_arg_u64(const unsigned long long* p) { return *p; }

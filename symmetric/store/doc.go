@@ -16,6 +16,9 @@
 //     rank connects with DialTCP. One connection multiplexes concurrent
 //     calls; blocked Gets wait on the server, which bounds frame sizes,
 //     in-flight requests and keys so a misbehaving client cannot exhaust it.
+//     With a per-job secret (WithSecret or INTRANODE_STORE_SECRET) client
+//     and server prove to each other that they hold it, by HMAC-SHA256
+//     challenge-response, before any key is read or written.
 //
 // Exchange builds the collectives the rest of intranode needs on any Store:
 // AllGather, Barrier, Broadcast and AllGatherValue, with keys

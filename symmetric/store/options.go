@@ -35,6 +35,8 @@ type options struct {
 	maxFrameSize int
 	maxKeys      int
 	maxInflight  int
+	secret       []byte // see WithSecret and authSecret
+	secretSet    bool
 }
 
 func buildOptions(opts []Option) options {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +22,10 @@ import (
 // fails at once with an error matching backend.ErrPeerFailed; after Close,
 // with one matching backend.ErrClosed.
 type TCP struct {
-	opts options
-	addr string
-	conn net.Conn
+	opts   options
+	secret []byte // nil: the server must not ask for one
+	addr   string
+	conn   net.Conn
 
 	wmu    sync.Mutex // one frame at a time on the wire
 	slots  chan struct{}
@@ -45,7 +47,13 @@ type tcpResponse struct {
 }
 
 // DialTCP connects to the server at addr and exchanges the protocol hello.
-// It honours WithTimeout, WithMaxFrameSize, WithMaxInflight and WithLogger.
+// It honours WithSecret (or EnvSecret), WithTimeout, WithMaxFrameSize,
+// WithMaxInflight and WithLogger.
+//
+// With a secret, the client proves it to the server and requires the
+// server to prove it back before any key is read or written; without one,
+// it refuses a server that asks for one. Either failure matches
+// ErrUnauthenticated.
 func DialTCP(ctx context.Context, addr string, opts ...Option) (*TCP, error) {
 	o := buildOptions(opts)
 	ctx, cancel := withDeadline(ctx, o.timeout)
@@ -60,6 +68,7 @@ func DialTCP(ctx context.Context, addr string, opts ...Option) (*TCP, error) {
 	}
 	c := &TCP{
 		opts:       o,
+		secret:     o.authSecret(),
 		addr:       addr,
 		conn:       conn,
 		slots:      make(chan struct{}, o.maxInflight),
@@ -111,12 +120,27 @@ func (c *TCP) hello(ctx context.Context, r *bufio.Reader) error {
 		return serverError(body, "hello")
 	}
 	version, auth := body.u32(), body.u8()
+	var serverNonce []byte
+	if auth == authHMAC {
+		serverNonce = body.take(nonceSize)
+	}
 	switch {
 	case kind != respOK || body.end() != nil:
 		return backend.Errorf(backend.CodeUnavailable, "tcp store: %s is not an intranode store server", c.addr)
 	case version != protocolVersion:
 		return backend.Errorf(backend.CodeNotSupported,
 			"tcp store: protocol version mismatch: client speaks %d, server %s speaks %d", protocolVersion, c.addr, version)
+	case auth == authNone && c.secret != nil:
+		return backend.Errorf(backend.CodeInvalidArgument,
+			"%w: server %s does not authenticate its clients but this client has a secret; refusing to trust it",
+			ErrUnauthenticated, c.addr)
+	case auth == authHMAC && c.secret == nil:
+		return backend.Errorf(backend.CodeInvalidArgument,
+			"%w: server %s requires the job's secret; set %s or use store.WithSecret", ErrUnauthenticated, c.addr, EnvSecret)
+	case auth == authHMAC:
+		if err := c.authenticate(r, serverNonce, fail); err != nil {
+			return err
+		}
 	case auth != authNone:
 		return backend.Errorf(backend.CodeNotSupported,
 			"tcp store: server %s requires authentication method %d, which this client does not support", c.addr, auth)
@@ -125,6 +149,50 @@ func (c *TCP) hello(ctx context.Context, r *bufio.Reader) error {
 		return fail(context.Canceled)
 	}
 	return c.conn.SetDeadline(time.Time{})
+}
+
+// authenticate proves the secret to the server and checks the server's
+// proof in return (see authHMAC), under the hello's deadline.
+func (c *TCP) authenticate(r *bufio.Reader, serverNonce []byte, fail func(error) error) error {
+	clientNonce, err := newNonce()
+	if err != nil {
+		return err
+	}
+	w := newFrame(opAuth, 0)
+	w.b = append(w.b, clientNonce...)
+	w.b = append(w.b, proof(c.secret, clientLabel, serverNonce, clientNonce)...)
+	if _, err := c.conn.Write(w.bytes()); err != nil {
+		return fail(err)
+	}
+	n, err := readFrameHeader(r, c.opts.maxFrameSize)
+	if err != nil {
+		return fail(err)
+	}
+	p, err := readFrameBody(r, n)
+	if err != nil {
+		return fail(err)
+	}
+	kind, _, body, err := parseHeader(p)
+	if err != nil {
+		return fail(err)
+	}
+	if kind == respErr {
+		code, msg := backend.Code(body.u32()), body.str()
+		if body.end() != nil {
+			code, msg = backend.CodeInvalidArgument, "malformed refusal"
+		}
+		return backend.Errorf(code, "%w: server %s refused this client: %s",
+			ErrUnauthenticated, c.addr, strings.TrimPrefix(msg, ErrUnauthenticated.Error()+": "))
+	}
+	mac := body.take(macSize)
+	if kind != respOK || body.end() != nil {
+		return backend.Errorf(backend.CodeUnavailable, "tcp store: %s is not an intranode store server", c.addr)
+	}
+	if !validProof(c.secret, serverLabel, serverNonce, clientNonce, mac) {
+		return backend.Errorf(backend.CodePeerFailed,
+			"%w: server %s failed to prove it holds the job's secret; it may be an impostor", ErrUnauthenticated, c.addr)
+	}
+	return nil
 }
 
 // serverError decodes a respErr body into an error with the server's code.

@@ -17,10 +17,12 @@ import (
 //
 // A connection opens with a hello exchange before any key is read or
 // written: the client sends opHello with protocolMagic and its version; the
-// server answers respOK with its version and an authentication method
-// (authNone today) or respErr and hangs up. A per-job secret slots in here:
-// the server would answer with a method and a challenge, and the client
-// would prove the secret in one more frame before the request loop starts.
+// server answers respOK with its version and an authentication method, or
+// respErr and hangs up. With authNone the request loop starts at once. With
+// authHMAC (the server has a per-job secret) the answer also carries the
+// server's nonce, and the client must send its proof of the secret in an
+// opAuth frame and check the server's proof in return before the request
+// loop starts (auth.go describes the exchange).
 //
 // Requests (id > 0, chosen by the client, unique among its in-flight ones):
 //
@@ -58,7 +60,7 @@ const (
 
 var opNames = map[byte]string{
 	opHello: "hello", opSet: "set", opGet: "get", opWait: "wait", opAdd: "add",
-	opCAS: "compare-and-set", opCheck: "check", opDelete: "delete", opCancel: "cancel",
+	opCAS: "compare-and-set", opCheck: "check", opDelete: "delete", opCancel: "cancel", opAuth: "auth",
 }
 
 // frameHeaderSize is the opcode and the request id.

@@ -21,15 +21,17 @@ const maxHandshakeTimeout = 30 * time.Second
 // and every rank, that one included, connects with DialTCP. Keys live in a
 // Mem, so blocked Gets sleep until the Set that satisfies them.
 //
-// The server defends itself: frames over the size limit are refused before
-// memory is allocated for them, each connection has a bounded number of
+// The server defends itself: with a per-job secret (WithSecret, EnvSecret)
+// only clients that prove they hold it get past the hello; frames over the
+// size limit are refused before memory is allocated for them, each connection has a bounded number of
 // blocking requests, the number of keys is bounded, and a connection that
 // sends a malformed frame or an unknown opcode gets an error frame and is
 // closed without disturbing the others.
 type Server struct {
-	opts options
-	ln   net.Listener
-	mem  *Mem
+	opts   options
+	secret []byte // nil: clients need not authenticate
+	ln     net.Listener
+	mem    *Mem
 
 	mu     sync.Mutex
 	conns  map[*serverConn]struct{}
@@ -41,8 +43,13 @@ type Server struct {
 // ListenTCP starts a server on addr ("host:port"). An empty host, or an
 // empty addr, means 127.0.0.1: the store is reachable from other hosts only
 // when asked for explicitly (e.g. "0.0.0.0:port"). Port 0 picks a free port;
-// Addr reports it. It honours WithTimeout, WithMaxFrameSize, WithMaxKeys,
-// WithMaxInflight and WithLogger.
+// Addr reports it. It honours WithSecret (or EnvSecret), WithTimeout,
+// WithMaxFrameSize, WithMaxKeys, WithMaxInflight and WithLogger.
+//
+// With a secret, a client must prove it holds the same one (HMAC-SHA256
+// challenge-response, see authHMAC) before it may read or write a key; a
+// client that cannot gets an error frame matching ErrUnauthenticated and is
+// disconnected.
 func ListenTCP(addr string, opts ...Option) (*Server, error) {
 	addr, err := listenAddr(addr)
 	if err != nil {
@@ -54,11 +61,12 @@ func ListenTCP(addr string, opts ...Option) (*Server, error) {
 	}
 	o := buildOptions(opts)
 	s := &Server{
-		opts:  o,
-		ln:    ln,
-		mem:   NewMem(WithMaxKeys(o.maxKeys), WithTimeout(o.timeout)),
-		conns: make(map[*serverConn]struct{}),
-		done:  make(chan struct{}),
+		opts:   o,
+		secret: o.authSecret(),
+		ln:     ln,
+		mem:    NewMem(WithMaxKeys(o.maxKeys), WithTimeout(o.timeout)),
+		conns:  make(map[*serverConn]struct{}),
+		done:   make(chan struct{}),
 	}
 	s.wg.Add(1)
 	go s.accept()
@@ -220,16 +228,17 @@ func (c *serverConn) serve() {
 	}
 }
 
-// handshake reads the client's hello and answers it. This is where a
-// per-job challenge-response would go: nothing else is read before it.
+// handshake reads the client's hello and answers it; when the server has a
+// secret, the client must then prove it (see authHMAC) before anything else
+// is read. The whole exchange must finish within the handshake timeout, so
+// silent or slow connections cannot pile up.
 func (c *serverConn) handshake() error {
-	timeout := min(c.s.opts.timeout, maxHandshakeTimeout)
-	_ = c.conn.SetReadDeadline(time.Now().Add(timeout))
+	deadline := time.Now().Add(min(c.s.opts.timeout, maxHandshakeTimeout))
+	_ = c.conn.SetReadDeadline(deadline)
 	p, err := c.readPayload()
 	if err != nil {
 		return err
 	}
-	_ = c.conn.SetReadDeadline(time.Time{})
 	op, id, body, err := parseHeader(p)
 	if err != nil {
 		return &protocolError{err: err}
@@ -249,7 +258,58 @@ func (c *serverConn) handshake() error {
 	}
 	w := newFrame(respOK, id)
 	w.u32(protocolVersion)
-	w.u8(authNone)
+	if c.s.secret == nil {
+		w.u8(authNone)
+		if err := c.send(w); err != nil {
+			return err
+		}
+		return c.conn.SetReadDeadline(time.Time{})
+	}
+	serverNonce, err := newNonce()
+	if err != nil {
+		return err
+	}
+	w.u8(authHMAC)
+	w.b = append(w.b, serverNonce...)
+	if err := c.send(w); err != nil {
+		return err
+	}
+	// readPayload cleared the deadline; the proof is due by the same one.
+	_ = c.conn.SetReadDeadline(deadline)
+	if err := c.authenticate(serverNonce); err != nil {
+		return err
+	}
+	return c.conn.SetReadDeadline(time.Time{})
+}
+
+// authenticate reads the client's proof of the secret and answers with the
+// server's own. A client that sends anything else, or a wrong proof, gets
+// one error frame and is disconnected; nothing of the store is reached.
+func (c *serverConn) authenticate(serverNonce []byte) error {
+	p, err := c.readPayload()
+	if err != nil {
+		return err
+	}
+	op, id, body, err := parseHeader(p)
+	if err != nil {
+		return &protocolError{err: err}
+	}
+	refuse := func(format string, args ...any) error {
+		c.sendError(0, backend.CodeInvalidArgument, ErrUnauthenticated.Error()+": "+fmt.Sprintf(format, args...))
+		return io.EOF
+	}
+	if op != opAuth {
+		return refuse("this server requires a secret; the client sent opcode 0x%02x instead of its proof", op)
+	}
+	clientNonce, mac := body.take(nonceSize), body.take(macSize)
+	if err := body.end(); err != nil || id != 0 {
+		return refuse("malformed proof (%d bytes, id %d)", len(p)-frameHeaderSize, id)
+	}
+	if !validProof(c.s.secret, clientLabel, serverNonce, clientNonce, mac) {
+		return refuse("the client's proof does not match this job's secret")
+	}
+	w := newFrame(respOK, 0)
+	w.b = append(w.b, proof(c.s.secret, serverLabel, serverNonce, clientNonce)...)
 	return c.send(w)
 }
 

@@ -74,6 +74,28 @@ inline void store_release(uint32_t* p, uint32_t v) {
 }
 inline uint32_t load_plain(const uint32_t* p) { return *p; }
 inline void store_plain(uint32_t* p, uint32_t v) { *p = v; }
+inline uint32_t fetch_add_acq_rel(uint32_t* p, uint32_t v) {
+  return std::atomic_ref<uint32_t>(*p).fetch_add(v, std::memory_order_acq_rel);
+}
+// LL lines: each 8-byte half {d, f} is one atomic access, as the ABI asks.
+inline void store_ll(void* p, V16 v) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {
+    std::abort();
+  }
+  auto* q = static_cast<uint64_t*>(p);
+  std::atomic_ref<uint64_t>(q[0]).store(uint64_t(v.y) << 32 | v.x, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(q[1]).store(uint64_t(v.w) << 32 | v.z, std::memory_order_relaxed);
+}
+inline V16 load_ll(const void* p) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {
+    std::abort();
+  }
+  auto* q = const_cast<uint64_t*>(static_cast<const uint64_t*>(p));
+  const uint64_t lo = std::atomic_ref<uint64_t>(q[0]).load(std::memory_order_relaxed);
+  const uint64_t hi = std::atomic_ref<uint64_t>(q[1]).load(std::memory_order_relaxed);
+  std::this_thread::yield();  // pollers outnumber the cores
+  return V16{uint32_t(lo), uint32_t(lo >> 32), uint32_t(hi), uint32_t(hi >> 32)};
+}
 inline int popcount(uint32_t x) { return __builtin_popcount(x); }
 inline void status_cas(uint32_t* p, uint32_t v) {
   uint32_t zero = 0;

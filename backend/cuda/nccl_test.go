@@ -1,0 +1,901 @@
+//go:build cuda
+
+package cuda
+
+// The TestNCCL… tests run anywhere: the type mapping, errors, the store
+// bootstrap, and the loader (against a missing library, the C library and a
+// mock libnccl built here with the C compiler). The TestGPUNCCL… tests need
+// two GPUs and NCCL and skip, saying why, without them. Build them on a
+// development machine and run them on the GPU host:
+//
+//	go test -c -tags cuda -o .gpu/cuda.test ./backend/cuda
+//	.gpu/cuda.test -test.run NCCL -test.v
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/internal/numeric"
+	"github.com/intranode/intranode/symmetric/store"
+)
+
+func TestNCCLTypeMapping(t *testing.T) {
+	// ncclDataType_t and ncclRedOp_t as nccl.h numbers them.
+	dtypes := map[backend.DType]int{
+		backend.Float32:  7, // ncclFloat32
+		backend.Float16:  6, // ncclFloat16
+		backend.BFloat16: 9, // ncclBfloat16
+		backend.Float64:  8, // ncclFloat64
+		backend.Int32:    2, // ncclInt32
+	}
+	require.Len(t, dtypes, len(backend.DTypes), "every dtype has an NCCL type")
+	for _, d := range backend.DTypes {
+		got, err := ncclDataType(d)
+		require.NoError(t, err, "%v", d)
+		require.Equal(t, dtypes[d], got, "%v", d)
+	}
+	_, err := ncclDataType(backend.DType(99))
+	require.ErrorIs(t, err, backend.ErrInvalidArgument)
+
+	ops := map[backend.ReduceOp]int{
+		backend.Sum: 0, // ncclSum
+		backend.Max: 2, // ncclMax
+		backend.Min: 3, // ncclMin
+	}
+	for o, want := range ops {
+		got, err := ncclRedOp(o)
+		require.NoError(t, err, "%v", o)
+		require.Equal(t, want, got, "%v", o)
+	}
+	require.Equal(t, 1, ncclProd, "ncclProd sits between ncclSum and ncclMax")
+	_, err = ncclRedOp(backend.ReduceOp(7))
+	require.ErrorIs(t, err, backend.ErrInvalidArgument)
+}
+
+func TestNCCLVersionFormat(t *testing.T) {
+	for code, want := range map[int]string{
+		22809: "2.28.9",
+		21003: "2.10.3",
+		21903: "2.19.3",
+		2804:  "2.8.4",
+		2708:  "2.7.8",
+	} {
+		require.Equal(t, want, formatNCCLVersion(code), "%d", code)
+	}
+}
+
+func TestNCCLErrors(t *testing.T) {
+	require.NoError(t, checkNCCL("ncclAllReduce", 0))
+	for r, code := range map[int]backend.Code{
+		1: backend.CodeInternal,        // ncclUnhandledCudaError
+		2: backend.CodeInternal,        // ncclSystemError
+		3: backend.CodeInternal,        // ncclInternalError
+		4: backend.CodeInvalidArgument, // ncclInvalidArgument
+		5: backend.CodeInvalidArgument, // ncclInvalidUsage
+		6: backend.CodePeerFailed,      // ncclRemoteError
+		7: backend.CodeTimeout,         // ncclInProgress
+		8: backend.CodeTimeout,         // ncclTimeout
+		9: backend.CodeInternal,
+	} {
+		e := &NCCLError{Op: "ncclCommInitRank", Result: r}
+		require.Equal(t, code, e.Code(), "result %d", r)
+		err := wrapNCCL(e, "creating")
+		require.Equal(t, code, backend.CodeOf(err), "result %d", r)
+		var ne *NCCLError
+		require.ErrorAs(t, err, &ne)
+	}
+	e := &NCCLError{Op: "ncclAllReduce", Result: 4, Description: "invalid argument", Detail: "bad count"}
+	require.Equal(t, "ncclAllReduce: ncclInvalidArgument (4): invalid argument (bad count)", e.Error())
+	require.Equal(t, "ncclResult_t(42)", (&NCCLError{Result: 42}).Name())
+
+	// The shims' own result spaces: a failed context switch is the
+	// driver's error, a failed communicator NCCL's asynchronous one.
+	err := checkNCCL("ncclAllReduce", 0x10000|201)
+	var de *DriverError
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, "cuCtxSetCurrent", de.Op)
+	require.Equal(t, 201, de.Result)
+	err = checkNCCL("ncclAllReduce", 0x20000|6)
+	var ne *NCCLError
+	require.ErrorAs(t, err, &ne)
+	require.Equal(t, "ncclCommGetAsyncError", ne.Op)
+	require.Equal(t, 6, ne.Result)
+	require.ErrorIs(t, wrapNCCL(err, "all-reduce"), backend.ErrPeerFailed)
+}
+
+func fakeID() ([]byte, error) { return bytes.Repeat([]byte{0xab}, ncclUniqueIDBytes), nil }
+
+func TestNCCLBootstrap(t *testing.T) {
+	st := store.NewMem()
+	defer func() { require.NoError(t, st.Close()) }()
+	const world = 3
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ids := make([][]byte, world)
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Go(func() { ids[r], errs[r] = ncclBootstrap(ctx, st, "IntraNodeComm0", r, world, fakeID) })
+	}
+	wg.Wait()
+	want, _ := fakeID()
+	for r := range world {
+		require.NoError(t, errs[r], "rank %d", r)
+		require.Equal(t, want, ids[r], "rank %d", r)
+	}
+	v, err := st.Get(ctx, "IntraNodeComm0/nccl/1/id")
+	require.NoError(t, err)
+	require.Equal(t, want, v)
+
+	// Recreated communicators meet under the next generation's keys.
+	for r := range world {
+		wg.Go(func() { ids[r], errs[r] = ncclBootstrap(ctx, st, "IntraNodeComm0", r, world, fakeID) })
+	}
+	wg.Wait()
+	for r := range world {
+		require.NoError(t, errs[r], "rank %d", r)
+	}
+	ok, err := st.Check(ctx, "IntraNodeComm0/nccl/2/id", "IntraNodeComm0/nccl/2/join/2")
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
+func TestNCCLBootstrapMissingRank(t *testing.T) {
+	st := store.NewMem()
+	defer func() { require.NoError(t, st.Close()) }()
+	const wait = 300 * time.Millisecond
+
+	// Rank 1 never comes: rank 0 gives up at its deadline and names it.
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	start := time.Now()
+	_, err := ncclBootstrap(ctx, st, "g0", 0, 2, fakeID)
+	require.ErrorIs(t, err, backend.ErrTimeout)
+	require.ErrorContains(t, err, "ranks [1] did not make their first fallback all-reduce")
+	require.Less(t, time.Since(start), wait+missingCheckTimeout+time.Second)
+
+	// Rank 1 comes after rank 0 gave up: it finds every rank joined but
+	// the generation abandoned, and fails at once instead of entering NCCL.
+	start = time.Now()
+	_, err = ncclBootstrap(t.Context(), st, "g0", 1, 2, fakeID)
+	require.ErrorIs(t, err, backend.ErrTimeout)
+	require.ErrorContains(t, err, "a rank stopped waiting for the others")
+	require.Less(t, time.Since(start), time.Second)
+
+	// Rank 0 never comes: rank 1 waits for the id in vain.
+	ctx2, cancel2 := context.WithTimeout(t.Context(), wait)
+	defer cancel2()
+	_, err = ncclBootstrap(ctx2, st, "g1", 1, 2, fakeID)
+	require.ErrorIs(t, err, backend.ErrTimeout)
+	require.ErrorContains(t, err, "rank 0 has not made its first fallback all-reduce")
+
+	// A failure to make the id is rank 0's error, unchanged.
+	boom := backend.Errorf(backend.CodeInternal, "no id")
+	_, err = ncclBootstrap(t.Context(), st, "g2", 0, 2, func() ([]byte, error) { return nil, boom })
+	require.ErrorIs(t, err, boom)
+
+	// A malformed id is refused.
+	ctx3, cancel3 := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel3()
+	_, err = ncclBootstrap(ctx3, st, "g3", 0, 1, func() ([]byte, error) { return []byte{1, 2}, nil })
+	require.ErrorIs(t, err, backend.ErrInternal)
+	require.ErrorContains(t, err, "has 2 bytes")
+}
+
+func TestNCCLClosedBackend(t *testing.T) {
+	b, err := Open(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	_, err = b.NCCLVersion()
+	require.ErrorIs(t, err, backend.ErrClosed)
+	require.NoError(t, b.ReleaseFallback(nil))
+	err = b.FallbackAllReduce(nil, nil, 0, 0, 1, backend.Float32, backend.Sum)
+	require.ErrorIs(t, err, backend.ErrInvalidArgument)
+}
+
+// mockNCCL is a CPU stand-in for libnccl.so.2 with the entry points the
+// backend resolves. Its all-reduce works on the mock driver's "device"
+// memory (host memory) for ranks that are threads of one process, f32 and
+// i32 only, synchronously. Like the mock driver it is strict: init needs a
+// current context, the all-reduce's stream must belong to the current
+// context, and aborting a communicator twice fails. MOCK_NCCL_ASYNC makes
+// ncclCommGetAsyncError report that result.
+const mockNCCL = `
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct { char internal[128]; } ncclUniqueId;
+
+enum { MAXR = 8, MAGIC = 0x6e63636c };
+
+struct group {
+	char id[128];
+	int nranks, joined, arrived;
+	unsigned long gen;
+	const void *send[MAXR];
+	struct group *next;
+};
+
+struct comm {
+	int magic;
+	struct group *g;
+	int rank;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static struct group *groups;
+static unsigned char ids;
+static int (*ctx_sync)(void);
+static int (*stream_query)(void *);
+
+// driver binds the mock driver's checks, when the process has loaded it.
+static int driver(void) {
+	if (ctx_sync == NULL) {
+		void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+		if (cu == NULL) return 0;
+		ctx_sync = (int (*)(void))dlsym(cu, "cuCtxSynchronize");
+		stream_query = (int (*)(void *))dlsym(cu, "cuStreamQuery");
+	}
+	return ctx_sync != NULL && stream_query != NULL;
+}
+
+int ncclGetVersion(int *v) { *v = 22809; return 0; }
+
+int ncclGetUniqueId(ncclUniqueId *id) {
+	pthread_mutex_lock(&mu);
+	memset(id->internal, 7, sizeof(id->internal));
+	id->internal[127] = (char)++ids;
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+int ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
+	*out = NULL;
+	if (nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks) return 4;
+	pthread_mutex_lock(&mu);
+	if (driver() && ctx_sync() != 0) {
+		pthread_mutex_unlock(&mu);
+		return 1;
+	}
+	struct group *g = groups;
+	while (g != NULL && memcmp(g->id, id.internal, sizeof(g->id)) != 0) g = g->next;
+	if (g == NULL) {
+		g = calloc(1, sizeof(*g));
+		memcpy(g->id, id.internal, sizeof(g->id));
+		g->nranks = nranks;
+		g->next = groups;
+		groups = g;
+	}
+	if (g->nranks != nranks || g->joined >= nranks) {
+		pthread_mutex_unlock(&mu);
+		return 5;
+	}
+	if (++g->joined == nranks) pthread_cond_broadcast(&cv);
+	while (g->joined < nranks) pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
+	struct comm *c = calloc(1, sizeof(*c));
+	c->magic = MAGIC;
+	c->g = g;
+	c->rank = rank;
+	*out = c;
+	return 0;
+}
+
+// barrier waits, with mu held, until every rank of g has arrived.
+static void barrier(struct group *g) {
+	unsigned long gen = g->gen;
+	if (++g->arrived == g->nranks) {
+		g->arrived = 0;
+		g->gen++;
+		pthread_cond_broadcast(&cv);
+		return;
+	}
+	while (gen == g->gen) pthread_cond_wait(&cv, &mu);
+}
+
+#define REDUCE(T)                                                                        \
+	for (size_t i = 0; i < count; i++) {                                                 \
+		T acc = ((const T *)g->send[0])[i];                                              \
+		for (int r = 1; r < g->nranks; r++) {                                            \
+			T x = ((const T *)g->send[r])[i];                                            \
+			acc = op == 0 ? acc + x : op == 2 ? (x > acc ? x : acc) : (x < acc ? x : acc); \
+		}                                                                                \
+		((T *)tmp)[i] = acc;                                                             \
+	}
+
+int ncclAllReduce(const void *send, void *recv, size_t count, int dtype, int op, struct comm *c, void *stream) {
+	if (c == NULL || c->magic != MAGIC) return 5;
+	if ((dtype != 7 && dtype != 2) || (op != 0 && op != 2 && op != 3)) return 4;
+	pthread_mutex_lock(&mu);
+	if (driver() && stream_query(stream) != 0) {
+		pthread_mutex_unlock(&mu);
+		return 1;
+	}
+	struct group *g = c->g;
+	g->send[c->rank] = send;
+	barrier(g);
+	void *tmp = malloc(count * 4 + 1);
+	if (dtype == 7) {
+		REDUCE(float)
+	} else {
+		REDUCE(int)
+	}
+	barrier(g);
+	memcpy(recv, tmp, count * 4);
+	free(tmp);
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+int ncclCommAbort(struct comm *c) {
+	if (c == NULL) return 0;
+	if (c->magic != MAGIC) return 5;
+	if (driver() && ctx_sync() != 0) return 1;
+	c->magic = 0;
+	return 0;
+}
+
+int ncclCommGetAsyncError(struct comm *c, int *state) {
+	if (c == NULL || c->magic != MAGIC) return 4;
+	const char *e = getenv("MOCK_NCCL_ASYNC");
+	*state = e != NULL ? atoi(e) : 0;
+	return 0;
+}
+
+const char *ncclGetErrorString(int r) { return r == 5 ? "invalid usage (mock)" : "other (mock)"; }
+const char *ncclGetLastError(void *c) { (void)c; return "mock last error"; }
+`
+
+// buildMockNCCL compiles mockNCCL into dir/libnccl.so.2, or says why it
+// cannot.
+func buildMockNCCL(t *testing.T, dir string) (string, error) {
+	t.Helper()
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	if _, err := exec.LookPath(cc); err != nil {
+		return "", fmt.Errorf("no C compiler (%s): %w", cc, err)
+	}
+	src := filepath.Join(dir, "mocknccl.c")
+	require.NoError(t, os.WriteFile(src, []byte(mockNCCL), 0o600))
+	lib := filepath.Join(dir, "libnccl.so.2")
+	out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", lib, src, "-lpthread", "-ldl").CombinedOutput()
+	require.NoError(t, err, "building the mock NCCL:\n%s", out)
+	return lib, nil
+}
+
+// Environment of TestNCCLLoader's child: the marker, and the mock library's
+// path ("" when it could not be built).
+const (
+	envNCCLChild = "INTRANODE_CUDA_TEST_NCCL_CHILD"
+	envNCCLMock  = "INTRANODE_CUDA_TEST_NCCL_MOCK"
+)
+
+// missingNCCL is a library path that does not exist.
+const missingNCCL = "/nonexistent/intranode/libnccl.so.2"
+
+// TestNCCLLoader runs the loader checks in a fresh process (NCCL is loaded
+// once per process), with INTRANODE_NCCL_LIBRARY pointing nowhere, NVLS
+// asked for and NCCL_RUNTIME_CONNECT unset.
+func TestNCCLLoader(t *testing.T) {
+	mock, err := buildMockNCCL(t, t.TempDir())
+	if err != nil {
+		t.Logf("the child skips the mock NCCL: %v", err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNCCLLoaderChild$", "-test.v", "-test.count=1")
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "NCCL_RUNTIME_CONNECT=") || strings.HasPrefix(kv, "NCCL_NVLS_ENABLE=") ||
+			strings.HasPrefix(kv, EnvNCCLLibrary+"=")
+	})
+	cmd.Env = append(cmd.Env, envNCCLChild+"=1", envNCCLMock+"="+mock, "NCCL_NVLS_ENABLE=1", EnvNCCLLibrary+"="+missingNCCL)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "child output:\n%s", out)
+	require.Contains(t, string(out), "--- PASS: TestNCCLLoaderChild", "child output:\n%s", out)
+}
+
+func TestNCCLLoaderChild(t *testing.T) {
+	if os.Getenv(envNCCLChild) == "" {
+		t.Skip("runs only as TestNCCLLoader's child process")
+	}
+	b, err := Open(t.Context())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, b.Close()) }()
+
+	// The override names a missing file: a clear ErrUnavailable, with or
+	// without a driver.
+	_, err = b.NCCLVersion()
+	require.ErrorIs(t, err, backend.ErrUnavailable)
+	require.ErrorContains(t, err, missingNCCL+" not found: ")
+	require.ErrorContains(t, err, EnvNCCLLibrary)
+	// NCCL's environment was set before the first attempt: multicast off
+	// whatever was asked, connections made at init.
+	require.Equal(t, "0", os.Getenv("NCCL_NVLS_ENABLE"))
+	require.Equal(t, "0", os.Getenv("NCCL_RUNTIME_CONNECT"))
+
+	// A library without NCCL's entry points (glibc's name; elsewhere this
+	// part has nothing to open).
+	err = loadNCCLFrom("libc.so.6", slog.Default())
+	require.ErrorIs(t, err, backend.ErrUnavailable)
+	if !strings.Contains(err.Error(), "libc.so.6 not found") {
+		require.ErrorContains(t, err, "libc.so.6 is not a usable NCCL")
+		require.ErrorContains(t, err, "entry point ncclGetVersion missing")
+	}
+
+	mock := os.Getenv(envNCCLMock)
+	if mock == "" {
+		t.Log("no mock NCCL: skipping the binding checks")
+		return
+	}
+	// Failed loads leave nothing behind: the mock loads afterwards.
+	t.Setenv(EnvNCCLLibrary, mock)
+	v, err := b.NCCLVersion()
+	require.NoError(t, err)
+	require.Equal(t, "2.28.9", v)
+	id, err := ncclUniqueID()
+	require.NoError(t, err)
+	require.Len(t, id, ncclUniqueIDBytes)
+	require.Equal(t, bytes.Repeat([]byte{7}, ncclUniqueIDBytes-1), id[:ncclUniqueIDBytes-1])
+	err = checkNCCL("ncclCommInitRank", 5)
+	require.ErrorIs(t, wrapNCCL(err, "creating"), backend.ErrInvalidArgument)
+	require.EqualError(t, err, "ncclCommInitRank: ncclInvalidUsage (5): invalid usage (mock) (mock last error)")
+	// Once loaded, the library stays: another override changes nothing.
+	t.Setenv(EnvNCCLLibrary, missingNCCL)
+	v, err = b.NCCLVersion()
+	require.NoError(t, err)
+	require.Equal(t, "2.28.9", v)
+}
+
+// The GPU tests.
+
+const ncclGroupTimeout = 60 * time.Second
+
+// openNCCLGroup rendezvouses a 2-rank collective.Comm on devices 0 and 1
+// of b (each rank a goroutine of this process) and releases its NCCL
+// communicators and closes it at the end of the test. It skips without two
+// GPUs, two that form a group, or NCCL (unless needNCCL is false).
+func openNCCLGroup(t *testing.T, b *Backend, needNCCL bool) []*collective.Comm {
+	t.Helper()
+	n, err := b.DeviceCount(t.Context())
+	require.NoError(t, err)
+	if n < 2 {
+		t.Skipf("needs 2 GPUs, have %d", n)
+	}
+	if needNCCL {
+		v, err := b.NCCLVersion()
+		if err != nil {
+			require.ErrorIs(t, err, backend.ErrUnavailable)
+			t.Skipf("no NCCL: %v", err)
+		}
+		t.Logf("NCCL %s", v)
+	}
+	st := store.NewMem()
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	const world = 2
+	comms := make([]*collective.Comm, world)
+	for r := range world {
+		dev := r
+		c, err := collective.New(st, r, world, collective.Options{Backend: b, Device: &dev, Timeout: ncclGroupTimeout})
+		require.NoError(t, err)
+		comms[r] = c
+	}
+	t.Cleanup(func() {
+		for _, c := range comms {
+			require.NoError(t, b.ReleaseFallback(c))
+		}
+		for _, c := range comms {
+			require.NoError(t, c.Close())
+		}
+	})
+	err = eachRank(world, func(r int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), ncclGroupTimeout)
+		defer cancel()
+		return comms[r].Rendezvous(ctx)
+	})
+	if errors.Is(err, collective.ErrTopology) || errors.Is(err, collective.ErrNotSupported) {
+		t.Skipf("devices 0 and 1 do not form a group: %v", err)
+	}
+	require.NoError(t, err)
+	return comms
+}
+
+// eachRank runs f for every rank concurrently and joins their errors.
+func eachRank(world int, f func(r int) error) error {
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Go(func() {
+			if err := f(r); err != nil {
+				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// ncclRank is one rank's stream and buffers.
+type ncclRank struct {
+	rank    int
+	c       *collective.Comm // nil in the mock test
+	d       backend.Device
+	s       backend.Stream
+	in, out backend.Allocation
+}
+
+func ncclRanks(t *testing.T, comms []*collective.Comm, bytes int) []*ncclRank {
+	t.Helper()
+	ctx := timeout(t)
+	out := make([]*ncclRank, len(comms))
+	for r, c := range comms {
+		d := c.Device()
+		require.NotNil(t, d)
+		out[r] = newNCCLRank(ctx, t, r, d, bytes)
+		out[r].c = c
+	}
+	return out
+}
+
+// newNCCLRank gives rank a stream and two buffers of bytes on d.
+func newNCCLRank(ctx context.Context, t *testing.T, rank int, d backend.Device, bytes int) *ncclRank {
+	t.Helper()
+	in, err := d.Alloc(ctx, bytes)
+	require.NoError(t, err)
+	closeLater(t, in)
+	o, err := d.Alloc(ctx, bytes)
+	require.NoError(t, err)
+	closeLater(t, o)
+	return &ncclRank{rank: rank, d: d, s: newStream(t, d), in: in, out: o}
+}
+
+// check fills rank's input with the test pattern of seed, runs call, waits
+// for the stream and compares the result (in dst) with the exact
+// all-reduce.
+func (k *ncclRank) check(ctx context.Context, dtype backend.DType, op backend.ReduceOp, count, world, seed int,
+	dst backend.DevicePtr, call func() error) error {
+	input := make([]byte, count*dtype.Size())
+	numeric.Pattern(dtype, input, count, k.rank, seed)
+	if err := k.d.CopyToDevice(ctx, k.in.Ptr(), input); err != nil {
+		return err
+	}
+	if err := call(); err != nil {
+		return err
+	}
+	if err := k.s.Synchronize(ctx); err != nil {
+		return err
+	}
+	got := make([]byte, len(input))
+	if err := k.d.CopyFromDevice(ctx, got, dst); err != nil {
+		return err
+	}
+	want := make([]byte, len(input))
+	numeric.Expected(dtype, op, want, count, world, seed)
+	if wrong, first := numeric.Compare(dtype, got, want, count); wrong > 0 {
+		return fmt.Errorf("%v %v count %d: %d elements wrong, first %v", dtype, op, count, wrong, first)
+	}
+	return nil
+}
+
+func TestGPUNCCLAllReduce(t *testing.T) {
+	b := openGPU(t)
+	comms := openNCCLGroup(t, b, true)
+	const maxCount = 1<<20 + 3
+	ranks := ncclRanks(t, comms, maxCount*8)
+	seed := 0
+	type tc struct {
+		dtype   backend.DType
+		op      backend.ReduceOp
+		count   int
+		inPlace bool
+	}
+	var cases []tc
+	for _, dtype := range []backend.DType{backend.BFloat16, backend.Float32} {
+		for _, count := range []int{1, 7, 4099, maxCount} {
+			for _, inPlace := range []bool{false, true} {
+				cases = append(cases, tc{dtype, backend.Sum, count, inPlace})
+			}
+		}
+	}
+	for _, dtype := range backend.DTypes {
+		for _, op := range []backend.ReduceOp{backend.Sum, backend.Max, backend.Min} {
+			cases = append(cases, tc{dtype, op, 4099, false})
+		}
+	}
+	for _, k := range cases {
+		seed++
+		err := eachRank(len(ranks), func(r int) error {
+			rk := ranks[r]
+			ctx, cancel := context.WithTimeout(context.Background(), ncclGroupTimeout)
+			defer cancel()
+			dst := rk.out.Ptr()
+			var opts []collective.CallOption
+			if k.inPlace {
+				dst = rk.in.Ptr()
+			} else {
+				opts = append(opts, collective.Output(dst))
+			}
+			return rk.check(ctx, k.dtype, k.op, k.count, len(ranks), seed, dst, func() error {
+				w, err := rk.c.AllReduce(ctx, rk.s, rk.in.Ptr(), k.count, k.dtype, k.op, collective.None, opts...)
+				if err != nil {
+					return err
+				}
+				return w.Close()
+			})
+		})
+		require.NoError(t, err, "%+v", k)
+	}
+}
+
+func TestGPUNCCLGraphCapture(t *testing.T) {
+	b := openGPU(t)
+	comms := openNCCLGroup(t, b, true)
+	const count = 4099
+	dtype := backend.BFloat16
+	ranks := ncclRanks(t, comms, count*dtype.Size())
+	ctx := timeout(t)
+
+	// The first call creates the communicators; it cannot be captured.
+	require.NoError(t, eachRank(len(ranks), func(r int) error {
+		rk := ranks[r]
+		return rk.check(ctx, dtype, backend.Sum, count, len(ranks), 1, rk.out.Ptr(), func() error {
+			w, err := rk.c.AllReduce(ctx, rk.s, rk.in.Ptr(), count, dtype, backend.Sum, collective.None, collective.Output(rk.out.Ptr()))
+			if err != nil {
+				return err
+			}
+			return w.Close()
+		})
+	}))
+
+	graphs := make([]backend.Graph, len(ranks))
+	for r, rk := range ranks {
+		require.NoError(t, rk.s.BeginCapture())
+		w, err := rk.c.AllReduce(ctx, rk.s, rk.in.Ptr(), count, dtype, backend.Sum, collective.None, collective.Output(rk.out.Ptr()))
+		require.NoError(t, err, "rank %d", r)
+		require.NoError(t, w.Close())
+		g, err := rk.s.EndCapture()
+		require.NoError(t, err, "rank %d", r)
+		// Registered after the comms' cleanup, so closed before their NCCL
+		// communicators are released (which waits for such graphs).
+		closeLater(t, g)
+		graphs[r] = g
+	}
+	for seed := 2; seed < 5; seed++ {
+		require.NoError(t, eachRank(len(ranks), func(r int) error {
+			rk := ranks[r]
+			return rk.check(ctx, dtype, backend.Sum, count, len(ranks), seed, rk.out.Ptr(), func() error {
+				return graphs[r].Launch(rk.s)
+			})
+		}), "replay with seed %d", seed)
+	}
+}
+
+func TestGPUNCCLTimeout(t *testing.T) {
+	b := openGPU(t)
+	const limit = 2 * time.Second
+	b.SetNCCLTimeout(limit)
+	comms := openNCCLGroup(t, b, true)
+	ranks := ncclRanks(t, comms, 64)
+	rk := ranks[0]
+	ctx := timeout(t)
+
+	// Only rank 0 makes the call: it ends in ErrTimeout naming rank 1, at
+	// the NCCL timeout.
+	start := time.Now()
+	_, err := rk.c.AllReduce(ctx, rk.s, rk.in.Ptr(), 16, backend.Float32, backend.Sum, collective.None)
+	elapsed := time.Since(start)
+	require.ErrorIs(t, err, backend.ErrTimeout)
+	require.ErrorContains(t, err, "ranks [1] did not make their first fallback all-reduce")
+	require.GreaterOrEqual(t, elapsed, limit)
+	require.Less(t, elapsed, limit+missingCheckTimeout+2*time.Second)
+	t.Logf("rank 0 gave up after %v: %v", elapsed.Round(time.Millisecond), err)
+
+	// The failure sticks: the next call fails at once.
+	start = time.Now()
+	_, err = rk.c.AllReduce(ctx, rk.s, rk.in.Ptr(), 16, backend.Float32, backend.Sum, collective.None)
+	require.ErrorIs(t, err, backend.ErrTimeout)
+	require.Less(t, time.Since(start), time.Second)
+}
+
+// envNCCLMockChild marks TestNCCLMockEndToEnd's child process.
+const envNCCLMockChild = "INTRANODE_CUDA_TEST_NCCL_MOCK_CHILD"
+
+// TestNCCLMockEndToEnd runs the fallback all-reduce (store bootstrap,
+// ncclCommInitRank with the context current, the all-reduce on the
+// caller's stream, failures, release and Close) against the mock driver and
+// the mock NCCL, in a child process that loads both: the whole binding on a
+// machine without a GPU. Only collective.Comm is left out (its rendezvous
+// needs NVML); TestGPUNCCLAllReduce covers it.
+func TestNCCLMockEndToEnd(t *testing.T) {
+	if os.Getenv(envNCCLMockChild) != "" || os.Getenv(envMockChild) != "" {
+		t.Skip("already running against the mocks")
+	}
+	dir := t.TempDir()
+	mock, err := buildMockNCCL(t, dir)
+	if err != nil {
+		t.Skipf("cannot build the mock NCCL: %v", err)
+	}
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	src := filepath.Join(dir, "mockcuda.c")
+	require.NoError(t, os.WriteFile(src, mockCUDA, 0o600))
+	out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", filepath.Join(dir, "libcuda.so.1"), src).CombinedOutput()
+	require.NoError(t, err, "building the mock driver:\n%s", out)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNCCLMockEndToEndChild$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), envNCCLMockChild+"=1", EnvNCCLLibrary+"="+mock,
+		"LD_LIBRARY_PATH="+dir+":"+os.Getenv("LD_LIBRARY_PATH"))
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "child output:\n%s", out)
+	require.Contains(t, string(out), "--- PASS: TestNCCLMockEndToEndChild", "child output:\n%s", out)
+}
+
+func TestNCCLMockEndToEndChild(t *testing.T) {
+	if os.Getenv(envNCCLMockChild) == "" {
+		t.Skip("runs only as TestNCCLMockEndToEnd's child process")
+	}
+	b := openGPU(t)
+	b.SetNCCLTimeout(5 * time.Second)
+	ctx := timeout(t)
+	st := store.NewMem()
+	defer func() { require.NoError(t, st.Close()) }()
+	const world, maxCount = 2, 4099
+	ranks := make([]*ncclRank, world)
+	for r := range world {
+		ranks[r] = newNCCLRank(ctx, t, r, openDevice(t, b, r), maxCount*4)
+	}
+	group := func(name string) []ncclGroup {
+		gs := make([]ncclGroup, world)
+		for r := range gs {
+			gs[r] = ncclGroup{key: new(int), store: st, name: name, rank: r, world: world}
+		}
+		return gs
+	}
+	call := func(rk *ncclRank, g ncclGroup, dst backend.DevicePtr, count int, dtype backend.DType, op backend.ReduceOp) error {
+		return b.allReduceNCCL(rk.s.(*stream), g, rk.in.Ptr(), dst, count, dtype, op)
+	}
+	seed := 0
+	allReduce := func(gs []ncclGroup) {
+		t.Helper()
+		for _, dtype := range []backend.DType{backend.Float32, backend.Int32} {
+			for _, op := range []backend.ReduceOp{backend.Sum, backend.Max, backend.Min} {
+				for _, count := range []int{1, maxCount} {
+					for _, inPlace := range []bool{false, true} {
+						seed++
+						require.NoError(t, eachRank(world, func(r int) error {
+							rk := ranks[r]
+							dst := rk.out.Ptr()
+							if inPlace {
+								dst = rk.in.Ptr()
+							}
+							return rk.check(ctx, dtype, op, count, world, seed, dst, func() error {
+								return call(rk, gs[r], dst, count, dtype, op)
+							})
+						}), "%v %v count %d in place %v", dtype, op, count, inPlace)
+					}
+				}
+			}
+		}
+	}
+
+	a := group("IntraNodeComm0")
+	allReduce(a)
+
+	// The communicator belongs to its rank's device.
+	err := call(ranks[1], a[0], ranks[1].out.Ptr(), 1, backend.Float32, backend.Sum)
+	require.ErrorIs(t, err, backend.ErrInvalidArgument)
+	require.ErrorContains(t, err, "is on device 0, the stream on device 1")
+
+	// Released communicators are aborted once; the comms' next calls
+	// create new ones, under a new generation of store keys.
+	for _, g := range a {
+		require.NoError(t, b.releaseNCCL(g.key))
+		require.NoError(t, b.releaseNCCL(g.key))
+	}
+	allReduce(a)
+
+	// A communicator cannot be created while the stream captures.
+	c := group("IntraNodeComm1")
+	require.NoError(t, ranks[0].s.BeginCapture())
+	err = call(ranks[0], c[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
+	require.ErrorIs(t, err, backend.ErrInvalidArgument)
+	require.ErrorContains(t, err, "make one call before BeginCapture")
+	g, err := ranks[0].s.EndCapture()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+
+	// A rank that never comes: ErrTimeout at the NCCL timeout, naming it,
+	// and the failure sticks.
+	const limit = 300 * time.Millisecond
+	b.SetNCCLTimeout(limit)
+	start := time.Now()
+	err = call(ranks[0], c[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
+	require.ErrorIs(t, err, backend.ErrTimeout)
+	require.ErrorContains(t, err, "ranks [1] did not make their first fallback all-reduce")
+	require.Less(t, time.Since(start), limit+missingCheckTimeout+time.Second)
+	start = time.Now()
+	err = call(ranks[0], c[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
+	require.ErrorIs(t, err, backend.ErrTimeout)
+	require.Less(t, time.Since(start), 100*time.Millisecond)
+	b.SetNCCLTimeout(5 * time.Second)
+
+	// A communicator NCCL reports failed fails this call and every later
+	// one.
+	t.Setenv("MOCK_NCCL_ASYNC", "6")
+	err = eachRank(world, func(r int) error {
+		return call(ranks[r], a[r], ranks[r].out.Ptr(), 1, backend.Float32, backend.Sum)
+	})
+	require.ErrorIs(t, err, backend.ErrPeerFailed)
+	require.ErrorContains(t, err, "ncclCommGetAsyncError: ncclRemoteError (6)")
+	require.NoError(t, os.Unsetenv("MOCK_NCCL_ASYNC"))
+	err = call(ranks[0], a[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
+	require.ErrorIs(t, err, backend.ErrPeerFailed)
+
+	// Close (the cleanup) aborts what is left, each communicator once.
+	require.NoError(t, b.Close())
+	err = call(ranks[0], a[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
+	require.ErrorIs(t, err, backend.ErrClosed)
+}
+
+// envNCCLMissingChild marks TestGPUNCCLMissingLibrary's child process.
+const envNCCLMissingChild = "INTRANODE_CUDA_TEST_NCCL_MISSING_CHILD"
+
+// TestGPUNCCLMissingLibrary checks, in a fresh process whose
+// INTRANODE_NCCL_LIBRARY points nowhere, that the fallback all-reduce of a
+// real comm reports the missing library.
+func TestGPUNCCLMissingLibrary(t *testing.T) {
+	b := openGPU(t)
+	if n, err := b.DeviceCount(t.Context()); err != nil || n < 2 {
+		t.Skipf("needs 2 GPUs: %d, %v", n, err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestGPUNCCLMissingLibraryChild$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), envNCCLMissingChild+"=1", EnvNCCLLibrary+"="+missingNCCL)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "child output:\n%s", out)
+	if !strings.Contains(string(out), "--- PASS: TestGPUNCCLMissingLibraryChild") {
+		require.Contains(t, string(out), "--- SKIP: TestGPUNCCLMissingLibraryChild", "child output:\n%s", out)
+		t.Skipf("the child skipped:\n%s", out)
+	}
+}
+
+func TestGPUNCCLMissingLibraryChild(t *testing.T) {
+	if os.Getenv(envNCCLMissingChild) == "" {
+		t.Skip("runs only as TestGPUNCCLMissingLibrary's child process")
+	}
+	b := openGPU(t)
+	comms := openNCCLGroup(t, b, false)
+	ranks := ncclRanks(t, comms, 64)
+	rk := ranks[0]
+	_, err := rk.c.AllReduce(timeout(t), rk.s, rk.in.Ptr(), 16, backend.Float32, backend.Sum, collective.None)
+	require.ErrorIs(t, err, backend.ErrUnavailable)
+	require.ErrorContains(t, err, missingNCCL+" not found: ")
+	var nccl *backend.Diagnostic
+	for _, d := range b.Diagnostics(timeout(t)) {
+		if d.Check == "nccl" {
+			nccl = &d
+		}
+	}
+	require.NotNil(t, nccl)
+	require.False(t, nccl.OK)
+	require.Contains(t, nccl.Detail, "not found")
+}

@@ -1,0 +1,80 @@
+package collective
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/connectivity"
+)
+
+func TestParseAlgo(t *testing.T) {
+	for _, a := range []Algo{None, OneShot, TwoShot, HCM} {
+		got, err := ParseAlgo(a.String())
+		require.NoError(t, err)
+		require.Equal(t, a, got)
+	}
+	got, err := ParseAlgo("One-Shot")
+	require.NoError(t, err)
+	require.Equal(t, OneShot, got)
+	_, err = ParseAlgo("threeshot")
+	require.Error(t, err)
+}
+
+func TestThresholdsSelect(t *testing.T) {
+	tab := Thresholds{OneShotMax: 1024, KernelMax: 4096}
+	for _, tc := range []struct {
+		n    int
+		want Algo
+	}{{1, OneShot}, {1024, OneShot}, {1025, TwoShot}, {4096, TwoShot}, {4097, None}} {
+		require.Equal(t, tc.want, tab.Select(tc.n), "n=%d", tc.n)
+	}
+	require.Equal(t, TwoShot, Thresholds{OneShotMax: 10}.Select(1<<30), "no kernel limit")
+	for _, w := range []int{2, 4, 8} {
+		for _, b := range []string{"cuda", "fake", "rocm"} {
+			tab := DefaultThresholds(b, w)
+			require.Positive(t, tab.OneShotMax)
+			require.True(t, tab.KernelMax == 0 || tab.KernelMax >= tab.OneShotMax)
+		}
+	}
+}
+
+func TestLaunchConfigSameForEveryRankAndBounded(t *testing.T) {
+	for _, algo := range []Algo{OneShot, TwoShot, HCM} {
+		for _, bytes := range []int{1, 16, 1 << 10, 1 << 20, 10 << 20, 1 << 30} {
+			for _, w := range []int{2, 4, 8} {
+				cfg := LaunchConfig("cuda", algo, bytes, w)
+				require.Equal(t, cfg, LaunchConfig("cuda", algo, bytes, w))
+				require.GreaterOrEqual(t, cfg.Grid.X, uint32(1))
+				require.LessOrEqual(t, cfg.Grid.X, uint32(32), "kernels use channels [0,32)")
+				require.Equal(t, uint32(512), cfg.Block.X)
+			}
+		}
+	}
+}
+
+func TestHandshakeRoundTrip(t *testing.T) {
+	h := handshake{Host: "node-17.example", Device: 5}
+	require.Equal(t, h, decodeHandshake(encodeHandshake(h)))
+	long := handshake{Host: string(make([]byte, 100)), Device: 1}
+	require.Len(t, decodeHandshake(encodeHandshake(long)).Host, 0, "NUL padding is trimmed")
+}
+
+func TestGroupMatrixOverlap(t *testing.T) {
+	m := connectivity.NewMatrix(connectivity.LinkNVLink, 2)
+	m.Set(0, 1, 18)
+	m.Set(1, 0, 18)
+	topo, err := detect(m, []int{0, 1})
+	require.NoError(t, err)
+	require.Equal(t, connectivity.FullyConnected, topo)
+	// Ranks sharing a device reach each other through it.
+	topo, err = detect(m, []int{0, 0})
+	require.NoError(t, err)
+	require.Equal(t, connectivity.FullyConnected, topo)
+	pcie := connectivity.NewMatrix(connectivity.LinkNVLink, 2)
+	topo, err = detect(pcie, []int{0, 1})
+	require.NoError(t, err)
+	require.Equal(t, connectivity.Unknown, topo)
+	_, err = detect(m, []int{0, 3})
+	require.Error(t, err)
+}

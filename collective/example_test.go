@@ -1,0 +1,91 @@
+package collective_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/fake"
+	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/internal/numeric"
+	_ "github.com/intranode/intranode/kernels/cpu" // the fake backend's kernels
+	"github.com/intranode/intranode/symmetric/store"
+)
+
+// Two ranks (goroutines here; processes in real jobs) form a comm on the
+// fake backend and all-reduce four floats.
+func ExampleComm_AllReduce() {
+	ctx := context.Background()
+	b, err := fake.New(fake.WithDevices(2))
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+	st := store.NewMem()
+	defer st.Close()
+
+	results := make([][]float64, 2)
+	var wg sync.WaitGroup
+	for rank := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[rank] = allReduceRank(ctx, b, st, rank)
+		}()
+	}
+	wg.Wait()
+	fmt.Println("rank 0:", results[0])
+	fmt.Println("rank 1:", results[1])
+	// Output:
+	// rank 0: [1 21 41 61]
+	// rank 1: [1 21 41 61]
+}
+
+func allReduceRank(ctx context.Context, b backend.Backend, st store.Store, rank int) []float64 {
+	c, err := collective.New(st, rank, 2, collective.Options{Backend: b, BufferSize: 1 << 20})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	if err := c.Rendezvous(ctx); err != nil {
+		panic(err)
+	}
+	dev := c.Device()
+	buf, err := dev.Alloc(ctx, 16)
+	if err != nil {
+		panic(err)
+	}
+	defer buf.Close()
+	host := make([]byte, 16)
+	for i := range 4 {
+		numeric.Put(backend.Float32, host, i, float64(rank+10*i)) // rank 0: 0,10,20,30; rank 1: 1,11,21,31
+	}
+	if err := dev.CopyToDevice(ctx, buf.Ptr(), host); err != nil {
+		panic(err)
+	}
+	s, err := dev.NewStream(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	algo := c.SelectAllReduceAlgo(4, backend.Float32)
+	w, err := c.AllReduce(ctx, s, buf.Ptr(), 4, backend.Float32, backend.Sum, algo)
+	if err != nil {
+		panic(err)
+	}
+	if err := w.Synchronize(ctx); err != nil {
+		panic(err)
+	}
+	if err := dev.CopyFromDevice(ctx, host, buf.Ptr()); err != nil {
+		panic(err)
+	}
+	out := make([]float64, 4)
+	for i := range out {
+		out[i] = numeric.Get(backend.Float32, host, i)
+	}
+	if err := c.Barrier(ctx); err != nil {
+		panic(err)
+	}
+	return out
+}
