@@ -2,6 +2,7 @@ package collective
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -293,7 +294,12 @@ func (c *Comm) launch(s backend.Stream, algo Algo, in, out backend.DevicePtr, co
 func (c *Comm) fallback(s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType,
 	op backend.ReduceOp, timeoutNs uint64) error {
 	if fb, ok := c.b.(FallbackAllReducer); ok {
-		return fb.FallbackAllReduce(s, c, in, out, count, dtype, op)
+		err := fb.FallbackAllReduce(s, c, in, out, count, dtype, op)
+		if !errors.Is(err, backend.ErrUnavailable) {
+			return err
+		}
+		// No vendor library on this machine: the kernels still work.
+		c.log.Debug("vendor all-reduce unavailable; using the comm's kernels", "err", err)
 	}
 	algo := TwoShot
 	if c.topo == connectivity.HybridCubeMesh {

@@ -380,6 +380,9 @@ func (c *Comm) release() error {
 		errs = append(errs, c.module.Close())
 		c.module = nil
 	}
+	if r, ok := c.b.(interface{ ReleaseFallback(*Comm) error }); ok && c.mem != nil {
+		errs = append(errs, r.ReleaseFallback(c))
+	}
 	if c.mem != nil {
 		errs = append(errs, c.mem.Close())
 		c.mem = nil

@@ -63,6 +63,11 @@ type Config struct {
 	ChildArgs []string
 	// Filter, if set, selects cases by name.
 	Filter func(name string) bool
+	// NewStores, if set, gives each case's ranks their stores in
+	// Goroutines mode instead of one fresh in-process store: stores[r] is
+	// rank r's (ranks may share one), fresh and empty for every call (a
+	// new etcd prefix, say); release closes them once the case ends.
+	NewStores func(ctx context.Context, world int) (stores []store.Store, release func(), err error)
 	// Logger receives progress at debug level.
 	Logger *slog.Logger
 }
@@ -110,9 +115,15 @@ func Skip(format string, args ...any) error { return skipError{fmt.Sprintf(forma
 // runGoroutines runs fn on world goroutines sharing a backend and a memory
 // store; it returns one error per rank.
 func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int, fn func(context.Context, *Env) error) []error {
-	st := store.NewMem(store.WithTimeout(cfg.Timeout))
-	defer st.Close()
 	errs := make([]error, world)
+	stores, release, err := goroutineStores(ctx, cfg, world)
+	if err != nil {
+		for r := range errs {
+			errs[r] = fmt.Errorf("creating stores: %w", err)
+		}
+		return errs
+	}
+	defer release()
 	var wg sync.WaitGroup
 	for r := range world {
 		wg.Add(1)
@@ -123,11 +134,30 @@ func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int
 					errs[r] = fmt.Errorf("rank %d panicked: %v", r, p)
 				}
 			}()
-			errs[r] = fn(ctx, &Env{Rank: r, World: world, Store: st, Backend: b, Timeout: cfg.Timeout, Quick: cfg.Quick})
+			errs[r] = fn(ctx, &Env{Rank: r, World: world, Store: stores[r], Backend: b, Timeout: cfg.Timeout, Quick: cfg.Quick})
 		}()
 	}
 	wg.Wait()
 	return errs
+}
+
+// goroutineStores returns the ranks' stores: cfg.NewStores's, or one fresh
+// in-process store shared by all.
+func goroutineStores(ctx context.Context, cfg Config, world int) ([]store.Store, func(), error) {
+	if cfg.NewStores != nil {
+		stores, release, err := cfg.NewStores(ctx, world)
+		if err == nil && len(stores) != world {
+			release()
+			err = fmt.Errorf("NewStores gave %d stores for %d ranks", len(stores), world)
+		}
+		return stores, release, err
+	}
+	st := store.NewMem(store.WithTimeout(cfg.Timeout))
+	stores := make([]store.Store, world)
+	for r := range stores {
+		stores[r] = st
+	}
+	return stores, func() { _ = st.Close() }, nil
 }
 
 // runProcesses starts world children that each run the named case as one

@@ -21,8 +21,9 @@
 // whose Probe returns an error matching backend.ErrUnavailable
 // ("libcuda.so.1 not found: …"). NVML goes through
 // github.com/NVIDIA/go-nvml, which loads its library the same way. The
-// loaded driver library is the package's only process-wide state; it is
-// never unloaded, because the driver keeps threads in it after cuInit.
+// loaded driver library is the package's only process-wide state (with
+// the NCCL library, below); it is never unloaded, because the driver keeps
+// threads in it after cuInit.
 //
 // # Contexts and threads
 //
@@ -51,9 +52,24 @@
 // never uses managed memory and never creates multicast objects; it only
 // reads the multicast-support attribute to report it.
 //
+// # NCCL
+//
+// The Backend implements collective.FallbackAllReducer with NCCL's
+// all-reduce, for what a collective.Comm runs with algorithm None.
+// libnccl.so.2 (or $INTRANODE_NCCL_LIBRARY) is opened with dlopen on first
+// use, like the driver, so it is needed neither to build nor to run the
+// rest of the backend; without it the fallback fails with an error matching
+// backend.ErrUnavailable ("libnccl.so.2 not found: …") and `intranode
+// doctor` says so. Each comm gets one NCCL communicator, bootstrapped
+// through the comm's store and bounded by a timeout; see nccl.go. Before
+// NCCL starts, the backend sets NCCL_NVLS_ENABLE=0 (no NVLink multicast,
+// ever) and, unless it is set, NCCL_RUNTIME_CONNECT=0 in the process
+// environment.
+//
 // # Errors
 //
 // Driver failures are *DriverError values (entry point, CUresult number and
-// name) wrapped in backend errors whose codes let portable code use
-// errors.Is(err, backend.ErrOutOfMemory) and the like.
+// name), NCCL failures *NCCLError values, wrapped in backend errors whose
+// codes let portable code use errors.Is(err, backend.ErrOutOfMemory) and
+// the like.
 package cuda

@@ -45,7 +45,7 @@ import (
 //  3. every rank calls ncclCommInitRank with its device's primary context
 //     current (made current inside the same C call).
 //
-// Every step is bounded by the NCCL timeout (SetNCCLTimeout). The
+// Creation as a whole is bounded by the NCCL timeout (SetNCCLTimeout). The
 // communicator is a blocking one: on a non-blocking communicator (config
 // blocking=0) NCCL runs every later collective call on a thread it creates
 // for the call and returns ncclInProgress, which would add a thread's start
@@ -63,6 +63,10 @@ import (
 // abort it with ncclCommAbort (no waiting for peers, like Comm.Close). A
 // comm that is closed without ReleaseFallback keeps its NCCL communicator,
 // and the Backend keeps the comm, until Backend.Close.
+//
+// Before NCCL first reads its environment the backend turns NVLink
+// multicast off and has NCCL connect the ranks at init (see
+// applyNCCLEnvironment).
 
 const (
 	// EnvNCCLLibrary names the NCCL library to open instead of
@@ -334,6 +338,10 @@ type ncclState struct {
 	closed  bool
 	timeout time.Duration
 	comms   map[any]*ncclComm // by ncclGroup.key
+	// stop ends communicators still being created when the Backend
+	// closes; nil until the first creation.
+	stop   context.Context
+	cancel context.CancelFunc
 }
 
 // ncclGroup is what a communicator is made for: the key it is cached under
@@ -444,10 +452,10 @@ func (nc *ncclComm) close(timeout time.Duration) error {
 	return nc.release(timeout)
 }
 
-// SetNCCLTimeout bounds each step of creating an NCCL communicator (the
-// store exchange, the wait for every rank, ncclCommInitRank) and of
-// releasing one; d <= 0 restores DefaultNCCLTimeout. It applies to
-// communicators created or released afterwards.
+// SetNCCLTimeout bounds creating an NCCL communicator (the store exchange,
+// the wait for every rank and ncclCommInitRank together) and releasing one;
+// d <= 0 restores DefaultNCCLTimeout. It applies to communicators created
+// or released afterwards.
 func (b *Backend) SetNCCLTimeout(d time.Duration) {
 	b.nccl.mu.Lock()
 	b.nccl.timeout = d
@@ -554,10 +562,14 @@ func (b *Backend) ncclFor(g ncclGroup, st *stream) (*ncclComm, error) {
 		if b.nccl.comms == nil {
 			b.nccl.comms = map[any]*ncclComm{}
 		}
+		if b.nccl.stop == nil {
+			b.nccl.stop, b.nccl.cancel = context.WithCancel(context.Background())
+		}
+		stop := b.nccl.stop
 		nc = &ncclComm{group: g.name, rank: g.rank, world: g.world, dev: st.d.index, ready: make(chan struct{})}
 		b.nccl.comms[g.key] = nc
 		b.nccl.mu.Unlock()
-		b.createNCCL(g, nc, st.d, timeout)
+		b.createNCCL(stop, g, nc, st.d, timeout)
 	} else {
 		b.nccl.mu.Unlock()
 		if err := nc.wait(timeout); err != nil {
@@ -575,31 +587,32 @@ func (b *Backend) ncclFor(g ncclGroup, st *stream) (*ncclComm, error) {
 }
 
 // createNCCL creates nc for g on d, records the outcome in nc and closes
-// nc.ready. A communicator that was dropped meanwhile (ReleaseFallback,
-// Close) is released here.
-func (b *Backend) createNCCL(g ncclGroup, nc *ncclComm, d *device, timeout time.Duration) {
+// nc.ready. Creation stops early when stop ends (Backend.Close). A
+// communicator that was dropped meanwhile (ReleaseFallback, Close) is
+// released here.
+func (b *Backend) createNCCL(stop context.Context, g ncclGroup, nc *ncclComm, d *device, timeout time.Duration) {
 	defer close(nc.ready)
-	if err := b.initNCCL(g.store, nc, d, timeout); err != nil {
-		nc.fail(err)
-		b.log.Debug("cuda: NCCL communicator not created", "comm", nc.String(), "err", err)
-		return
-	}
+	err := b.initNCCL(stop, g.store, nc, d, timeout)
 	b.nccl.mu.Lock()
 	dropped := b.nccl.closed || b.nccl.comms[g.key] != nc
 	b.nccl.mu.Unlock()
-	if dropped {
-		nc.fail(backend.Errorf(backend.CodeClosed, "cuda: the NCCL communicator for %s was released", nc))
+	switch {
+	case dropped:
+		nc.fail(backend.Errorf(backend.CodeClosed, "cuda: the NCCL communicator for %s was released while being created", nc))
 		if err := nc.release(timeout); err != nil {
 			b.log.Warn("cuda: releasing a dropped NCCL communicator", "comm", nc.String(), "err", err)
 		}
-		return
+	case err != nil:
+		nc.fail(err)
+		b.log.Debug("cuda: NCCL communicator not created", "comm", nc.String(), "err", err)
+	default:
+		b.log.Debug("cuda: NCCL communicator created", "comm", nc.String())
 	}
-	b.log.Debug("cuda: NCCL communicator created", "comm", nc.String())
 }
 
-// initNCCL runs the three steps of the NCCL comment, each bounded by
-// timeout, and fills nc.h, nc.ctx and nc.ordinal.
-func (b *Backend) initNCCL(st store.Store, nc *ncclComm, d *device, timeout time.Duration) error {
+// initNCCL runs the three steps of the NCCL comment, together bounded by
+// timeout and ended early by stop, and fills nc.h, nc.ctx and nc.ordinal.
+func (b *Backend) initNCCL(stop context.Context, st store.Store, nc *ncclComm, d *device, timeout time.Duration) error {
 	what := "cuda: NCCL communicator for " + nc.String()
 	if nc.group == "" {
 		return backend.Errorf(backend.CodeInvalidArgument, "%s: the comm has not rendezvoused", what)
@@ -610,7 +623,7 @@ func (b *Backend) initNCCL(st store.Store, nc *ncclComm, d *device, timeout time
 	if err := loadNCCL(b.log); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(stop, timeout)
 	defer cancel()
 	id, err := ncclBootstrap(ctx, st, nc.group, nc.rank, nc.world, ncclUniqueID)
 	if err != nil {
@@ -763,6 +776,9 @@ func (b *Backend) closeNCCL() error {
 	comms := b.nccl.comms
 	b.nccl.comms = nil
 	timeout := b.ncclTimeoutLocked()
+	if b.nccl.cancel != nil {
+		b.nccl.cancel()
+	}
 	b.nccl.mu.Unlock()
 	errs := make([]error, 0, len(comms))
 	var mu sync.Mutex

@@ -851,8 +851,16 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	err = call(ranks[0], a[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
 	require.ErrorIs(t, err, backend.ErrPeerFailed)
 
-	// Close (the cleanup) aborts what is left, each communicator once.
+	// Close aborts what is left, each communicator once, and ends a
+	// creation still waiting for its peers.
+	late := make(chan error, 1)
+	d := group("IntraNodeComm2")
+	go func() { late <- call(ranks[0], d[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum) }()
+	time.Sleep(100 * time.Millisecond)
+	start = time.Now()
 	require.NoError(t, b.Close())
+	require.ErrorIs(t, <-late, backend.ErrClosed)
+	require.Less(t, time.Since(start), missingCheckTimeout+time.Second)
 	err = call(ranks[0], a[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
 	require.ErrorIs(t, err, backend.ErrClosed)
 }

@@ -279,6 +279,7 @@ func (c *fdChannel) stop(err error) {
 		delete(c.parked, t)
 	}
 	c.mu.Unlock()
+	_ = c.conn.Close() // a channel whose reader stopped is dead
 	close(c.done)
 	if c.onDone != nil {
 		c.onDone(err)
@@ -288,11 +289,12 @@ func (c *fdChannel) stop(err error) {
 // Done is closed when the other side is gone or the channel is closed.
 func (c *fdChannel) Done() <-chan struct{} { return c.done }
 
-// Close shuts the socket; the other side reads end-of-file.
+// Close shuts the socket (the other side reads end-of-file) and waits for
+// the reader to stop.
 func (c *fdChannel) Close() error {
 	err := c.conn.Close()
 	<-c.done
-	if err != nil {
+	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return backend.Errorf(backend.CodeInternal, "plugin: closing the descriptor socket: %w", err)
 	}
 	return nil

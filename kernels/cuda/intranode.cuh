@@ -703,7 +703,9 @@ template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
   constexpr uint64_t E = kVecElems<DT>;
   constexpr int U = kUnroll<N>;
+  constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
   const int me = int(a.rank);
+  const int np = n - 1;
   const uint32_t t = port::thread_index();
   const uint64_t T = port::block_threads();
   const uint32_t grid = port::grid_blocks();
@@ -717,18 +719,18 @@ INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
   const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
   const uint64_t region = ll_region(a.world);
 
-  char* dst[N];        // my region of the slot in each peer's pad
-  const char* src[N];  // each peer's region of the slot in my pad
+  char* dst[P];        // my region of the slot in peer k's pad
+  const char* src[P];  // peer k's region of the slot in my pad
 #pragma unroll
-  for (int r = 0; r < N; ++r) {
-    dst[r] = nullptr;
-    src[r] = nullptr;
-    if (r < n && r != me) {
+  for (int k = 0; k < P; ++k) {
+    dst[k] = nullptr;
+    src[k] = nullptr;
+    if (k < np) {
+      const int r = k + (k >= me);
       const uint64_t peer_pad = port::load_arg_u64(a.pads + r);
-      const uint64_t to = me < r ? me : me - 1;
-      const uint64_t from = r < me ? r : r - 1;
-      dst[r] = reinterpret_cast<char*>(peer_pad + kLLOffset + (slot_base + to) * region);
-      src[r] = reinterpret_cast<const char*>(a.my_pad + kLLOffset + (slot_base + from) * region);
+      const uint64_t to = me < r ? me : me - 1;  // my index at r
+      dst[k] = reinterpret_cast<char*>(peer_pad + kLLOffset + (slot_base + to) * region);
+      src[k] = reinterpret_cast<const char*>(a.my_pad + kLLOffset + (slot_base + k) * region);
     }
   }
 
@@ -754,10 +756,10 @@ INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
       const uint64_t i = base + u * T;
       if (i < hi) {
 #pragma unroll
-        for (int r = 0; r < N; ++r) {
-          if (r < n && r != me) {
-            port::store_ll(dst[r] + 32 * i, V16{v[u].x, f, v[u].y, f});
-            port::store_ll(dst[r] + 32 * i + 16, V16{v[u].z, f, v[u].w, f});
+        for (int k = 0; k < P; ++k) {
+          if (k < np) {
+            port::store_ll(dst[k] + 32 * i, V16{v[u].x, f, v[u].y, f});
+            port::store_ll(dst[k] + 32 * i + 16, V16{v[u].z, f, v[u].w, f});
           }
         }
       }
@@ -778,16 +780,16 @@ INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
   // 2. Receive and reduce, in rank order, my own input in my place.
   bool alive = true;
   for (uint64_t base = lo + t; alive && base < hi; base += U * T) {
-    V16 la[U][N], lb[U][N], own[U];
+    V16 la[U][P], lb[U][P], own[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const uint64_t i = base + u * T;
       if (i < hi) {
 #pragma unroll
-        for (int r = 0; r < N; ++r) {
-          if (r < n && r != me) {
-            la[u][r] = port::load_ll(src[r] + 32 * i);
-            lb[u][r] = port::load_ll(src[r] + 32 * i + 16);
+        for (int k = 0; k < P; ++k) {
+          if (k < np) {
+            la[u][k] = port::load_ll(src[k] + 32 * i);
+            lb[u][k] = port::load_ll(src[k] + 32 * i + 16);
           }
         }
         own[u] = message_load<DT>(a, i, nfull, in_aligned);
@@ -797,18 +799,17 @@ INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
     for (int u = 0; u < U; ++u) {
       const uint64_t i = base + u * T;
 #pragma unroll
-      for (int r = 0; r < N; ++r) {
-        if (alive && i < hi && r < n && r != me &&
-            !(ll_ready(la[u][r], f) && ll_ready(lb[u][r], f))) {
+      for (int k = 0; k < P; ++k) {
+        if (alive && i < hi && k < np && !(ll_ready(la[u][k], f) && ll_ready(lb[u][k], f))) {
           const uint64_t start = port::now_ns();
           for (uint32_t spin = 1;; ++spin) {
-            la[u][r] = port::load_ll(src[r] + 32 * i);
-            lb[u][r] = port::load_ll(src[r] + 32 * i + 16);
-            if (ll_ready(la[u][r], f) && ll_ready(lb[u][r], f)) {
+            la[u][k] = port::load_ll(src[k] + 32 * i);
+            lb[u][k] = port::load_ll(src[k] + 32 * i + 16);
+            if (ll_ready(la[u][k], f) && ll_ready(lb[u][k], f)) {
               break;
             }
             if ((spin & 15) == 0 && port::now_ns() - start > a.timeout_ns) {
-              report(a.status, kStatusTimeout, uint32_t(r), port::block_index());
+              report(a.status, kStatusTimeout, uint32_t(k + (k >= me)), port::block_index());
               alive = false;
               break;
             }
@@ -826,7 +827,13 @@ INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
         V16 x[N];
 #pragma unroll
         for (int r = 0; r < N; ++r) {
-          x[r] = r == me ? own[u] : V16{la[u][r].x, la[u][r].z, lb[u][r].x, lb[u][r].z};
+          // Rank r is peer r (r < me) or peer r-1 (r > me).
+          const int k0 = r < P ? r : P - 1;
+          const int k1 = r > 0 ? r - 1 : 0;
+          const bool lower = r < me;
+          const V16 pay{lower ? la[u][k0].x : la[u][k1].x, lower ? la[u][k0].z : la[u][k1].z,
+                        lower ? lb[u][k0].x : lb[u][k1].x, lower ? lb[u][k0].z : lb[u][k1].z};
+          x[r] = r == me ? own[u] : pay;
         }
         message_store<DT>(a, i, nfull, out_aligned, reduce_pack<DT, OP, N>(Fold<OP>(a.op), x, n));
       }

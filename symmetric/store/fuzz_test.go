@@ -140,10 +140,10 @@ func FuzzFrameDecoder(f *testing.F) {
 
 // fuzzServer modes: how the fuzzer's bytes reach the server.
 const (
-	modeRaw          = iota // straight after connecting, to a server without a secret
-	modeAfterHello          // after a good hello, to a server without a secret
-	modeRawSecured          // straight after connecting, to a server with a secret
-	modeAuthenticated       // after hello and a valid proof, to a server with a secret
+	modeRaw           = iota // straight after connecting, to a server without a secret
+	modeAfterHello           // after a good hello, to a server without a secret
+	modeRawSecured           // straight after connecting, to a server with a secret
+	modeAuthenticated        // after hello and a valid proof, to a server with a secret
 	numModes
 )
 

@@ -26,7 +26,7 @@ using AllReduceFn = void (*)(const unsigned long long*, const unsigned long long
 using SignalFn = void (*)(const unsigned long long*, unsigned int, unsigned int, unsigned int,
                           unsigned int, unsigned int, unsigned int*, unsigned long long);
 
-constexpr size_t kPadSize = 3 * kNumChannels * kMaxRanks * 4 + 2048;
+constexpr size_t kPadSize = kLLOffset + kLLSize;
 constexpr uint64_t kTimeout = 2'000'000'000;  // 2 s: a hang is a failure, not a wait
 
 int failures = 0;
@@ -288,22 +288,34 @@ void run_case(Group& g, const Case& c, std::mt19937_64& rng, int calls) {
             (unsigned long long)(first < n ? got[first] : 0),
             (unsigned long long)(first < n ? want[first] : 0));
 
-      // What the ABI says the symmetric buffer holds afterwards.
+      // What the ABI says the symmetric buffer holds afterwards: the input
+      // (one-shot, classic path), or every other rank's reduced slice
+      // (two-shot).
       const char* mine = g.bufs[r]->p;
-      if (c.algo == Algo::kOneShot && c.mode != Mode::kOutputIsBuffer) {
+      const bool ll = n > 0 && n * es <= ll_max(uint32_t(W));
+      if (c.algo == Algo::kOneShot && !ll && c.mode != Mode::kOutputIsBuffer) {
         CHECK(std::memcmp(mine, in[r].data(), n * es) == 0, "%s rank %d: bufs[rank] != input",
               label, r);
       }
       if (c.algo == Algo::kTwoShot) {
         const uint64_t S = (((n + W - 1) / W) + 16 / es - 1) / (16 / es) * (16 / es);
-        const uint64_t lo = std::min<uint64_t>(r * S, n), hi = std::min<uint64_t>(lo + S, n);
-        CHECK(std::memcmp(mine + lo * es, want.data() + lo, (hi - lo) * es) == 0,
-              "%s rank %d: bufs[rank][slice rank] is not the reduced slice", label, r);
+        for (int p = 0; p < W; ++p) {
+          if (p == r && c.mode != Mode::kOutputIsBuffer) continue;
+          const uint64_t lo = std::min<uint64_t>(p * S, n), hi = std::min<uint64_t>(lo + S, n);
+          CHECK(std::memcmp(mine + lo * es, want.data() + lo, (hi - lo) * es) == 0,
+                "%s rank %d: bufs[rank][slice %d] is not the reduced slice", label, r, p);
+        }
       }
       if (c.algo == Algo::kHCM) {
         CHECK(std::memcmp(mine + half, partial[r >> 2].data(), n * es) == 0,
               "%s rank %d: partial at %zu is not the quad's", label, r, half);
       }
+      // Every rank has made as many LL calls, and the ticket is back at 0.
+      uint32_t e0, er, tr;
+      std::memcpy(&e0, g.pads[0]->p + kEpochWord, 4);
+      std::memcpy(&er, g.pads[r]->p + kEpochWord, 4);
+      std::memcpy(&tr, g.pads[r]->p + kTicketWord, 4);
+      CHECK(er == e0 && tr == 0, "%s rank %d: epoch %u (rank 0: %u), ticket %u", label, r, er, e0, tr);
     }
   }
 }
@@ -361,11 +373,22 @@ void mixed_sequence(std::mt19937_64& rng) {
                     rng, 1);
     run_case<kF32>(g, {Algo::kTwoShot, 4, 777, grids[4 - i], 16, kSum, Mode::kUserInPlace, false},
                    rng, 1);
+    // Classic one-shot between LL calls (4 KiB is over the emulator's LL
+    // bound), with another grid.
+    run_case<kF32>(g, {Algo::kOneShot, 4, 1024 + uint64_t(i), grids[(i + 2) % 5], 16, kSum,
+                       Mode::kOutOfPlace, false},
+                   rng, 1);
     std::fill(g.status.begin(), g.status.end(), 0);
     launch(all_ranks(4), 1, 32, [&](int r) {
       intranode_barrier(g.pad_ptrs.data(), r, 4, 0, uint32_t(i), 0xf, &g.status[r], kTimeout);
     });
     for (int r = 0; r < 4; ++r) CHECK(g.status[r] == 0, "barrier %d rank %d: %#x", i, r, g.status[r]);
+  }
+  // Five LL calls (the bf16 one-shots), one epoch step each.
+  for (int r = 0; r < 4; ++r) {
+    uint32_t e;
+    std::memcpy(&e, g.pads[r]->p + kEpochWord, 4);
+    CHECK(e == 5, "rank %d: epoch %u after five LL calls", r, e);
   }
 }
 
