@@ -9,12 +9,13 @@ BIN   ?= bin
 CUDA_GO := $(shell find backend/cuda -name '*.go' 2>/dev/null)
 ROCM_GO := $(shell find backend/rocm -name '*.go' 2>/dev/null)
 
-.PHONY: all help build test lint run bench conformance kernels clean
+.PHONY: all help build plugins test lint run bench conformance kernels clean
 
 all: lint test build
 
 help:
-	@echo "build        go build ./... and the CLI into $(BIN)/intranode"
+	@echo "build        go build ./..., the CLI into $(BIN)/intranode and the plugins"
+	@echo "plugins      the example backend plugin into $(BIN)/intranode-fake-plugin"
 	@echo "test         go test -race ./..."
 	@echo "lint         gofmt check, go vet (plus -tags cuda / rocm when those backends exist)"
 	@echo "run, bench   go run ./cmd/intranode bench"
@@ -22,9 +23,14 @@ help:
 	@echo "kernels      build the CUDA kernels (kernels/cuda)"
 	@echo "clean        remove $(BIN)/"
 
-build:
+build: plugins
 	$(GO) build ./...
 	$(GO) build -o $(BIN)/intranode ./cmd/intranode
+
+# Out-of-process backends (backend/plugin): the fake served as a plugin, for
+# intranode conformance --backend plugin:$(BIN)/intranode-fake-plugin.
+plugins:
+	$(GO) build -o $(BIN)/intranode-fake-plugin ./cmd/intranode-fake-plugin
 
 test:
 	$(GO) test -race ./...

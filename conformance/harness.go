@@ -70,6 +70,21 @@ type Config struct {
 	NewStores func(ctx context.Context, world int) (stores []store.Store, release func(), err error)
 	// Logger receives progress at debug level.
 	Logger *slog.Logger
+	// Faults adds the "faults" group (cases with a Fault: ranks killed or
+	// stalled at each phase, hostile store clients and IPC senders). It is
+	// off by default; Filter still applies.
+	Faults bool
+	// Trials is how many times each fault case runs (default 1); ordinary
+	// cases run once whatever it says.
+	Trials int
+	// FaultDeadline bounds each operation of a fault case (default 2s):
+	// survivors must fail within it plus FaultGrace.
+	FaultDeadline time.Duration
+	// FaultParallel is how many trials of a fault case run at once
+	// (default 1). Trials are independent — each has its own store and
+	// ranks — so running several only adds load, which the deadlines must
+	// withstand anyway.
+	FaultParallel int
 }
 
 func (c *Config) defaults() {
@@ -88,6 +103,15 @@ func (c *Config) defaults() {
 	if c.Backend == "" {
 		c.Backend = "auto"
 	}
+	if c.Trials < 1 {
+		c.Trials = 1
+	}
+	if c.FaultDeadline <= 0 {
+		c.FaultDeadline = DefaultFaultDeadline
+	}
+	if c.FaultParallel < 1 {
+		c.FaultParallel = 1
+	}
 }
 
 // Env is what a case sees on one rank.
@@ -101,6 +125,20 @@ type Env struct {
 	Timeout time.Duration
 	// Quick trims size sweeps.
 	Quick bool
+	// StoreAddr is the address of the TCP store the ranks meet through,
+	// in Processes mode; empty when the store is not a TCP one.
+	StoreAddr string
+	// Processes is set when every rank is a process of its own.
+	Processes bool
+	// Trial numbers the runs of a fault case (from 0). Fault cases derive
+	// their random choices from it (FaultPlan), so that every rank and the
+	// harness make the same ones.
+	Trial int
+	// FaultDeadline bounds each operation of a fault case.
+	FaultDeadline time.Duration
+
+	name   string            // the case's name
+	report func(FaultReport) // where ReportFault sends reports
 }
 
 // skipError marks a case as not applicable, with the reason.
@@ -223,6 +261,9 @@ const skipMarker = "INTRANODE-CONFORMANCE-SKIP:"
 // Call it first thing in TestMain, or in main of a program that runs the
 // suite with processes.
 func MaybeChild() {
+	if os.Getenv(envIntruder) != "" {
+		os.Exit(intruderMain())
+	}
 	name := os.Getenv(envChild)
 	if name == "" {
 		return
@@ -257,7 +298,9 @@ func childMain(name string) int {
 		return 1
 	}
 	defer b.Close()
-	err = c.Run(ctx, &Env{Rank: rank, World: world, Store: st, Backend: b, Timeout: timeout, Quick: quick})
+	e := &Env{Rank: rank, World: world, Store: st, Backend: b, Timeout: timeout, Quick: quick}
+	childFaultEnv(e, name)
+	err = c.Run(ctx, e)
 	var sk skipError
 	if errors.As(err, &sk) {
 		fmt.Fprintln(os.Stderr, skipMarker, sk.reason)

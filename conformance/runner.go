@@ -26,6 +26,10 @@ type Case struct {
 	// Run is executed by every rank; returning Skip(...) on every rank
 	// skips the case.
 	Run func(ctx context.Context, e *Env) error
+	// Fault, if set, makes this a fault case: it runs only when
+	// Config.Faults is set, Config.Trials times, and each trial is judged
+	// by what its ranks report (see Fault).
+	Fault *Fault
 }
 
 // Status of a case run.
@@ -46,6 +50,14 @@ type Result struct {
 	Status   Status        `json:"status"`
 	Reason   string        `json:"reason,omitempty"`
 	Duration time.Duration `json:"duration_ns"`
+	// Fault cases only: how many trials ran and met the case's
+	// expectation, the one-line Summary of that, and the slowest
+	// surviving rank's failing operation and Close over all trials.
+	Trials       int           `json:"trials,omitempty"`
+	TrialsPassed int           `json:"trials_passed,omitempty"`
+	Summary      string        `json:"summary,omitempty"`
+	SlowestError time.Duration `json:"slowest_error_ns,omitempty"`
+	SlowestClose time.Duration `json:"slowest_close_ns,omitempty"`
 }
 
 // The case registry: filled from init functions of this package, read by
@@ -92,7 +104,7 @@ func Run(ctx context.Context, cfg Config, report func(Result)) ([]Result, error)
 	}
 	var results []Result
 	for _, c := range Cases() {
-		if cfg.Filter != nil && !cfg.Filter(c.Name) {
+		if !selected(cfg, c) {
 			continue
 		}
 		worlds := cfg.Worlds
@@ -100,7 +112,7 @@ func Run(ctx context.Context, cfg Config, report func(Result)) ([]Result, error)
 			worlds = []int{1}
 		}
 		for _, w := range worlds {
-			r := runCase(ctx, cfg, b, c, w)
+			r := runAny(ctx, cfg, b, c, w)
 			results = append(results, r)
 			if report != nil {
 				report(r)
@@ -117,18 +129,40 @@ func openBackend(ctx context.Context, cfg Config) (backend.Backend, error) {
 	return backend.Open(ctx, cfg.Backend)
 }
 
-func runCase(ctx context.Context, cfg Config, b backend.Backend, c Case, world int) Result {
-	res := Result{Case: c.Name, World: world, Mode: cfg.Mode}
+// selected reports whether cfg runs c: fault cases only with cfg.Faults.
+func selected(cfg Config, c Case) bool {
+	if c.Fault != nil && !cfg.Faults {
+		return false
+	}
+	return cfg.Filter == nil || cfg.Filter(c.Name)
+}
+
+// runAny runs c at world, as a fault case when it is one.
+func runAny(ctx context.Context, cfg Config, b backend.Backend, c Case, world int) Result {
+	if c.Fault != nil {
+		return runFaultCase(ctx, cfg, b, c, world)
+	}
+	return runCase(ctx, cfg, b, c, world)
+}
+
+// skipReason says why c cannot run at world on b, or "" when it can.
+func skipReason(ctx context.Context, b backend.Backend, c Case, world int) string {
 	if missing := c.Needs &^ b.Capabilities(); missing != 0 {
-		res.Status, res.Reason = Skipped, fmt.Sprintf("backend %s lacks capability %s", b.Name(), capNames(missing))
-		return res
+		return fmt.Sprintf("backend %s lacks capability %s", b.Name(), capNames(missing))
 	}
 	if world < c.MinWorld {
-		res.Status, res.Reason = Skipped, fmt.Sprintf("needs world >= %d", c.MinWorld)
-		return res
+		return fmt.Sprintf("needs world >= %d", c.MinWorld)
 	}
 	if n, err := b.DeviceCount(ctx); err == nil && world > n && !b.Capabilities().Has(backend.CapOverlapDevices) {
-		res.Status, res.Reason = Skipped, fmt.Sprintf("world %d needs %d devices, backend %s has %d", world, world, b.Name(), n)
+		return fmt.Sprintf("world %d needs %d devices, backend %s has %d", world, world, b.Name(), n)
+	}
+	return ""
+}
+
+func runCase(ctx context.Context, cfg Config, b backend.Backend, c Case, world int) Result {
+	res := Result{Case: c.Name, World: world, Mode: cfg.Mode}
+	if reason := skipReason(ctx, b, c, world); reason != "" {
+		res.Status, res.Reason = Skipped, reason
 		return res
 	}
 	start := time.Now()
@@ -207,7 +241,7 @@ func RunTests(t *testing.T, cfg Config) {
 		t.Skipf("conformance: backend %s unavailable: %v", b.Name(), err)
 	}
 	for _, c := range Cases() {
-		if cfg.Filter != nil && !cfg.Filter(c.Name) {
+		if !selected(cfg, c) {
 			continue
 		}
 		worlds := cfg.Worlds
@@ -216,7 +250,10 @@ func RunTests(t *testing.T, cfg Config) {
 		}
 		for _, w := range worlds {
 			t.Run(fmt.Sprintf("%s/world%d", c.Name, w), func(t *testing.T) {
-				r := runCase(context.Background(), cfg, b, c, w)
+				r := runAny(context.Background(), cfg, b, c, w)
+				if r.Summary != "" {
+					t.Log(r.Summary)
+				}
 				switch r.Status {
 				case Skipped:
 					t.Skip(r.Reason)

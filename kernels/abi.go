@@ -18,6 +18,7 @@
 //	  epoch        at EpochWord                            local: one-shot LL calls so far
 //	  ticket       at TicketWord                           local: scratch of the device kernel
 //	LL area        at LLOffset, LLSize bytes               written by peers (one-shot LL)
+//	push area      at PushOffset, PushSize bytes           written by peers (one-shot push)
 //
 // PutSignal(dst, ch): s = sent[ch][dst]+1; sent[ch][dst] = s; then, with
 // release semantics (all prior writes of this block visible system-wide
@@ -53,33 +54,49 @@
 // ranks (channel b), so a block may only read what same-index blocks wrote.
 // Kernels use channels [0, KernelChannels).
 //
-// OneShot (count*size <= buffer) takes one of two paths, chosen from the
-// message alone so that every rank takes the same one.
+// OneShot (count*size <= buffer) takes one of three paths, chosen from
+// the message size and the world alone (OneShotPath), so that every rank
+// takes the same one. The LL and push paths use no symmetric buffer and no
+// closing barrier: they alternate between two slots of areas in the
+// peers' pads, picked by the epoch.
 //
-// The LL path, when 0 < count*size <= OneShotLLMax(World), uses no barrier
-// and leaves the symmetric buffers alone. Data travels in "LL lines": 16
-// bytes {d0, f, d1, f} (uint32 words) carrying the 8 payload bytes d0 d1
-// (bytes [8j, 8j+8) of the input, the last line padded with zeros) and
-// the flag f twice; each 8-byte half {d, f} is written as one unit, so a
-// reader that sees f in both halves has the whole line.
-//  1. E = epoch (EpochWord of my pad); f = 2E+1 (odd, so never 0, the
-//     pad's initial value); s = E mod 2, the slot.
-//  2. for every peer p != me, write line j of my input, for every j, at
+// Epoch: E = the epoch word of my pad, s = E mod 2. An LL or push call
+// reads E and leaves E+1 there (every block of a launch reads E before it
+// changes). A rank writes into slot s of a peer's area only in a call of
+// epoch E, and its previous write there was in a call of epoch at most
+// E-2; between them lies its call E-1, which it finished only after every
+// peer had started call E-1 (the LL path waits for every peer's lines, the
+// push path for every peer's signal), and so had finished call E-2 (calls
+// on a stream run in order). So no rank overwrites data that a peer has
+// not consumed. Every rank must make the same sequence of LL and push
+// calls on a pad (they do: same calls, same sizes, same paths).
+//
+// The LL path, when 0 < count*size <= OneShotLLMax(World). Data travels
+// in "LL lines": 16 bytes {d0, f, d1, f} (uint32 words) carrying 8 payload
+// bytes d0 d1 and the flag f twice; each 8-byte half {d, f} is written as
+// one unit, so a reader that sees f in both halves has the whole line. The
+// payload is the input padded with zeros to a multiple of 16 bytes; line j
+// carries its bytes [8j, 8j+8).
+//  1. f = 2E+1 (odd, so never 0, the pad's initial value);
+//  2. for every peer p != me, write line j, for every j, at
 //     LLLine(World, s, me, p, j) of p's pad;
 //  3. for every peer q, wait (with the deadline) until line j at
 //     LLLine(World, s, q, me, j) of my own pad carries f in both halves;
-//     output[i] = reduce over r of (r == me ? input : q's lines)[i];
+//     output[i] = reduce over r of (r == me ? input : q's payload)[i];
+//  4. epoch = E+1.
+// Flags only grow, so a line left in the slot by call E-2 (flag 2E-3)
+// never passes for one of call E.
+//
+// The push path, when OneShotLLMax(World) < count*size <=
+// OneShotPushMax(World):
+//  1. for every peer p != me, write the input (padded with zeros to a
+//     multiple of 16 bytes) at PushData(World, s, me, p) of p's pad;
+//  2. Barrier(all);
+//  3. output[i] = reduce over r of (r == me ? input : the data at
+//     PushData(World, s, r, me) of my own pad)[i];
 //  4. epoch = E+1.
 //
-// Two slots make the closing barrier unnecessary: a rank writes slot s
-// again only in its call E+2, which starts after it has received every
-// peer's lines of call E+1, which each peer wrote after finishing call E
-// (calls are stream-ordered), so no line is overwritten before its reader
-// consumed it. Flags only grow, so a line left from call E-2 (flag 2E-3)
-// never passes for a line of call E. Every rank must make the same
-// sequence of LL calls on a pad (they do: same calls, same sizes).
-//
-// The classic path (every other count, including 0):
+// The classic path, for every other count (0 included):
 //  1. copy input to bufs[me][0:n) unless input == bufs[me];
 //  2. Barrier(all);
 //  3. output[i] = reduce over r of bufs[r][i];
@@ -133,8 +150,8 @@ const MaxRanks = 8
 
 // Signal pad layout.
 const (
-	NumChannels    = 64
-	KernelChannels = 32
+	NumChannels    = 192
+	KernelChannels = 128
 	InboxOffset    = 0
 	SentOffset     = NumChannels * MaxRanks * 4
 	RecvOffset     = 2 * NumChannels * MaxRanks * 4
@@ -149,12 +166,18 @@ const (
 	// LLOffset and LLSize place the area the one-shot LL path receives
 	// into: two slots of World-1 regions (one per sending peer) of
 	// LLRegion(World) bytes.
-	LLOffset      = StateOffset + StateSize
-	LLSize        = 4 << 20
-	SignalPadSize = LLOffset + LLSize
-	// OneShotLLMaxBytes bounds the LL path of the one-shot at any world
-	// (see OneShotLLMax).
-	OneShotLLMaxBytes = 1 << 20
+	LLOffset = StateOffset + StateSize
+	LLSize   = 1 << 20
+	// PushOffset and PushSize place the area the one-shot push path
+	// receives into: two slots of World-1 regions of OneShotPushMax(World)
+	// bytes.
+	PushOffset    = LLOffset + LLSize
+	PushSize      = 4 << 20
+	SignalPadSize = PushOffset + PushSize
+	// OneShotLLMaxBytes and OneShotPushMaxBytes bound the LL and push paths
+	// of the one-shot at any world (see OneShotLLMax, OneShotPushMax).
+	OneShotLLMaxBytes   = 256 << 10
+	OneShotPushMaxBytes = 2 << 20
 )
 
 // OneShotLLMax is the largest message, in bytes, that the one-shot kernels
@@ -170,6 +193,39 @@ func OneShotLLMax(world int) int {
 
 // LLRegion is the byte size of one sender's region of one LL slot.
 func LLRegion(world int) int { return 2 * OneShotLLMax(world) }
+
+// OneShotPushMax is the largest message, in bytes, that the one-shot
+// kernels send through the push path (when it is over OneShotLLMax):
+// OneShotPushMaxBytes, or less where the push area cannot hold two slots
+// of World-1 messages. A multiple of 16, and the size of one sender's
+// region of one push slot.
+func OneShotPushMax(world int) int {
+	if world <= 1 {
+		return OneShotPushMaxBytes
+	}
+	return min(OneShotPushMaxBytes, PushSize/(2*(world-1))&^15)
+}
+
+// PushData is the byte offset, in the receiving rank dst's pad, of the
+// data rank src pushes in slot s.
+func PushData(world, s, src, dst int) int {
+	idx := src
+	if src > dst {
+		idx--
+	}
+	return PushOffset + (s*(world-1)+idx)*OneShotPushMax(world)
+}
+
+// OneShotPath names the path a one-shot kernel takes for n bytes.
+func OneShotPath(n, world int) string {
+	switch {
+	case n > 0 && n <= OneShotLLMax(world):
+		return "ll"
+	case n > 0 && n <= OneShotPushMax(world):
+		return "push"
+	}
+	return "classic"
+}
 
 // LLLine is the byte offset, in the receiving rank dst's pad, of line j
 // sent by rank src in slot s.

@@ -166,11 +166,25 @@ func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Me
 	if err != nil {
 		return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
 	}
-	m = &Memory{dev: b.dev, rank: g.Rank, world: g.World, size: b.size, span: b.bufSpan,
+	// On an error return, the peers' handles not yet closed below are
+	// closed here (closing an os.File twice is harmless). This rank's own
+	// is left to the success path: ranks sharing this process may still be
+	// duplicating it by number until the barrier below.
+	defer func() {
+		for r, h := range handles {
+			if r != g.Rank && h.File != nil {
+				_ = h.File.Close()
+			}
+		}
+	}()
+	mem := &Memory{dev: b.dev, rank: g.Rank, world: g.World, size: b.size, span: b.bufSpan,
 		local: b.alloc, peers: make([]backend.Allocation, g.World), opts: b.opts, name: name}
+	m = mem
 	defer func() {
 		if err != nil {
-			m.closePeers()
+			// An error return has set m to nil by now; mem is still the
+			// half-built memory, whose peers (and setup) must be freed.
+			_ = mem.Close()
 		}
 	}()
 	for r, h := range handles {

@@ -4,7 +4,9 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -12,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -47,6 +50,11 @@ const (
 	// plugin process died, so that the error can say so.
 	goneGrace = time.Second
 )
+
+// closeGrace bounds Close's orderly stop of the plugin (go-plugin asks it
+// to shut down and kills it after two seconds) before it is killed
+// outright. Tests shorten it.
+var closeGrace = 5 * time.Second
 
 // Option configures Open and NewLoopback.
 type Option func(*options)
@@ -138,46 +146,62 @@ func Open(ctx context.Context, path string, opts ...Option) (*Backend, error) {
 	cmd := exec.Command(exe, o.args...)
 	// ExtraFiles[0] is descriptor 3 in the child.
 	cmd.ExtraFiles = []*os.File{childEnd}
-	cmd.Env = []string{EnvFD + "=3"}
-	if o.log.Enabled(ctx, slog.LevelDebug) {
-		cmd.Env = append(cmd.Env, EnvLog+"=debug")
-	}
+	cmd.Env = pluginEnv(o.log.Enabled(ctx, slog.LevelDebug))
 	stderr := newTail(o.log, path)
 	p := &Plugin{host: &hostSide{fds: fds, opts: o, name: Name + ":" + path, stderr: stderr}}
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: map[int]goplugin.PluginSet{ProtocolVersion: {PluginName: p}},
 		Cmd:              cmd,
+		SkipHostEnv:      true, // pluginEnv passes it on, ours last
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Managed:          true,
 		StartTimeout:     startTimeout(ctx),
 		Stderr:           stderr,
 		Logger:           newHCLogger(o.log),
 	})
-	fail := func(err error) (*Backend, error) {
+	// fail stops the plugin first: once it has exited and its stderr is
+	// drained, the message can quote what it said.
+	fail := func(format string, err error) (*Backend, error) {
 		client.Kill()
 		_ = fds.Close()
-		return nil, err
+		if backend.CodeOf(err) != backend.CodeUnknown {
+			return nil, err
+		}
+		return nil, backend.Errorf(backend.CodeUnavailable, format, path, err, stderr.excerpt())
 	}
 	rpc, err := client.Client()
 	if err != nil {
-		return fail(backend.Errorf(backend.CodeUnavailable, "plugin: starting %s: %w%s (a plugin calls plugin.Serve and prints nothing on stdout before it)",
-			path, err, stderr.excerpt()))
+		return fail("plugin: starting %s: %w%s (a plugin calls plugin.Serve and prints nothing on stdout before it)", err)
 	}
 	raw, err := rpc.Dispense(PluginName)
 	if err != nil {
-		if backend.CodeOf(err) != backend.CodeUnknown {
-			return fail(err)
-		}
-		return fail(backend.Errorf(backend.CodeUnavailable, "plugin: %s: %w%s", path, err, stderr.excerpt()))
+		return fail("plugin: %s: %w%s", err)
 	}
 	b, ok := raw.(*Backend)
 	if !ok {
-		return fail(backend.Errorf(backend.CodeInternal, "plugin: dispensed a %T", raw))
+		return fail("plugin: %s: %w%s", fmt.Errorf("dispensed a %T, not a *plugin.Backend", raw))
 	}
 	b.client = client
 	o.log.Debug("plugin: started", "path", path, "pid", b.info.PID, "backend", b.info.Name)
 	return b, nil
+}
+
+// pluginEnv is this process's environment (the plugin's backend may be
+// configured by it, as the fake is) with the plugin's variables set last,
+// replacing any this process inherited itself.
+func pluginEnv(debug bool) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, EnvFD+"=") && !strings.HasPrefix(kv, EnvLog+"=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, EnvFD+"=3")
+	if debug {
+		env = append(env, EnvLog+"=debug")
+	}
+	return env
 }
 
 // resolve finds the binary: a path with a slash as given (made absolute, so
@@ -197,8 +221,10 @@ func resolve(path string) (string, error) {
 	}
 	st, err := os.Stat(abs)
 	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", backend.Errorf(backend.CodeNotFound, "plugin: no binary at %s: %w", abs, fs.ErrNotExist)
 	case err != nil:
-		return "", backend.Errorf(backend.CodeNotFound, "plugin: %w", err)
+		return "", backend.Errorf(backend.CodeUnavailable, "plugin: %w", err)
 	case st.IsDir() || st.Mode()&0o111 == 0:
 		return "", backend.Errorf(backend.CodeInvalidArgument, "plugin: %s is not an executable file", abs)
 	}
@@ -340,11 +366,31 @@ func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		b.conn.closed.Store(true)
 		if b.client != nil {
-			b.client.Kill()
+			b.kill()
 		}
 		b.closeErr = b.conn.fds.Close()
 	})
 	return b.closeErr
+}
+
+// kill runs go-plugin's Kill, bounded: its graceful part waits on a
+// shutdown call without a deadline, so a plugin that neither answers nor
+// exits (stopped, or wedged in a driver call) is killed outright.
+func (b *Backend) kill() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.client.Kill()
+	}()
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		b.conn.log.Debug("plugin: not stopping, killing it", "plugin", b.conn.what)
+		_ = syscall.Kill(b.info.PID, syscall.SIGKILL)
+		<-done
+	}
 }
 
 // conn is the host end of one connection: gRPC for calls, the descriptor

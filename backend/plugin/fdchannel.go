@@ -41,11 +41,11 @@ type fdChannel struct {
 	sendMu sync.Mutex // one sender at a time: the write deadline is per socket
 
 	mu     sync.Mutex
-	parked map[uint64]parkedFile      // arrived, not yet claimed
-	wait   map[uint64]chan *os.File   // claimed, not yet arrived
-	err    error                      // why the reader stopped
-	done   chan struct{}              // closed when the reader stops
-	onDone func(error)                // called once when the reader stops
+	parked map[uint64]parkedFile    // arrived, not yet claimed
+	wait   map[uint64]chan *os.File // claimed, not yet arrived
+	err    error                    // why the reader stopped
+	done   chan struct{}            // closed when the reader stops
+	onDone func(error)              // called once when the reader stops
 }
 
 type parkedFile struct {

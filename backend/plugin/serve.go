@@ -8,12 +8,17 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/intranode/intranode/backend"
 )
+
+// cleanupGrace bounds how long a plugin spends closing what its host left
+// open before it exits.
+const cleanupGrace = 10 * time.Second
 
 // Serve serves b to the host that started this process and exits when the
 // host closes the backend or goes away; it does not return. Call it from a
@@ -49,11 +54,22 @@ func Serve(b backend.Backend) {
 	}
 	srv := newServer(b, nil, log)
 	var once sync.Once
+	// finish releases what the host left open, but never keeps the process
+	// alive: a device stuck in its driver must not leave an orphan behind.
 	finish := func() {
 		once.Do(func() {
-			srv.shutdown()
-			if err := b.Close(); err != nil {
-				log.Debug("plugin: closing the backend", "err", err)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				srv.shutdown()
+				if err := b.Close(); err != nil {
+					log.Debug("plugin: closing the backend", "err", err)
+				}
+			}()
+			select {
+			case <-done:
+			case <-time.After(cleanupGrace):
+				log.Debug("plugin: cleanup did not finish, exiting anyway", "after", cleanupGrace)
 			}
 		})
 	}
@@ -73,7 +89,7 @@ func Serve(b backend.Backend) {
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: map[int]goplugin.PluginSet{ProtocolVersion: {PluginName: &Plugin{srv: srv}}},
 		GRPCServer:       goplugin.DefaultGRPCServer,
-		Logger: hclog.New(&hclog.LoggerOptions{Name: "intranode-plugin", Level: hclog.Error, Output: os.Stderr, JSONFormat: true}),
+		Logger:           hclog.New(&hclog.LoggerOptions{Name: "intranode-plugin", Level: hclog.Error, Output: os.Stderr, JSONFormat: true}),
 	})
 	finish()
 	os.Exit(0)

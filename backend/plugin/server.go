@@ -5,7 +5,6 @@ package plugin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -27,6 +26,7 @@ const (
 	kindFunction
 )
 
+// String names the kind in messages.
 func (k objKind) String() string {
 	switch k {
 	case kindDevice:
@@ -610,6 +610,3 @@ func (s *server) launchGraph(_ context.Context, req *graphLaunchReq) (*empty, er
 func (s *server) closeGraph(_ context.Context, req *ref) (*empty, error) {
 	return &empty{}, s.closeRef(req.ID, kindGraph)
 }
-
-// describe names the served backend in messages.
-func (s *server) describe() string { return fmt.Sprintf("%s (plugin pid %d)", s.b.Name(), os.Getpid()) }

@@ -11,8 +11,10 @@ import (
 	"strings"
 
 	// Backends built into every binary; cuda and rocm are added by files
-	// with those build tags.
+	// with those build tags. The plugin driver loads out-of-process
+	// backends: --backend plugin:PATH.
 	_ "github.com/intranode/intranode/backend/fake"
+	_ "github.com/intranode/intranode/backend/plugin"
 	_ "github.com/intranode/intranode/kernels/cpu"
 )
 

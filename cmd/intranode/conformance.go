@@ -20,6 +20,11 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 	asJSON := fs.Bool("json", false, "print results as JSON")
 	filter := fs.String("run", "", "only cases whose name matches this regular expression")
 	timeout := fs.Duration("timeout", 2*time.Minute, "bound on each case")
+	faults := fs.Bool("faults", false, "also run the faults group: ranks killed and stalled at each phase, hostile store and IPC clients")
+	trials := fs.Int("trials", 1, "with --faults: run each fault case this many times and print how many trials met the expectation")
+	faultDeadline := fs.Duration("fault-deadline", conformance.DefaultFaultDeadline,
+		"with --faults: the deadline of each operation in a fault case")
+	parallel := fs.Int("parallel", 1, "with --faults: run this many trials of a fault case at once")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -32,8 +37,17 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 			return fmt.Errorf("%w: world %d must be positive", errUsage, w)
 		}
 	}
+	if *trials < 1 {
+		return fmt.Errorf("%w: --trials %d must be at least 1", errUsage, *trials)
+	}
+	if *faultDeadline <= 0 {
+		return fmt.Errorf("%w: --fault-deadline %v must be positive", errUsage, *faultDeadline)
+	}
+	if *parallel < 1 {
+		return fmt.Errorf("%w: --parallel %d must be at least 1", errUsage, *parallel)
+	}
 	cfg := conformance.Config{Backend: c.backend, Mode: conformance.Goroutines, Worlds: ws, Timeout: *timeout,
-		Quick: *quick, Logger: c.logger(s)}
+		Quick: *quick, Logger: c.logger(s), Faults: *faults, Trials: *trials, FaultDeadline: *faultDeadline, FaultParallel: *parallel}
 	if *procs {
 		cfg.Mode = conformance.Processes
 	}
@@ -45,8 +59,12 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 		cfg.Filter = re.MatchString
 	}
 	counts := map[conformance.Status]int{}
+	var summaries []string
 	report := func(r conformance.Result) {
 		counts[r.Status]++
+		if r.Summary != "" {
+			summaries = append(summaries, fmt.Sprintf("world %d  %s", r.World, r.Summary))
+		}
 		if *asJSON {
 			return
 		}
@@ -55,6 +73,9 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 			line += "  " + firstLineOf(r.Reason)
 		}
 		fmt.Fprintln(s.Out, line)
+		if r.Summary != "" {
+			fmt.Fprintln(s.Out, "      "+r.Summary)
+		}
 		if r.Status == conformance.Fail {
 			fmt.Fprintln(s.Out, indent(r.Reason))
 		}
@@ -71,6 +92,13 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 			return err
 		}
 	} else {
+		if len(summaries) > 0 {
+			fmt.Fprintf(s.Out, "\n# fault trials (backend %s, mode %s, deadline %v, %d trial(s) each, %d at a time)\n",
+				c.backend, cfg.Mode, cfg.FaultDeadline, cfg.Trials, cfg.FaultParallel)
+			for _, line := range summaries {
+				fmt.Fprintln(s.Out, line)
+			}
+		}
 		fmt.Fprintf(s.Out, "\n%d passed, %d failed, %d skipped (%d cases, mode %s, %s)\n",
 			counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skipped], len(results), cfg.Mode,
 			time.Since(start).Round(time.Millisecond))

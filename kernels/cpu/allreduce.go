@@ -2,9 +2,11 @@ package cpu
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -135,6 +137,15 @@ func setupAllReduce(ctx context.Context, mem Memory, a kernels.AllReduceArgs, al
 		return nil, l.badArgsWrap(err, "output %#x, %d bytes", uint64(a.Output), k.n)
 	}
 	if k.outputConflicts() {
+		if algo == kernels.TwoShot {
+			// The result would land after the last barrier, while the peer
+			// may still be reading its own buffer.
+			for r, b := range k.bufs {
+				if r != k.me && overlaps(k.out, b) {
+					return nil, k.badArgs("output %#x overlaps the symmetric buffer of rank %d", uint64(a.Output), r)
+				}
+			}
+		}
 		k.aside = make([]byte, k.n)
 	}
 	return k, nil
@@ -167,7 +178,8 @@ func (k *allReduce) setupHCM() error {
 // writes it could change data a peer may still be reading: the output
 // overlaps a symmetric buffer, and is not the one place the algorithm
 // allows (this rank's own buffer, exactly, for two-shot and HCM, whose last
-// reads of it happen before the barrier that precedes the output).
+// reads of it happen before the barrier that precedes the output). The
+// one-shot's LL path reads no symmetric buffer and ignores the answer.
 func (k *allReduce) outputConflicts() bool {
 	for r, b := range k.bufs {
 		if !overlaps(k.out, b) {
@@ -196,6 +208,14 @@ func same(a, b []byte) bool {
 }
 
 func (k *allReduce) run() error {
+	switch {
+	case k.algo == kernels.OneShot && kernels.OneShotPath(k.n, k.world) == "ll":
+		return k.oneShotLL()
+	case k.algo == kernels.OneShot && kernels.OneShotPath(k.n, k.world) == "push":
+		return k.oneShotPush()
+	case k.algo == kernels.TwoShot:
+		return k.twoShot()
+	}
 	me := k.me
 	if !same(k.in, k.bufs[me]) {
 		copy(k.bufs[me][:k.n], k.in)
@@ -212,8 +232,6 @@ func (k *allReduce) run() error {
 	switch k.algo {
 	case kernels.OneShot:
 		ok, err = k.oneShot(out)
-	case kernels.TwoShot:
-		ok, err = k.twoShot(out)
 	case kernels.HCM:
 		ok, err = k.hcm(out)
 	}
@@ -229,7 +247,8 @@ func (k *allReduce) run() error {
 	return nil
 }
 
-// oneShot: every rank reduces the whole input from every buffer.
+// oneShot is the one-shot's classic path: every rank reduces the whole
+// input from every buffer.
 func (k *allReduce) oneShot(out []byte) (bool, error) {
 	srcs := make([][]byte, k.world)
 	for r, b := range k.bufs {
@@ -239,25 +258,144 @@ func (k *allReduce) oneShot(out []byte) (bool, error) {
 	return true, nil
 }
 
-// twoShot: reduce this rank's slice into its own buffer, then gather every
-// rank's reduced slice.
-func (k *allReduce) twoShot(out []byte) (bool, error) {
-	lo, hi := k.slice(k.me)
+// oneShotLL is the one-shot's LL path: send the input as LL lines into
+// every peer's pad, receive every peer's lines from this rank's pad, reduce
+// in rank order. No barrier; the epoch picks the slot and the flag.
+//
+// Go's atomics are sequentially consistent, so a sender writes its lines
+// with plain stores and only the last 8-byte half atomically, last; a
+// receiver that sees the flag there has every earlier line too, and checks
+// each one's flags as the ABI says.
+func (k *allReduce) oneShotLL() error {
+	me := k.me
+	epochWord := word(k.pads[me], kernels.EpochWord)
+	epoch := atomic.LoadUint32(epochWord)
+	f := 2*epoch + 1
+	s := int(epoch & 1)
+	payload := make([]byte, (k.n+15)&^15)
+	copy(payload, k.in)
+	lines := make([]byte, 2*len(payload))
+	for j := range len(payload) / 8 {
+		copy(lines[16*j:16*j+4], payload[8*j:8*j+4])
+		binary.LittleEndian.PutUint32(lines[16*j+4:], f)
+		copy(lines[16*j+8:16*j+12], payload[8*j+4:8*j+8])
+		binary.LittleEndian.PutUint32(lines[16*j+12:], f)
+	}
+	last := len(lines) - 8
+	for p := range k.world {
+		if p == me {
+			continue
+		}
+		off := kernels.LLLine(k.world, s, me, p, 0)
+		copy(k.pads[p][off:off+last], lines[:last])
+		atomic.StoreUint64(word64(k.pads[p], off+last), binary.LittleEndian.Uint64(lines[last:]))
+	}
+	atomic.StoreUint32(epochWord, epoch+1)
+	srcs := make([][]byte, k.world)
+	for q := range k.world {
+		if q == me {
+			srcs[q] = k.in
+			continue
+		}
+		off := kernels.LLLine(k.world, s, q, me, 0)
+		tail := word64(k.pads[me], off+last)
+		if ok, err := k.spin(q, allReduceChannel, func() bool {
+			return uint32(atomic.LoadUint64(tail)>>32) == f
+		}); !ok {
+			return err
+		}
+		got := make([]byte, len(payload))
+		in := k.pads[me][off : off+len(lines)]
+		for j := range len(payload) / 8 {
+			l := in[16*j : 16*j+16]
+			if binary.LittleEndian.Uint32(l[4:]) != f || binary.LittleEndian.Uint32(l[12:]) != f {
+				return fmt.Errorf("%s: rank %d: LL line %d from rank %d lacks flag %d", k.kernel, me, j, q, f)
+			}
+			copy(got[8*j:8*j+4], l[0:4])
+			copy(got[8*j+4:8*j+8], l[8:12])
+		}
+		srcs[q] = got[:k.n]
+	}
+	// No peer reads this rank's output or buffer: no aside needed.
+	reduce(k.a.DType, k.a.Op, k.out, srcs)
+	return nil
+}
+
+// oneShotPush is the one-shot's push path: write the input into every
+// peer's push slot, barrier, reduce this rank's input and what the peers
+// wrote into its pad. The epoch picks the slot.
+func (k *allReduce) oneShotPush() error {
+	me := k.me
+	epochWord := word(k.pads[me], kernels.EpochWord)
+	epoch := atomic.LoadUint32(epochWord)
+	s := int(epoch & 1)
+	padded := (k.n + 15) &^ 15
+	for p := range k.world {
+		if p == me {
+			continue
+		}
+		dst := k.pads[p][kernels.PushData(k.world, s, me, p):]
+		copy(dst[:k.n], k.in)
+		clear(dst[k.n:padded])
+	}
+	atomic.StoreUint32(epochWord, epoch+1)
+	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+		return err
+	}
+	srcs := make([][]byte, k.world)
+	for q := range k.world {
+		if q == me {
+			srcs[q] = k.in
+			continue
+		}
+		off := kernels.PushData(k.world, s, q, me)
+		srcs[q] = k.pads[me][off : off+k.n]
+	}
+	reduce(k.a.DType, k.a.Op, k.out, srcs)
+	return nil
+}
+
+// twoShot: copy in, barrier, reduce this rank's slice into the output and
+// every peer's buffer, barrier, copy the other slices out of this rank's
+// own buffer. No closing barrier (see package kernels).
+func (k *allReduce) twoShot() error {
+	me := k.me
+	if !same(k.in, k.bufs[me]) {
+		copy(k.bufs[me][:k.n], k.in)
+	}
+	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+		return err
+	}
+	out := k.out
+	if k.aside != nil {
+		out = k.aside
+	}
+	lo, hi := k.slice(me)
 	srcs := make([][]byte, k.world)
 	for r, b := range k.bufs {
 		srcs[r] = b[lo:hi]
 	}
-	reduce(k.a.DType, k.a.Op, k.bufs[k.me][lo:hi], srcs)
-	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
-		return false, err
-	}
+	reduce(k.a.DType, k.a.Op, out[lo:hi], srcs)
 	for p, b := range k.bufs {
-		lo, hi := k.slice(p)
-		if !same(out[lo:hi], b[lo:hi]) {
-			copy(out[lo:hi], b[lo:hi])
+		if p != me {
+			copy(b[lo:hi], out[lo:hi])
 		}
 	}
-	return true, nil
+	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+		return err
+	}
+	for p := range k.world {
+		lo, hi := k.slice(p)
+		if p != me && !same(out[lo:hi], k.bufs[me][lo:hi]) {
+			copy(out[lo:hi], k.bufs[me][lo:hi])
+		}
+	}
+	// After the second barrier only this rank touches its own buffer, so a
+	// result set aside because the output overlaps that buffer may land now.
+	if k.aside != nil {
+		copy(k.out, k.aside)
+	}
+	return nil
 }
 
 // slice is rank r's two-shot slice in bytes.

@@ -38,6 +38,11 @@ const (
 // every offset used is a multiple of 4.
 func word(b []byte, off int) *uint32 { return (*uint32)(unsafe.Pointer(&b[off])) }
 
+// word64 is the uint64 at byte offset off of b: half of an LL line. Pads
+// are 16-byte aligned (checked when they are resolved) and line offsets
+// are multiples of 16, so every such word is 8-byte aligned.
+func word64(b []byte, off int) *uint64 { return (*uint64)(unsafe.Pointer(&b[off])) }
+
 // aligned reports whether b starts on a multiple of n bytes.
 func aligned(b []byte, n uintptr) bool {
 	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%n == 0
@@ -132,8 +137,8 @@ func (l *launch) resolvePads(mem Memory, table backend.DevicePtr, world int, mas
 		if err != nil {
 			return l.badArgsWrap(err, "signal pad of rank %d at %#x", r, uint64(p))
 		}
-		if !aligned(b, 4) {
-			return l.badArgs("signal pad of rank %d at %#x is not 4-byte aligned", r, uint64(p))
+		if !aligned(b, 16) {
+			return l.badArgs("signal pad of rank %d at %#x is not 16-byte aligned", r, uint64(p))
 		}
 		l.pads[r] = b
 	}
@@ -157,13 +162,24 @@ func (l *launch) wait(src, ch int) (bool, error) {
 	recv := word(l.pads[l.me], kernels.RecvWord(ch, src))
 	want := atomic.LoadUint32(recv) + 1
 	inbox := word(l.pads[l.me], kernels.InboxWord(ch, src))
+	ok, err := l.spin(src, ch, func() bool {
+		// Wrap-safe: the counters only grow, by less than 2^31 between a
+		// put and the wait that consumes it.
+		return int32(atomic.LoadUint32(inbox)-want) >= 0
+	})
+	if ok {
+		atomic.StoreUint32(recv, want)
+	}
+	return ok, err
+}
+
+// spin waits until ready() holds, for something rank src sends on channel
+// ch, with the back-off and deadline of a wait (its result is wait's).
+func (l *launch) spin(src, ch int, ready func() bool) (bool, error) {
 	var start time.Time
 	sleep := minSleep
 	for i := 0; ; i++ {
-		// Wrap-safe: the counters only grow, by less than 2^31 between a
-		// put and the wait that consumes it.
-		if int32(atomic.LoadUint32(inbox)-want) >= 0 {
-			atomic.StoreUint32(recv, want)
+		if ready() {
 			return true, nil
 		}
 		now := time.Now()

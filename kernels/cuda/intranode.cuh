@@ -31,8 +31,8 @@ namespace intranode {
 
 // ABI constants, mirrored from kernels/abi.go.
 constexpr uint32_t kMaxRanks = 8;
-constexpr uint32_t kNumChannels = 64;
-constexpr uint32_t kKernelChannels = 32;
+constexpr uint32_t kNumChannels = 192;
+constexpr uint32_t kKernelChannels = 128;
 constexpr uint64_t kInboxOffset = 0;
 constexpr uint64_t kSentOffset = uint64_t(kNumChannels) * kMaxRanks * 4;
 constexpr uint64_t kRecvOffset = 2 * uint64_t(kNumChannels) * kMaxRanks * 4;
@@ -41,17 +41,32 @@ constexpr uint64_t kStateSize = 2048;
 constexpr uint64_t kEpochWord = kStateOffset;
 constexpr uint64_t kTicketWord = kStateOffset + 4;
 constexpr uint64_t kLLOffset = kStateOffset + kStateSize;
-// kernels.LLSize and kernels.OneShotLLMaxBytes. The CPU emulator overrides
-// them to reach both one-shot paths with small messages; a real build must
-// match the Go constants (the pad is allocated from them).
+// kernels.LLSize, kernels.OneShotLLMaxBytes, kernels.PushSize and
+// kernels.OneShotPushMaxBytes. The CPU emulator overrides them to reach
+// every one-shot path with small messages; a real build must match the Go
+// constants (the pad is allocated from them).
 #ifndef INTRANODE_LL_SIZE
-#define INTRANODE_LL_SIZE (4ull << 20)
+#define INTRANODE_LL_SIZE (1ull << 20)
 #endif
 #ifndef INTRANODE_LL_MAX_BYTES
-#define INTRANODE_LL_MAX_BYTES (1ull << 20)
+#define INTRANODE_LL_MAX_BYTES (256ull << 10)
+#endif
+#ifndef INTRANODE_PUSH_SIZE
+#define INTRANODE_PUSH_SIZE (4ull << 20)
+#endif
+#ifndef INTRANODE_PUSH_MAX_BYTES
+#define INTRANODE_PUSH_MAX_BYTES (2ull << 20)
 #endif
 constexpr uint64_t kLLSize = INTRANODE_LL_SIZE;
 constexpr uint64_t kLLMaxBytes = INTRANODE_LL_MAX_BYTES;
+constexpr uint64_t kPushOffset = kLLOffset + kLLSize;
+constexpr uint64_t kPushSize = INTRANODE_PUSH_SIZE;
+constexpr uint64_t kPushMaxBytes = INTRANODE_PUSH_MAX_BYTES;
+// kernels.PushSplitBytes: push-path messages over this go in two rounds.
+#ifndef INTRANODE_PUSH_SPLIT_BYTES
+#define INTRANODE_PUSH_SPLIT_BYTES (2ull << 20)
+#endif
+constexpr uint64_t kPushSplitBytes = INTRANODE_PUSH_SPLIT_BYTES;
 
 constexpr uint32_t kStatusTimeout = 1;
 constexpr uint32_t kStatusBadArgs = 2;
@@ -529,13 +544,24 @@ INTRANODE_DEVICE void split(uint64_t n, uint64_t parts, uint64_t k, uint64_t& lo
   hi = n * (k + 1) / parts;
 }
 
-INTRANODE_DEVICE uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+INTRANODE_DEVICE constexpr uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 // kernels.OneShotLLMax and kernels.LLRegion.
+static_assert(kLLSize < (1ull << 32), "the LL area fits 32-bit arithmetic");
 INTRANODE_DEVICE uint64_t ll_max(uint32_t world) {
-  return world <= 1 ? kLLMaxBytes : min_u64(kLLMaxBytes, (kLLSize / (4 * uint64_t(world - 1))) & ~uint64_t(15));
+  // 32-bit division: this sits on the LL path's critical path.
+  return world <= 1 ? kLLMaxBytes
+                    : min_u64(kLLMaxBytes, (uint32_t(kLLSize) / (4u * (world - 1))) & ~15u);
 }
 INTRANODE_DEVICE uint64_t ll_region(uint32_t world) { return 2 * ll_max(world); }
+
+// kernels.OneShotPushMax: also the byte size of one sender's region of one
+// slot of the push area.
+static_assert(kPushSize < (1ull << 32), "the push area fits 32-bit arithmetic");
+INTRANODE_DEVICE uint64_t push_max(uint32_t world) {
+  return world <= 1 ? kPushMaxBytes
+                    : min_u64(kPushMaxBytes, (uint32_t(kPushSize) / (2u * (world - 1))) & ~15u);
+}
 
 // hcm_partial_offset is where HCM keeps the quad partials in every buffer:
 // bits 32-63 of Extra when the host sets them (HCMPartialOffset of the
@@ -546,13 +572,11 @@ INTRANODE_DEVICE uint64_t hcm_partial_offset(uint64_t extra, uint64_t bytes) {
   return half != 0 ? half : (bytes + 15) & ~uint64_t(15);
 }
 
-// check validates the arguments and loads the pointers every block needs
-// first, all in one round trip. Every thread computes the same answer;
-// thread 0 of each block reports StatusBadArgs.
+// params_ok is the part of check that reads no memory: what must hold
+// before a kernel may load through any pointer argument.
 template <uint32_t DT>
-INTRANODE_DEVICE bool check(Args& a, Algo algo) {
+INTRANODE_DEVICE bool params_ok(const Args& a) {
   constexpr uint64_t size = kElemSize<DT>;
-  const uint64_t bytes = a.count * size;
   bool ok = a.bufs != nullptr && a.pads != nullptr && a.world >= 1 && a.world <= kMaxRanks &&
             a.rank < a.world && a.dtype == DT && a.op <= kMin &&
             port::grid_blocks() <= kKernelChannels && port::block_threads() >= a.world;
@@ -561,6 +585,17 @@ INTRANODE_DEVICE bool check(Args& a, Algo algo) {
          (reinterpret_cast<uintptr_t>(a.input) % size) == 0 &&
          (reinterpret_cast<uintptr_t>(a.output) % size) == 0;
   }
+  return ok;
+}
+
+// check validates the arguments and loads the pointers every block needs
+// first, all in one round trip. Every thread computes the same answer;
+// thread 0 of each block reports StatusBadArgs.
+template <uint32_t DT>
+INTRANODE_DEVICE bool check(Args& a, Algo algo) {
+  constexpr uint64_t size = kElemSize<DT>;
+  const uint64_t bytes = a.count * size;
+  bool ok = params_ok<DT>(a);
   if (ok && algo == Algo::kHCM) {
     const uint32_t q0 = a.extra & 0xff, q1 = a.extra >> 8 & 0xff, q2 = a.extra >> 16 & 0xff;
     const uint32_t c = a.extra >> 24 & 0xff;
@@ -699,8 +734,38 @@ INTRANODE_DEVICE void message_store(const Args& a, uint64_t i, uint64_t nfull, b
 
 INTRANODE_DEVICE bool ll_ready(const V16& l, uint32_t f) { return l.y == f && l.w == f; }
 
+// The epoch (kernels.EpochWord) counts the one-shot calls that use the
+// pad's slots; every block of a launch reads it, and it must advance once
+// per launch, after all have. epoch_count_in runs once every thread of the
+// block has read it (the caller's block-wide barrier ordered those reads):
+// with one block, thread 0 advances it at once; otherwise thread 0 counts
+// the block in (TicketWord) and epoch_count_out lets the last block in
+// advance it and reset the ticket. The fence before the add (release) comes
+// before any store of the launch, so it waits for nothing, and the add's
+// result is not needed until the end.
+INTRANODE_DEVICE uint32_t epoch_count_in(uint64_t my_pad, uint32_t epoch) {
+  uint32_t ticket = 0;
+  if (port::thread_index() == 0) {
+    if (port::grid_blocks() == 1) {
+      port::store_plain(reinterpret_cast<uint32_t*>(my_pad + kEpochWord), epoch + 1);
+    } else {
+      port::fence_gpu();
+      ticket = port::fetch_add_relaxed(reinterpret_cast<uint32_t*>(my_pad + kTicketWord), 1);
+    }
+  }
+  return ticket;
+}
+
+INTRANODE_DEVICE void epoch_count_out(uint64_t my_pad, uint32_t epoch, uint32_t ticket) {
+  if (port::thread_index() == 0 && port::grid_blocks() > 1 && ticket == port::grid_blocks() - 1) {
+    port::fence_gpu();  // acquire: every block's read of the epoch came first
+    port::store_plain(reinterpret_cast<uint32_t*>(my_pad + kTicketWord), 0);
+    port::store_plain(reinterpret_cast<uint32_t*>(my_pad + kEpochWord), epoch + 1);
+  }
+}
+
 template <uint32_t DT, uint32_t OP, int N>
-INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
+INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
   constexpr uint64_t E = kVecElems<DT>;
   constexpr int U = kUnroll<N>;
   constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
@@ -709,12 +774,42 @@ INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
   const uint32_t t = port::thread_index();
   const uint64_t T = port::block_threads();
   const uint32_t grid = port::grid_blocks();
+  const uint64_t nfull = a.count / E;
+  const uint64_t nvec = (a.count + E - 1) / E;
+  uint64_t lo, hi;
+  split(nvec, grid, port::block_index(), lo, hi);
+  const bool in_aligned = aligned16(a.input);
+  const bool out_aligned = aligned16(a.output);
 
-  // The epoch picks the slot and the flag. Every thread reads it; the last
-  // block to count itself in (ticket) advances it once all have.
-  uint32_t* const epoch_word = reinterpret_cast<uint32_t*>(a.my_pad + kEpochWord);
-  uint32_t* const ticket_word = reinterpret_cast<uint32_t*>(a.my_pad + kTicketWord);
-  const uint32_t epoch = port::load_plain(epoch_word);
+  // The loads that need only the parameters go out first, ahead of check's
+  // table loads: the epoch (through Extra, when the host passes this rank's
+  // pad there, else through the table) and this thread's first vectors.
+  uint32_t epoch = 0;
+  V16 first[U];
+  if (params_ok<DT>(a)) {
+    const uint64_t pad = a.extra != 0 ? a.extra : port::load_arg_u64(a.pads + a.rank);
+    epoch = port::load_plain(reinterpret_cast<const uint32_t*>(pad + kEpochWord));
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = lo + t + u * T;
+      if (i < hi) {
+        first[u] = message_load<DT>(a, i, nfull, in_aligned);
+      }
+    }
+  }
+  if (!check<DT>(a, Algo::kOneShot)) {
+    return;
+  }
+  if (a.extra != 0 && a.extra != a.my_pad) {
+    if (t == 0) {
+      report(a.status, kStatusBadArgs, 0, port::block_index());
+    }
+    return;
+  }
+
+  // The epoch picks the slot and the flag; check's block-wide reduction
+  // ordered every thread's read of it before this.
+  const uint32_t ticket = epoch_count_in(a.my_pad, epoch);
   const uint32_t f = 2 * epoch + 1;
   const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
   const uint64_t region = ll_region(a.world);
@@ -734,13 +829,6 @@ INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
     }
   }
 
-  const uint64_t nfull = a.count / E;
-  const uint64_t nvec = (a.count + E - 1) / E;
-  uint64_t lo, hi;
-  split(nvec, grid, port::block_index(), lo, hi);
-  const bool in_aligned = aligned16(a.input);
-  const bool out_aligned = aligned16(a.output);
-
   // 1. Send: every vector of this block to every peer.
   for (uint64_t base = lo + t; base < hi; base += U * T) {
     V16 v[U];
@@ -748,7 +836,7 @@ INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
     for (int u = 0; u < U; ++u) {
       const uint64_t i = base + u * T;
       if (i < hi) {
-        v[u] = message_load<DT>(a, i, nfull, in_aligned);
+        v[u] = base == lo + t ? first[u] : message_load<DT>(a, i, nfull, in_aligned);
       }
     }
 #pragma unroll
@@ -763,17 +851,6 @@ INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
           }
         }
       }
-    }
-  }
-
-  // Every thread of the block has read the epoch by now.
-  port::block_sync();
-  uint32_t ticket = 0;
-  if (t == 0) {
-    if (grid == 1) {
-      port::store_plain(epoch_word, epoch + 1);
-    } else {
-      ticket = port::fetch_add_acq_rel(ticket_word, 1);
     }
   }
 
@@ -792,7 +869,7 @@ INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
             lb[u][k] = port::load_ll(src[k] + 32 * i + 16);
           }
         }
-        own[u] = message_load<DT>(a, i, nfull, in_aligned);
+        own[u] = base == lo + t ? first[u] : message_load<DT>(a, i, nfull, in_aligned);
       }
     }
 #pragma unroll
@@ -840,11 +917,147 @@ INTRANODE_DEVICE void one_shot_ll(const Args& a, int n) {
     }
   }
 
-  // 3. The last block in advances the epoch for the next call.
-  if (t == 0 && grid > 1 && ticket == grid - 1) {
-    port::store_plain(ticket_word, 0);
-    port::store_plain(epoch_word, epoch + 1);
+  epoch_count_out(a.my_pad, epoch, ticket);
+}
+
+// push_part writes vectors [lo, hi) of the message (the last one
+// zero-padded) to every peer's push region dst[k].
+template <uint32_t DT, int N>
+INTRANODE_DEVICE void push_part(const Args& a, char* const (&dst)[N > 1 ? N - 1 : 1], int np,
+                                uint64_t nfull, bool in_aligned, uint64_t lo, uint64_t hi) {
+  constexpr int U = kUnroll<N>;
+  constexpr int P = N > 1 ? N - 1 : 1;
+  const uint64_t T = port::block_threads();
+  for (uint64_t base = lo + port::thread_index(); base < hi; base += U * T) {
+    V16 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * T;
+      if (i < hi) {
+        v[u] = message_load<DT>(a, i, nfull, in_aligned);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * T;
+      if (i < hi) {
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+          if (k < np) {
+            port::store16(dst[k] + 16 * i, v[u]);
+          }
+        }
+      }
+    }
   }
+}
+
+// reduce_part reduces vectors [lo, hi) in rank order: this rank's input in
+// its place, peer k's pushed data from src[k] (peer k is rank k + (k >= me)).
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void reduce_part(const Args& a, const char* const (&src)[N > 1 ? N - 1 : 1],
+                                  int n, uint64_t nfull, bool in_aligned, bool out_aligned,
+                                  uint64_t lo, uint64_t hi) {
+  constexpr int U = kUnroll<N>;
+  constexpr int P = N > 1 ? N - 1 : 1;
+  const int me = int(a.rank);
+  const int np = n - 1;
+  const uint64_t T = port::block_threads();
+  for (uint64_t base = lo + port::thread_index(); base < hi; base += U * T) {
+    V16 pv[U][P], own[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * T;
+      if (i < hi) {
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+          if (k < np) {
+            pv[u][k] = port::load16(src[k] + 16 * i);
+          }
+        }
+        own[u] = message_load<DT>(a, i, nfull, in_aligned);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * T;
+      if (i < hi) {
+        V16 x[N];
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          const int k0 = r < P ? r : P - 1;
+          const int k1 = r > 0 ? r - 1 : 0;
+          const bool lower = r < me;
+          const V16 peer{lower ? pv[u][k0].x : pv[u][k1].x, lower ? pv[u][k0].y : pv[u][k1].y,
+                         lower ? pv[u][k0].z : pv[u][k1].z, lower ? pv[u][k0].w : pv[u][k1].w};
+          x[r] = r == me ? own[u] : peer;
+        }
+        message_store<DT>(a, i, nfull, out_aligned, reduce_pack<DT, OP, N>(Fold<OP>(a.op), x, n));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// One-shot, push path (kernels/abi.go): every rank writes its input into
+// its region of a slot of every peer's push area, Barrier(all), then
+// reduces locally: its own input and what the peers wrote into its own pad.
+// The slots alternate with the epoch, as the LL path's do, so no barrier
+// closes the call.
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void one_shot_push(const Args& a, int n) {
+  constexpr uint64_t E = kVecElems<DT>;
+  constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
+  const int me = int(a.rank);
+  const int np = n - 1;
+  Team team;
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag());
+
+  const uint32_t epoch = port::load_plain(reinterpret_cast<const uint32_t*>(a.my_pad + kEpochWord));
+  port::block_sync();  // every thread has read the epoch
+  const uint32_t ticket = epoch_count_in(a.my_pad, epoch);
+  const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
+  const uint64_t region = push_max(a.world);
+  char* dst[P];
+  const char* src[P];
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    dst[k] = nullptr;
+    src[k] = nullptr;
+    if (k < np) {
+      const int r = k + (k >= me);
+      const uint64_t peer_pad = port::load_arg_u64(a.pads + r);
+      const uint64_t to = me < r ? me : me - 1;
+      dst[k] = reinterpret_cast<char*>(peer_pad + kPushOffset + (slot_base + to) * region);
+      src[k] = reinterpret_cast<const char*>(a.my_pad + kPushOffset + (slot_base + k) * region);
+    }
+  }
+
+  const uint64_t nfull = a.count / E;
+  const uint64_t nvec = (a.count + E - 1) / E;
+  uint64_t lo, hi;
+  split(nvec, port::grid_blocks(), port::block_index(), lo, hi);
+  const bool in_aligned = aligned16(a.input);
+  const bool out_aligned = aligned16(a.output);
+
+  // Over kernels.PushSplitBytes, two rounds: push the first half of this
+  // block's range, Barrier, push the second half and, while it is on the
+  // wire, reduce the first, Barrier, reduce the second.
+  const bool two = a.count * kElemSize<DT> > kPushSplitBytes;
+  const uint64_t mid = two ? lo + (hi - lo) / 2 : hi;
+  push_part<DT, N>(a, dst, np, nfull, in_aligned, lo, mid);
+  if (!team.barrier()) {
+    return;
+  }
+  if (two) {
+    push_part<DT, N>(a, dst, np, nfull, in_aligned, mid, hi);
+    reduce_part<DT, OP, N>(a, src, n, nfull, in_aligned, out_aligned, lo, mid);
+    if (!team.barrier()) {
+      return;
+    }
+  }
+  reduce_part<DT, OP, N>(a, src, n, nfull, in_aligned, out_aligned, two ? mid : lo, hi);
+  epoch_count_out(a.my_pad, epoch, ticket);
 }
 
 // reduce_push_vectors: out = fold over r < n of src[r][i] for i in [lo, hi)
@@ -1080,19 +1293,19 @@ INTRANODE_DEVICE void hcm(const Args& a) {
 
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void one_shot_world(const Args& a) {
-  if (a.count > 0 && a.count * kElemSize<DT> <= ll_max(a.world)) {
+  if (a.count > 0 && a.count <= push_max(a.world) / kElemSize<DT>) {
     switch (a.world) {
       case 2:
-        one_shot_ll<DT, OP, 2>(a, 2);
+        one_shot_push<DT, OP, 2>(a, 2);
         break;
       case 4:
-        one_shot_ll<DT, OP, 4>(a, 4);
+        one_shot_push<DT, OP, 4>(a, 4);
         break;
       case 8:
-        one_shot_ll<DT, OP, 8>(a, 8);
+        one_shot_push<DT, OP, 8>(a, 8);
         break;
       default:
-        one_shot_ll<DT, OP, 8>(a, int(a.world));
+        one_shot_push<DT, OP, 8>(a, int(a.world));
         break;
     }
     return;
@@ -1109,6 +1322,24 @@ INTRANODE_DEVICE void one_shot_world(const Args& a) {
       break;
     default:
       one_shot<DT, OP, 8>(a, int(a.world));
+      break;
+  }
+}
+
+template <uint32_t DT, uint32_t OP>
+INTRANODE_DEVICE void one_shot_ll_world(const Args& a) {
+  switch (a.world) {
+    case 2:
+      one_shot_ll<DT, OP, 2>(a, 2);
+      break;
+    case 4:
+      one_shot_ll<DT, OP, 4>(a, 4);
+      break;
+    case 8:
+      one_shot_ll<DT, OP, 8>(a, 8);
+      break;
+    default:
+      one_shot_ll<DT, OP, 8>(a, int(a.world));
       break;
   }
 }
@@ -1148,6 +1379,25 @@ INTRANODE_DEVICE void run(const Args& a, Algo algo) {
 
 template <uint32_t DT>
 INTRANODE_DEVICE void all_reduce(Args a, Algo algo) {
+  // The one-shot's LL path (kernels.OneShotLLMax) checks its arguments
+  // itself, after issuing the loads that need none of check's.
+#ifdef INTRANODE_EXP_TINY
+  // Experiment: a one-shot kernel holding the world-2 sum LL path alone,
+  // to measure what the size of the code costs a launch.
+  if (algo == Algo::kOneShot) {
+    one_shot_ll<DT, kSum, 2>(a, 2);
+    return;
+  }
+#endif
+  if (algo == Algo::kOneShot && a.count > 0 && a.world >= 1 && a.world <= kMaxRanks &&
+      a.count <= ll_max(a.world) / kElemSize<DT>) {
+    if (a.op == kSum) {
+      one_shot_ll_world<DT, kSum>(a);
+    } else {
+      one_shot_ll_world<DT, kMinMax>(a);
+    }
+    return;
+  }
   if (!check<DT>(a, algo)) {
     return;
   }

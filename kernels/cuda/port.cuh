@@ -81,13 +81,15 @@ INTRANODE_DEVICE void store_plain(uint32_t* p, uint32_t v) {
   asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-// Device-scope read-modify-write with acquire and release semantics: the
-// one-shot LL path counts its blocks with it (port of a ticket lock).
-INTRANODE_DEVICE uint32_t fetch_add_acq_rel(uint32_t* p, uint32_t v) {
+// Device-scope counter and fence: the one-shot LL path counts its blocks in
+// with a relaxed add between two fences (release before, acquire after,
+// each placed where it costs nothing), so that the add itself never waits.
+INTRANODE_DEVICE uint32_t fetch_add_relaxed(uint32_t* p, uint32_t v) {
   uint32_t old;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 }
+INTRANODE_DEVICE void fence_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
 // LL lines of the one-shot LL path: 16 bytes {d0, f, d1, f}, written by one
 // GPU into another's memory and polled there. Each 8-byte half must reach

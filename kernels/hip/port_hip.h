@@ -50,9 +50,10 @@ INTRANODE_DEVICE void store_release(uint32_t* p, uint32_t v) {
 INTRANODE_DEVICE uint32_t load_plain(const uint32_t* p) { return *p; }
 INTRANODE_DEVICE void store_plain(uint32_t* p, uint32_t v) { *p = v; }
 
-INTRANODE_DEVICE uint32_t fetch_add_acq_rel(uint32_t* p, uint32_t v) {
-  return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_AGENT);
+INTRANODE_DEVICE uint32_t fetch_add_relaxed(uint32_t* p, uint32_t v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }
+INTRANODE_DEVICE void fence_gpu() { __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "agent"); }
 // LL lines: each 8-byte half {d, f} is one relaxed system-scope atomic.
 INTRANODE_DEVICE void store_ll(void* p, V16 v) {
   uint64_t* q = static_cast<uint64_t*>(p);

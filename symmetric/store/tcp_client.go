@@ -307,7 +307,17 @@ func (c *TCP) call(ctx context.Context, op byte, key string, blocking bool, enco
 	c.pending[id] = ch
 	c.mu.Unlock()
 
-	if err := c.send(ctx, w); err != nil {
+	if n, err := c.send(ctx, w); err != nil {
+		if n == 0 && (ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded)) {
+			// The deadline passed before a byte went out (a caller
+			// whose deadline had already expired, say): the stream is
+			// intact, so only this call fails, not the connection.
+			c.mu.Lock()
+			delete(c.pending, id)
+			c.mu.Unlock()
+			<-c.slots
+			return nil, timeoutError(ctx, what())
+		}
 		// A partly written frame leaves the stream unusable.
 		c.fail(backend.Wrap(backend.CodePeerFailed, err, fmt.Sprintf("tcp store: write to %s", c.addr)))
 		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
@@ -330,7 +340,7 @@ func (c *TCP) call(ctx context.Context, op byte, key string, blocking bool, enco
 			// Its answer frees the slot.
 			cw := newFrame(opCancel, id)
 			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			if err := c.send(cctx, cw); err != nil {
+			if _, err := c.send(cctx, cw); err != nil {
 				c.fail(backend.Wrap(backend.CodePeerFailed, err, fmt.Sprintf("tcp store: write to %s", c.addr)))
 			}
 			ccancel()
@@ -339,13 +349,17 @@ func (c *TCP) call(ctx context.Context, op byte, key string, blocking bool, enco
 	}
 }
 
-func (c *TCP) send(ctx context.Context, w *frameWriter) error {
+// send writes one frame by ctx's deadline and says how many bytes went
+// out.
+func (c *TCP) send(ctx context.Context, w *frameWriter) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	deadline, _ := ctx.Deadline()
 	_ = c.conn.SetWriteDeadline(deadline)
-	_, err := c.conn.Write(w.bytes())
-	return err
+	return c.conn.Write(w.bytes())
 }
 
 // decoded checks that a response body was consumed exactly.

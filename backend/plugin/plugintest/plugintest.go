@@ -6,16 +6,26 @@
 // and the descriptor socket, yet no binary has to be built. A vendor's
 // backend that passes the conformance suite through Connect behaves the same
 // served from its own plugin binary.
+//
+// Importing the package silences hclog's default output: go-plugin's test
+// connection logs at debug level to it and offers no way to pass a logger.
 package plugintest
 
 import (
+	"io"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/backend/plugin"
 )
+
+func init() {
+	// Written once, before any test runs, so no logger reads it meanwhile.
+	hclog.DefaultOutput = io.Discard
+}
 
 // Connect serves b over go-plugin's in-process gRPC connection and returns
 // the host side. Everything is torn down when the test ends: the host side

@@ -26,7 +26,7 @@ using AllReduceFn = void (*)(const unsigned long long*, const unsigned long long
 using SignalFn = void (*)(const unsigned long long*, unsigned int, unsigned int, unsigned int,
                           unsigned int, unsigned int, unsigned int*, unsigned long long);
 
-constexpr size_t kPadSize = kLLOffset + kLLSize;
+constexpr size_t kPadSize = kPushOffset + kPushSize;
 constexpr uint64_t kTimeout = 2'000'000'000;  // 2 s: a hang is a failure, not a wait
 
 int failures = 0;
@@ -292,8 +292,8 @@ void run_case(Group& g, const Case& c, std::mt19937_64& rng, int calls) {
       // (one-shot, classic path), or every other rank's reduced slice
       // (two-shot).
       const char* mine = g.bufs[r]->p;
-      const bool ll = n > 0 && n * es <= ll_max(uint32_t(W));
-      if (c.algo == Algo::kOneShot && !ll && c.mode != Mode::kOutputIsBuffer) {
+      const bool slots = n > 0 && (n * es <= ll_max(uint32_t(W)) || n * es <= push_max(uint32_t(W)));
+      if (c.algo == Algo::kOneShot && !slots && c.mode != Mode::kOutputIsBuffer) {
         CHECK(std::memcmp(mine, in[r].data(), n * es) == 0, "%s rank %d: bufs[rank] != input",
               label, r);
       }
@@ -373,8 +373,8 @@ void mixed_sequence(std::mt19937_64& rng) {
                     rng, 1);
     run_case<kF32>(g, {Algo::kTwoShot, 4, 777, grids[4 - i], 16, kSum, Mode::kUserInPlace, false},
                    rng, 1);
-    // Classic one-shot between LL calls (4 KiB is over the emulator's LL
-    // bound), with another grid.
+    // Another one-shot path between those (over the emulator's push bound
+    // but for the first), with another grid.
     run_case<kF32>(g, {Algo::kOneShot, 4, 1024 + uint64_t(i), grids[(i + 2) % 5], 16, kSum,
                        Mode::kOutOfPlace, false},
                    rng, 1);
@@ -384,11 +384,16 @@ void mixed_sequence(std::mt19937_64& rng) {
     });
     for (int r = 0; r < 4; ++r) CHECK(g.status[r] == 0, "barrier %d rank %d: %#x", i, r, g.status[r]);
   }
-  // Five LL calls (the bf16 one-shots), one epoch step each.
+  // One epoch step per one-shot call on the LL or push path.
+  uint32_t want = 0;
+  for (int i = 0; i < 5; ++i) {
+    want += uint64_t(1000 + i) * 2 <= push_max(4);
+    want += uint64_t(1024 + i) * 4 <= push_max(4);
+  }
   for (int r = 0; r < 4; ++r) {
     uint32_t e;
     std::memcpy(&e, g.pads[r]->p + kEpochWord, 4);
-    CHECK(e == 5, "rank %d: epoch %u after five LL calls", r, e);
+    CHECK(e == want, "rank %d: epoch %u after %u LL and push calls", r, e, want);
   }
 }
 
@@ -412,14 +417,15 @@ void signals() {
   // Barrier of a subset: ranks 0 and 2 only, block smaller than the world.
   std::fill(g.status.begin(), g.status.end(), 0);
   launch({0, 2}, 1, 1, [&](int r) {
-    intranode_barrier(g.pad_ptrs.data(), r, 3, 0, 63, 0b101, &g.status[r], kTimeout);
+    intranode_barrier(g.pad_ptrs.data(), r, 3, 0, kNumChannels - 1, 0b101, &g.status[r], kTimeout);
   });
   CHECK(g.status[0] == 0 && g.status[2] == 0, "subset barrier: %#x %#x", g.status[0], g.status[2]);
   // Bad arguments.
   launch({0}, 1, 32, [&](int r) {
-    intranode_barrier(g.pad_ptrs.data(), r, 3, 0, 64, 0b101, &g.status[r], kTimeout);
+    intranode_barrier(g.pad_ptrs.data(), r, 3, 0, kNumChannels, 0b101, &g.status[r], kTimeout);
   });
-  CHECK(g.status[0] == (kStatusBadArgs | 64 << 16), "channel 64: %#x", g.status[0]);
+  CHECK(g.status[0] == (kStatusBadArgs | kNumChannels << 16), "channel %u: %#x", kNumChannels,
+        g.status[0]);
 }
 
 void failures_end_in_status() {
@@ -446,7 +452,7 @@ void failures_end_in_status() {
     bool out_is_buf;
   } bad[] = {
       {"dtype", kF16, 1, 16, 2, 0, 0, Algo::kOneShot, false},
-      {"grid", kF32, 33, 4, 2, 0, 0, Algo::kOneShot, false},
+      {"grid", kF32, kKernelChannels + 1, 4, 2, 0, 0, Algo::kOneShot, false},
       {"block", kF32, 1, 2, 4, 0, 0, Algo::kTwoShot, false},
       {"misaligned", kF32, 1, 16, 2, 2, 0, Algo::kTwoShot, false},
       {"one-shot output=buf", kF32, 1, 16, 2, 0, 0, Algo::kOneShot, true},

@@ -74,9 +74,10 @@ inline void store_release(uint32_t* p, uint32_t v) {
 }
 inline uint32_t load_plain(const uint32_t* p) { return *p; }
 inline void store_plain(uint32_t* p, uint32_t v) { *p = v; }
-inline uint32_t fetch_add_acq_rel(uint32_t* p, uint32_t v) {
-  return std::atomic_ref<uint32_t>(*p).fetch_add(v, std::memory_order_acq_rel);
+inline uint32_t fetch_add_relaxed(uint32_t* p, uint32_t v) {
+  return std::atomic_ref<uint32_t>(*p).fetch_add(v, std::memory_order_relaxed);
 }
+inline void fence_gpu() { std::atomic_thread_fence(std::memory_order_acq_rel); }
 // LL lines: each 8-byte half {d, f} is one atomic access, as the ABI asks.
 inline void store_ll(void* p, V16 v) {
   if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {

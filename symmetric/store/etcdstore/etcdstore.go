@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,8 +14,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/symmetric/store"
@@ -41,7 +37,9 @@ type Config struct {
 	// default raft timing); TTL reports the one granted.
 	TTL time.Duration
 	// Member names this client among the job's members ("rank3"); by
-	// default its lease ID in hex. Two live clients cannot share a name.
+	// default its lease ID in hex. Two live clients cannot share a name,
+	// so a rank restarted within a TTL of its predecessor's end finds its
+	// name taken until that lease lapses.
 	Member string
 	// TLS, if set, is used for the connection: server verification and
 	// client certificates.
@@ -97,7 +95,7 @@ func New(ctx context.Context, cfg Config, opts ...store.Option) (*Store, error) 
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	cli, err := connect(ctx, clientv3.Config{
 		Endpoints: cfg.Endpoints,
 		TLS:       cfg.TLS,
 		Username:  cfg.Username,
@@ -106,12 +104,12 @@ func New(ctx context.Context, cfg Config, opts ...store.Option) (*Store, error) 
 		// Keep dead connections from hiding behind TCP's long timeouts.
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
-		// Values up to etcd's own request limit, and room for the
-		// protocol around them.
+		// Let the server's request limit (--max-request-bytes), not the
+		// client's 2 MiB default, bound values.
 		MaxCallSendMsgSize: 4 << 20,
 	})
 	if err != nil {
-		return nil, classify(ctx, err, fmt.Sprintf("etcd store: connect to %s", strings.Join(cfg.Endpoints, ",")))
+		return nil, err
 	}
 	life, end := context.WithCancelCause(context.Background())
 	s := &Store{
@@ -132,66 +130,36 @@ func New(ctx context.Context, cfg Config, opts ...store.Option) (*Store, error) 
 	return s, nil
 }
 
-// join grants the lease, starts keeping it alive and registers the member.
-func (s *Store) join(ctx context.Context, ttl time.Duration, member string) error {
-	secs := int64(math.Ceil(ttl.Seconds()))
-	grant, err := s.cli.Grant(ctx, secs)
-	if err != nil {
-		return classify(ctx, err, "etcd store: grant lease")
+// connect creates the etcd client within ctx. clientv3.New blocks, when
+// authenticating, for as long as its DialTimeout allows, and honours no
+// context; so it gets ctx's remaining time and runs aside, and a client
+// that arrives after ctx ended is closed.
+func connect(ctx context.Context, cfg clientv3.Config) (*clientv3.Client, error) {
+	deadline, _ := ctx.Deadline()
+	cfg.DialTimeout = max(time.Until(deadline), time.Millisecond)
+	type result struct {
+		cli *clientv3.Client
+		err error
 	}
-	s.lease, s.ttl = grant.ID, time.Duration(grant.TTL)*time.Second
-	revoke := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_, _ = s.cli.Revoke(rctx, s.lease)
-	}
-	ka, err := s.cli.KeepAlive(s.life, s.lease)
-	if err != nil {
-		revoke()
-		return classify(ctx, err, "etcd store: keep lease alive")
-	}
-	go s.keepAlive(ka)
-	if member == "" {
-		member = strconv.FormatInt(int64(s.lease), 16)
-	}
-	s.member = member
-	host, _ := os.Hostname()
-	info := fmt.Sprintf("host %s pid %d lease %x", host, os.Getpid(), int64(s.lease))
-	k := s.members + member
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, info, clientv3.WithLease(s.lease))).
-		Else(clientv3.OpGet(k)).
-		Commit()
-	if err != nil {
-		revoke()
-		return classify(ctx, err, fmt.Sprintf("etcd store: register member %q", member))
-	}
-	if !resp.Succeeded {
-		revoke()
-		holder := ""
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			holder = " (" + string(kvs[0].Value) + ")"
+	done := make(chan result, 1)
+	go func() {
+		cli, err := clientv3.New(cfg)
+		done <- result{cli, err}
+	}()
+	what := "etcd store: connect to " + strings.Join(cfg.Endpoints, ",")
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, classify(ctx, r.err, what)
 		}
-		return backend.Errorf(backend.CodeInvalidArgument,
-			"etcd store: member %q of %s is already live%s; each rank needs its own name", member, s.prefix, holder)
-	}
-	s.opts.Logger.Debug("etcd store: joined", "prefix", s.prefix, "member", member, "lease", fmt.Sprintf("%x", int64(s.lease)), "ttl", s.ttl)
-	return nil
-}
-
-// keepAlive drains the lease's keep-alive responses. The channel closes
-// when the store closes or when the lease cannot be renewed; in the second
-// case the client's keys are gone and every call fails from then on.
-func (s *Store) keepAlive(ka <-chan *clientv3.LeaseKeepAliveResponse) {
-	defer close(s.kaDone)
-	for range ka {
-	}
-	if s.life.Err() == nil {
-		err := backend.Errorf(backend.CodePeerFailed,
-			"etcd store: lease %x of member %q lost: its keys expired and its peers consider it gone", int64(s.lease), s.member)
-		s.opts.Logger.Warn("etcd store: lease lost", "prefix", s.prefix, "member", s.member, "err", err)
-		s.end(err)
+		return r.cli, nil
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.cli != nil {
+				_ = r.cli.Close()
+			}
+		}()
+		return nil, backend.Wrap(backend.CodeTimeout, ctx.Err(), what)
 	}
 }
 
@@ -223,52 +191,6 @@ func (s *Store) begin(ctx context.Context, op, key string) (context.Context, con
 	}
 	stop := context.AfterFunc(s.life, cancel)
 	return ctx, func() { stop(); cancel() }, nil
-}
-
-// ended is the error of a call made after Close or a lost lease.
-func (s *Store) ended(op, key string) error {
-	cause := context.Cause(s.life)
-	return backend.Wrap(backend.CodeOf(cause), cause, fmt.Sprintf("etcd store %s %q", op, key))
-}
-
-// fail turns the error of an etcd call into one with a backend code.
-func (s *Store) fail(ctx context.Context, err error, op, key string) error {
-	if s.life.Err() != nil {
-		return s.ended(op, key)
-	}
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		lost := backend.Errorf(backend.CodePeerFailed,
-			"etcd store: lease %x of member %q expired: its keys are gone and its peers consider it gone", int64(s.lease), s.member)
-		s.end(lost)
-		return s.ended(op, key)
-	}
-	return classify(ctx, err, fmt.Sprintf("etcd store %s %q", op, key))
-}
-
-// classify gives err a backend code: a timeout when ctx ended, otherwise
-// by the gRPC status etcd answered with.
-func classify(ctx context.Context, err error, msg string) error {
-	if ctx.Err() != nil {
-		cause := ctx.Err()
-		return backend.Wrap(backend.CodeTimeout, fmt.Errorf("%w (%w)", cause, err), msg)
-	}
-	var code codes.Code
-	var ee rpctypes.EtcdError
-	if errors.As(err, &ee) {
-		code = ee.Code()
-	} else {
-		code = status.Code(err)
-	}
-	switch {
-	case errors.Is(err, rpctypes.ErrNoSpace):
-		return backend.Wrap(backend.CodeOutOfMemory, err, msg)
-	case code == codes.InvalidArgument, code == codes.PermissionDenied, code == codes.Unauthenticated,
-		code == codes.OutOfRange, code == codes.FailedPrecondition:
-		return backend.Wrap(backend.CodeInvalidArgument, err, msg)
-	case code == codes.DeadlineExceeded, code == codes.Canceled:
-		return backend.Wrap(backend.CodeTimeout, err, msg)
-	}
-	return backend.Wrap(backend.CodeUnavailable, err, msg)
 }
 
 // Set stores value under key, attached to this client's lease.
@@ -532,40 +454,6 @@ func (s *Store) Delete(ctx context.Context, key string) (bool, error) {
 		return false, s.fail(ctx, err, "delete", key)
 	}
 	return resp.Deleted > 0, nil
-}
-
-// Members lists the names of the job's live members, sorted: the clients
-// whose leases have not expired.
-func (s *Store) Members(ctx context.Context) ([]string, error) {
-	ctx, done, err := s.begin(ctx, "members", "")
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	resp, err := s.cli.Get(ctx, s.members, clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	if err != nil {
-		return nil, s.fail(ctx, err, "members", "")
-	}
-	names := make([]string, len(resp.Kvs))
-	for i, kv := range resp.Kvs {
-		names[i] = strings.TrimPrefix(string(kv.Key), s.members)
-	}
-	sort.Strings(names)
-	return names, nil
-}
-
-// WaitGone blocks until member is not live: it closed more than a TTL ago,
-// or died and its lease expired (at most a TTL after its last renewal),
-// taking its keys with it. It returns at once for a member that is not
-// live.
-func (s *Store) WaitGone(ctx context.Context, member string) error {
-	ctx, done, err := s.begin(ctx, "wait-gone", member)
-	if err != nil {
-		return err
-	}
-	defer done()
-	_, err = s.await(ctx, "wait-gone", s.members+member, member, false)
-	return err
 }
 
 // Close stops renewing the lease and closes the connection; pending and

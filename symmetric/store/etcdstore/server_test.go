@@ -36,7 +36,6 @@ func startServer(t testing.TB, configure ...func(*embed.Config)) *testServer {
 	for _, c := range configure {
 		c(cfg)
 	}
-	start := time.Now()
 	e, err := embed.StartEtcd(cfg)
 	require.NoError(t, err)
 	t.Cleanup(e.Close)
@@ -47,11 +46,5 @@ func startServer(t testing.TB, configure ...func(*embed.Config)) *testServer {
 	case <-time.After(60 * time.Second):
 		t.Fatal("etcd did not become ready in 60 s")
 	}
-	t.Logf("etcd ready in %v", time.Since(start))
 	return &testServer{etcd: e, endpoint: e.Clients[0].Addr().String()}
-}
-
-func TestServerStarts(t *testing.T) {
-	s := startServer(t)
-	t.Log(s.endpoint)
 }

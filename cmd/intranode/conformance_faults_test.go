@@ -1,0 +1,34 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestConformanceFaults(t *testing.T) {
+	out, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--faults", "--trials", "2",
+		"--fault-deadline", "300ms", "--world", "2", "--run", "^faults/(stall-barrier|kill-barrier|bad-store-client)$")
+	require.Equal(t, 0, code, stderr+out)
+	require.Contains(t, out, "# fault trials (backend fake, mode processes, deadline 300ms, 2 trial(s) each, 1 at a time)")
+	require.Contains(t, out, "world 2  killed rank during barrier: 2/2 trials ended in an error on every survivor within deadline+2s")
+	require.Contains(t, out, "world 2  stalled rank (never calls barrier): 2/2 trials ended in an error naming the stalled rank")
+	require.Contains(t, out, "world 2  garbage and wrong secrets on the TCP store: 2/2 trials left the group undisturbed")
+	require.Contains(t, out, "3 passed, 0 failed")
+
+	out, stderr, code = runCLI(t, "conformance", "--backend", "fake", "--run", "^faults/")
+	require.Equal(t, 0, code, stderr+out)
+	require.Contains(t, out, "0 passed, 0 failed, 0 skipped (0 cases", "the faults group is opt-in")
+}
+
+func TestConformanceFaultsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"conformance", "--faults", "--trials", "0"},
+		{"conformance", "--faults", "--fault-deadline", "0s"},
+		{"conformance", "--faults", "--parallel", "0"},
+	} {
+		_, stderr, code := runCLI(t, args...)
+		require.Equal(t, 2, code, "%v: %s", args, stderr)
+		require.NotEmpty(t, stderr)
+	}
+}

@@ -1,0 +1,968 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/internal/numeric"
+	"github.com/intranode/intranode/symmetric"
+	"github.com/intranode/intranode/symmetric/ipc"
+	"github.com/intranode/intranode/symmetric/store"
+)
+
+// The faults group: what a group does when one of its ranks dies, stalls,
+// or is attacked. Every case is a fault case (run with Config.Faults, as
+// many times as Config.Trials), and every case checks the promise the
+// issue "never hang, never lose, let no one in" makes: a surviving rank's
+// operation ends in an error within its deadline plus FaultGrace, that
+// error is a timeout or peer failure (never a wrong result), and Close
+// returns within FaultCloseLimit.
+func init() {
+	kill := func(summary string, parent bool) *Fault {
+		return &Fault{Summary: summary, Role: VictimDies, Processes: true, ParentKill: parent}
+	}
+	stall := func(summary string) *Fault { return &Fault{Summary: summary, Role: VictimStalls} }
+	register(
+		Case{Name: "faults/kill-rendezvous", MinWorld: 2, Run: caseKillRendezvous,
+			Fault: kill("killed rank during rendezvous", false)},
+		Case{Name: "faults/kill-barrier", MinWorld: 2, Run: caseKillBarrier,
+			Fault: kill("killed rank during barrier", false)},
+		Case{Name: "faults/kill-allreduce", MinWorld: 2, Run: caseKillAllReduce,
+			Fault: kill("killed rank during all-reduce", false)},
+		Case{Name: "faults/kill-anytime", MinWorld: 2, Run: caseKillAnytime,
+			Fault: kill("rank killed by the harness at a random moment", true)},
+		Case{Name: "faults/stall-rendezvous", MinWorld: 2, Run: caseStallRendezvous,
+			Fault: stall("stalled rank (never joins rendezvous)")},
+		Case{Name: "faults/stall-barrier", MinWorld: 2, Run: caseStallBarrier,
+			Fault: stall("stalled rank (never calls barrier)")},
+		Case{Name: "faults/stall-allreduce", MinWorld: 2, Run: caseStallAllReduce,
+			Fault: stall("stalled rank (never calls all-reduce)")},
+		Case{Name: "faults/bad-store-client", MinWorld: 2, Run: caseBadStoreClient,
+			Fault: &Fault{Summary: "garbage and wrong secrets on the TCP store", Role: VictimNone, Processes: true}},
+		Case{Name: "faults/foreign-ipc-sender", MinWorld: 2, Run: caseForeignIPCSender,
+			Fault: &Fault{Summary: "descriptor sent by a process outside the group", Role: VictimNone, Processes: true}},
+		Case{Name: "faults/ipc-name-taken", MinWorld: 2, Needs: backend.CapHandleFD, Run: caseIPCNameTaken,
+			Fault: &Fault{Summary: "IPC socket name bound first by another process", Role: VictimFails, Processes: true}},
+	)
+}
+
+// faultBuffer is the symmetric buffer of fault cases: small, since they
+// are about control flow, not bandwidth.
+const faultBuffer = 256 << 10
+
+// setupDeadline bounds the steps of a fault case that must succeed (a
+// rendezvous before the fault strikes later): long enough not to be
+// mistaken for the fault on a loaded machine.
+func setupDeadline(e *Env) time.Duration { return max(4*e.FaultDeadline, 10*time.Second) }
+
+// faultComm creates this rank's comm over st; it does not rendezvous.
+func faultComm(ctx context.Context, e *Env, st store.Store) (*collective.Comm, error) {
+	opts, err := commOptions(ctx, e, faultBuffer)
+	if err != nil {
+		return nil, err
+	}
+	opts.Timeout = e.FaultDeadline
+	return collective.New(st, e.Rank, e.World, opts)
+}
+
+// attempt is one operation of a fault case, run under its own deadline.
+type attempt struct {
+	op       string
+	deadline time.Duration
+	elapsed  time.Duration
+	err      error
+}
+
+func try(ctx context.Context, op string, deadline time.Duration, run func(context.Context) error) attempt {
+	octx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	start := time.Now()
+	err := run(octx)
+	return attempt{op: op, deadline: deadline, elapsed: time.Since(start), err: err}
+}
+
+// report sends a's outcome, and how long closing took after it, to the
+// harness.
+func (a attempt) report(e *Env, closing time.Duration) {
+	r := FaultReport{Op: a.op, Deadline: a.deadline, Elapsed: a.elapsed, Close: closing}
+	if a.err != nil {
+		r.Err = a.err.Error()
+	}
+	e.ReportFault(r)
+}
+
+// check requires a's error to be what a dead, absent or refused peer must
+// cause: a timeout or a peer failure, never a wrong result; with missing
+// >= 0 it must also name that rank as the one that did not arrive.
+func (a attempt) check(missing int) error {
+	if !errors.Is(a.err, backend.ErrTimeout) && !errors.Is(a.err, backend.ErrPeerFailed) {
+		return fmt.Errorf("%s failed, but not with a timeout or a peer failure: %w", a.op, a.err)
+	}
+	if missing >= 0 && !strings.Contains(a.err.Error(), fmt.Sprintf("rank %d did not arrive", missing)) {
+		return fmt.Errorf("%s failed without naming rank %d as the one missing: %w", a.op, missing, a.err)
+	}
+	return nil
+}
+
+// closeTimed closes c and says how long that took.
+func closeTimed(c *collective.Comm) (time.Duration, error) {
+	start := time.Now()
+	err := c.Close()
+	return time.Since(start), err
+}
+
+// survive runs ops on a surviving rank — next(0), next(1), … each under
+// the fault deadline — until one fails, next returns no operation, or half
+// the case's time is spent (the fault went unnoticed). It then closes c,
+// reports the failing operation and the Close, and checks the error (see
+// attempt.check).
+func survive(ctx context.Context, e *Env, c *collective.Comm, missing int,
+	next func(i int) (string, func(context.Context) error)) error {
+	start := time.Now()
+	for i := 0; ; i++ {
+		op, run := next(i)
+		if run == nil || time.Since(start) > e.Timeout/2 {
+			closing, cerr := closeTimed(c)
+			attempt{op: "every operation", deadline: e.FaultDeadline}.report(e, closing)
+			return cerr
+		}
+		a := try(ctx, op, e.FaultDeadline, run)
+		if a.err == nil {
+			continue
+		}
+		closing, cerr := closeTimed(c)
+		a.report(e, closing)
+		if err := a.check(missing); err != nil {
+			return err
+		}
+		if cerr != nil {
+			return fmt.Errorf("closing the comm after %s failed: %w", a.op, cerr)
+		}
+		return nil
+	}
+}
+
+// barriers is a survivor's plan: rendezvous, then barriers.
+func barriers(c *collective.Comm) func(int) (string, func(context.Context) error) {
+	return func(i int) (string, func(context.Context) error) {
+		switch {
+		case i == 0:
+			return "rendezvous", c.Rendezvous
+		default:
+			return fmt.Sprintf("barrier %d", i), func(ctx context.Context) error { return c.Barrier(ctx) }
+		}
+	}
+}
+
+// allReduces is a survivor's plan: rendezvous, then all-reduces checked
+// exactly (a wrong result fails the case, not the trial's fault check).
+func allReduces(e *Env, c *collective.Comm, algo collective.Algo, count int) func(int) (string, func(context.Context) error) {
+	return func(i int) (string, func(context.Context) error) {
+		switch {
+		case i == 0:
+			return "rendezvous", c.Rendezvous
+		default:
+			return fmt.Sprintf("all-reduce %d (%v, %d floats)", i, algo, count), func(ctx context.Context) error {
+				return allReduceOnce(ctx, e, c, algo, backend.Float32, backend.Sum, count, i, false)
+			}
+		}
+	}
+}
+
+// faultAllReduce is a trial's choice of all-reduce: algorithm and size.
+func faultAllReduce(p FaultPlan) (collective.Algo, int) {
+	algo := []collective.Algo{collective.OneShot, collective.TwoShot}[p.Rand.IntN(2)]
+	return algo, 1 + p.Rand.IntN(faultBuffer/backend.Float32.Size())
+}
+
+// killingStore kills its process at its call number at (counted from 0),
+// just before the call reaches the store or just after it returns: a rank
+// dying at a chosen point of a store-driven rendezvous.
+type killingStore struct {
+	store.Store
+	e     *Env
+	at    int64
+	after bool
+	calls atomic.Int64
+}
+
+func (s *killingStore) do(run func() error) error {
+	n := s.calls.Add(1) - 1
+	if n == s.at && !s.after {
+		return die(s.e)
+	}
+	err := run()
+	if n == s.at && s.after {
+		return die(s.e)
+	}
+	return err
+}
+
+// Set is Store.Set, killing the process at the chosen call.
+func (s *killingStore) Set(ctx context.Context, key string, value []byte) error {
+	return s.do(func() error { return s.Store.Set(ctx, key, value) })
+}
+
+// Get is Store.Get, killing the process at the chosen call.
+func (s *killingStore) Get(ctx context.Context, key string) (v []byte, err error) {
+	err = s.do(func() error { v, err = s.Store.Get(ctx, key); return err })
+	return v, err
+}
+
+// Wait is Store.Wait, killing the process at the chosen call.
+func (s *killingStore) Wait(ctx context.Context, keys ...string) error {
+	return s.do(func() error { return s.Store.Wait(ctx, keys...) })
+}
+
+// Add is Store.Add, killing the process at the chosen call.
+func (s *killingStore) Add(ctx context.Context, key string, delta int64) (n int64, err error) {
+	err = s.do(func() error { n, err = s.Store.Add(ctx, key, delta); return err })
+	return n, err
+}
+
+// CompareAndSet is Store.CompareAndSet, killing the process at the chosen
+// call.
+func (s *killingStore) CompareAndSet(ctx context.Context, key string, expected, desired []byte) (v []byte, err error) {
+	err = s.do(func() error { v, err = s.Store.CompareAndSet(ctx, key, expected, desired); return err })
+	return v, err
+}
+
+// Check is Store.Check, killing the process at the chosen call.
+func (s *killingStore) Check(ctx context.Context, keys ...string) (ok bool, err error) {
+	err = s.do(func() error { ok, err = s.Store.Check(ctx, keys...); return err })
+	return ok, err
+}
+
+// Delete is Store.Delete, killing the process at the chosen call.
+func (s *killingStore) Delete(ctx context.Context, key string) (ok bool, err error) {
+	err = s.do(func() error { ok, err = s.Store.Delete(ctx, key); return err })
+	return ok, err
+}
+
+// caseKillRendezvous: the victim dies at a random store call of its
+// rendezvous (a rendezvous makes at least 3·world+4 of them: counter,
+// handshake, memory exchange, barrier, cleanup).
+func caseKillRendezvous(ctx context.Context, e *Env) error {
+	p := e.Plan()
+	at := int64(p.Rand.IntN(3*e.World + 4))
+	after := p.Rand.IntN(2) == 1
+	if e.Rank != p.Victim {
+		c, err := faultComm(ctx, e, e.Store)
+		if err != nil {
+			return err
+		}
+		return survive(ctx, e, c, -1, barriers(c))
+	}
+	ks := &killingStore{Store: e.Store, e: e, at: at, after: after}
+	c, err := faultComm(ctx, e, ks)
+	if err != nil {
+		return err
+	}
+	a := try(ctx, "rendezvous", e.FaultDeadline, c.Rendezvous)
+	if a.err != nil {
+		return fmt.Errorf("the victim's rendezvous failed before it died: %w", a.err)
+	}
+	return die(e) // the rendezvous made fewer calls than planned: die at its end
+}
+
+// victimRendezvous is the victim's own rendezvous before it dies later.
+func victimRendezvous(ctx context.Context, e *Env) (*collective.Comm, error) {
+	c, err := faultComm(ctx, e, e.Store)
+	if err != nil {
+		return nil, err
+	}
+	if a := try(ctx, "rendezvous", setupDeadline(e), c.Rendezvous); a.err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("the victim's rendezvous failed before it died: %w", a.err)
+	}
+	return c, nil
+}
+
+// caseKillBarrier: after a few good barriers the victim starts one more
+// and dies a random few microseconds later, before or after its signals
+// went out.
+func caseKillBarrier(ctx context.Context, e *Env) error {
+	p := e.Plan()
+	good := p.Rand.IntN(3)
+	delay := time.Duration(p.Rand.Int64N(int64(500 * time.Microsecond)))
+	if e.Rank != p.Victim {
+		c, err := faultComm(ctx, e, e.Store)
+		if err != nil {
+			return err
+		}
+		return survive(ctx, e, c, -1, barriers(c))
+	}
+	c, err := victimRendezvous(ctx, e)
+	if err != nil {
+		return err
+	}
+	for i := range good {
+		if a := try(ctx, "barrier", setupDeadline(e), func(ctx context.Context) error { return c.Barrier(ctx) }); a.err != nil {
+			return fmt.Errorf("the victim's barrier %d failed before it died: %w", i+1, a.err)
+		}
+	}
+	go func() { _ = c.Barrier(ctx) }()
+	time.Sleep(delay)
+	return die(e)
+}
+
+// caseKillAllReduce: after a few good all-reduces the victim starts one
+// more and dies during it.
+func caseKillAllReduce(ctx context.Context, e *Env) error {
+	p := e.Plan()
+	algo, count := faultAllReduce(p)
+	good := p.Rand.IntN(3)
+	delay := time.Duration(p.Rand.Int64N(int64(2 * time.Millisecond)))
+	if e.Rank != p.Victim {
+		c, err := faultComm(ctx, e, e.Store)
+		if err != nil {
+			return err
+		}
+		return survive(ctx, e, c, -1, allReduces(e, c, algo, count))
+	}
+	c, err := victimRendezvous(ctx, e)
+	if err != nil {
+		return err
+	}
+	for i := range good {
+		a := try(ctx, "all-reduce", setupDeadline(e), func(ctx context.Context) error {
+			return allReduceOnce(ctx, e, c, algo, backend.Float32, backend.Sum, count, i+1, false)
+		})
+		if a.err != nil {
+			return fmt.Errorf("the victim's all-reduce %d failed before it died: %w", i+1, a.err)
+		}
+	}
+	go func() { _ = allReduceOnce(ctx, e, c, algo, backend.Float32, backend.Sum, count, good+1, false) }()
+	time.Sleep(delay)
+	return die(e)
+}
+
+// caseKillAnytime: every rank, the victim too, runs rendezvous then
+// barriers and all-reduces in turn until something fails; the harness
+// kills the victim at a random moment up to a second after starting the
+// ranks (process start-up, store dial, rendezvous, a kernel: wherever it
+// is). The victim's loop ends in the harness's SIGKILL.
+func caseKillAnytime(ctx context.Context, e *Env) error {
+	algo, count := faultAllReduce(e.Plan())
+	c, err := faultComm(ctx, e, e.Store)
+	if err != nil {
+		return err
+	}
+	reduce := allReduces(e, c, algo, count)
+	bar := barriers(c)
+	return survive(ctx, e, c, -1, func(i int) (string, func(context.Context) error) {
+		if i%2 == 1 {
+			return reduce(i)
+		}
+		return bar(i)
+	})
+}
+
+// doneKey is set by each surviving rank of a stall case once it is done,
+// so that the stalled rank knows when it may leave.
+func doneKey(rank int) string { return "faults/done/" + strconv.Itoa(rank) }
+
+// stallUntilDone is the stalled rank: alive, never joining, until every
+// other rank has finished.
+func stallUntilDone(ctx context.Context, e *Env, victim int) error {
+	var keys []string
+	for r := range e.World {
+		if r != victim {
+			keys = append(keys, doneKey(r))
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, e.Timeout)
+	defer cancel()
+	if err := e.Store.Wait(wctx, keys...); err != nil {
+		return fmt.Errorf("the stalled rank waited for the others to finish: %w", err)
+	}
+	return nil
+}
+
+// markDone tells the stalled rank that this one is finished.
+func markDone(ctx context.Context, e *Env) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupDeadline(e))
+	defer cancel()
+	return e.Store.Set(sctx, doneKey(e.Rank), nil)
+}
+
+// caseStallRendezvous: the victim never joins the rendezvous.
+func caseStallRendezvous(ctx context.Context, e *Env) error {
+	p := e.Plan()
+	if e.Rank == p.Victim {
+		return stallUntilDone(ctx, e, p.Victim)
+	}
+	c, err := faultComm(ctx, e, e.Store)
+	if err != nil {
+		return err
+	}
+	err = survive(ctx, e, c, p.Victim, func(i int) (string, func(context.Context) error) {
+		if i == 0 {
+			return "rendezvous", c.Rendezvous
+		}
+		return "", nil
+	})
+	return errors.Join(err, markDone(ctx, e))
+}
+
+// stallAfterRendezvous runs a stall case whose victim rendezvouses, then
+// never calls op while every other rank does (once).
+func stallAfterRendezvous(ctx context.Context, e *Env, name string, op func(c *collective.Comm) func(context.Context) error) error {
+	p := e.Plan()
+	c, err := faultComm(ctx, e, e.Store)
+	if err != nil {
+		return err
+	}
+	if a := try(ctx, "rendezvous", setupDeadline(e), c.Rendezvous); a.err != nil {
+		_ = c.Close()
+		return fmt.Errorf("rendezvous before the stall: %w", a.err)
+	}
+	if e.Rank == p.Victim {
+		return errors.Join(stallUntilDone(ctx, e, p.Victim), c.Close())
+	}
+	err = survive(ctx, e, c, p.Victim, func(i int) (string, func(context.Context) error) {
+		if i == 0 {
+			return name, op(c)
+		}
+		return "", nil
+	})
+	return errors.Join(err, markDone(ctx, e))
+}
+
+// caseStallBarrier: the victim never calls Barrier.
+func caseStallBarrier(ctx context.Context, e *Env) error {
+	return stallAfterRendezvous(ctx, e, "barrier", func(c *collective.Comm) func(context.Context) error {
+		return func(ctx context.Context) error { return c.Barrier(ctx) }
+	})
+}
+
+// caseStallAllReduce: the victim never calls AllReduce. The kernel's own
+// deadline must end the wait, and its status word must name the victim.
+func caseStallAllReduce(ctx context.Context, e *Env) error {
+	algo, count := faultAllReduce(e.Plan())
+	return stallAfterRendezvous(ctx, e, fmt.Sprintf("all-reduce (%v, %d floats)", algo, count),
+		func(c *collective.Comm) func(context.Context) error {
+			return func(ctx context.Context) error { return kernelDeadlineAllReduce(ctx, e, c, algo, count) }
+		})
+}
+
+// kernelDeadlineAllReduce runs one all-reduce whose wait is bounded on the
+// device: the call's context carries no deadline, so the kernel gets the
+// comm's timeout (the fault deadline), and the host waits FaultGrace/2
+// longer for the kernel to say why it gave up — which rank did not arrive
+// — as symmetric.Memory's barrier does. (Were the host to wait with the
+// kernel's own deadline, whichever gave up first would decide the error,
+// and the host's says only that time ran out.)
+func kernelDeadlineAllReduce(ctx context.Context, e *Env, c *collective.Comm, algo collective.Algo, count int) error {
+	dev := c.Device()
+	d := backend.Float32
+	in, err := newGuarded(ctx, dev, count*d.Size())
+	if err != nil {
+		return err
+	}
+	defer in.close()
+	host := make([]byte, count*d.Size())
+	numeric.Pattern(d, host, count, e.Rank, 1)
+	if err := in.write(ctx, host); err != nil {
+		return err
+	}
+	s, err := dev.NewStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	w, err := c.AllReduce(context.WithoutCancel(ctx), s, in.ptr(), count, d, backend.Sum, algo)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.FaultDeadline+FaultGrace/2)
+	defer cancel()
+	if err := w.Synchronize(sctx); err != nil {
+		return err
+	}
+	got, err := in.read(ctx)
+	if err != nil {
+		return err
+	}
+	return checkResult(d, backend.Sum, got, count, e.World, 1)
+}
+
+// groupWork is what the group does while an outsider misbehaves:
+// rendezvous, a barrier, all-reduces checked exactly, and a clean close.
+func groupWork(ctx context.Context, e *Env) error {
+	c, err := faultComm(ctx, e, e.Store)
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, c)
+	sctx, cancel := context.WithTimeout(ctx, setupDeadline(e))
+	defer cancel()
+	if err := c.Rendezvous(sctx); err != nil {
+		return fmt.Errorf("rendezvous: %w", err)
+	}
+	if err := c.Barrier(sctx); err != nil {
+		return fmt.Errorf("barrier: %w", err)
+	}
+	for i, algo := range []collective.Algo{collective.OneShot, collective.TwoShot} {
+		if err := allReduceOnce(sctx, e, c, algo, backend.Float32, backend.Sum, 4097, i, false); err != nil {
+			return fmt.Errorf("all-reduce: %w", err)
+		}
+	}
+	return c.Barrier(sctx)
+}
+
+// caseBadStoreClient: while the group works, one rank plays an outsider on
+// the group's TCP store: random bytes, a frame declaring 4 GiB, a client
+// with no secret and one with a wrong secret, over and over. The server
+// must hang up on each without giving away a key, and the group must not
+// notice.
+func caseBadStoreClient(ctx context.Context, e *Env) error {
+	if e.StoreAddr == "" {
+		return Skip("needs the group to meet through a TCP store")
+	}
+	p := e.Plan()
+	if e.Rank != p.Victim {
+		return groupWork(ctx, e)
+	}
+	token := fmt.Sprintf("faults-treasure-%d-%d", os.Getpid(), time.Now().UnixNano())
+	sctx, cancel := context.WithTimeout(ctx, setupDeadline(e))
+	defer cancel()
+	if err := e.Store.Set(sctx, "faults/treasure", []byte(token)); err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	attacks := make(chan error, 1)
+	go func() { attacks <- attackStore(ctx, e, p, token, stop) }()
+	werr := groupWork(ctx, e)
+	close(stop)
+	aerr := <-attacks
+	if werr != nil {
+		return fmt.Errorf("the group was disturbed: %w", werr)
+	}
+	return aerr
+}
+
+// attackStore runs hostile clients against the store until stop closes,
+// at least once each.
+func attackStore(ctx context.Context, e *Env, p FaultPlan, token string, stop <-chan struct{}) error {
+	garbage := make([]byte, 1+p.Rand.IntN(8192))
+	for i := range garbage {
+		garbage[i] = byte(p.Rand.IntN(256))
+	}
+	wrong, err := store.NewSecret()
+	if err != nil {
+		return err
+	}
+	attacks := []struct {
+		name string
+		run  func(ctx context.Context) error
+	}{
+		{"random bytes", func(ctx context.Context) error { return rawAttack(ctx, e.StoreAddr, garbage, token) }},
+		{"4 GiB frame", func(ctx context.Context) error {
+			return rawAttack(ctx, e.StoreAddr, []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3}, token)
+		}},
+		{"no secret", func(ctx context.Context) error { return dialAttack(ctx, e.StoreAddr, store.WithSecret(nil)) }},
+		{"wrong secret", func(ctx context.Context) error {
+			return dialAttack(ctx, e.StoreAddr, store.WithSecret([]byte(wrong)))
+		}},
+	}
+	for round := 0; ; round++ {
+		for _, a := range attacks {
+			actx, cancel := context.WithTimeout(ctx, setupDeadline(e))
+			err := a.run(actx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("outsider on the store (%s, round %d): %w", a.name, round, err)
+			}
+		}
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+	}
+}
+
+// rawAttack writes b to a fresh store connection and reads what the
+// server says until it hangs up; it must hang up, and say nothing that
+// holds token.
+func rawAttack(ctx context.Context, addr string, b []byte, token string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	if _, err := conn.Write(b); err != nil {
+		return nil // the server hung up first: fine
+	}
+	_ = conn.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(conn)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("the server kept the connection open past %v", deadline)
+	}
+	if bytes.Contains(got, []byte(token)) {
+		return errors.New("the server sent a stored value to an unauthenticated client")
+	}
+	return nil
+}
+
+// dialAttack connects with opts and requires authentication to fail.
+func dialAttack(ctx context.Context, addr string, opts ...store.Option) error {
+	c, err := store.DialTCP(ctx, addr, opts...)
+	if err == nil {
+		_ = c.Close()
+		return errors.New("the store let a client without the job's secret in")
+	}
+	if !errors.Is(err, store.ErrUnauthenticated) {
+		return fmt.Errorf("want an authentication failure, got: %w", err)
+	}
+	return nil
+}
+
+// dropLog is a slog handler that passes on the reasons the IPC channel
+// gives for dropping messages.
+type dropLog struct{ reasons chan string }
+
+func (d *dropLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (d *dropLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "ipc: dropped message" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key != "reason" {
+			return true
+		}
+		select {
+		case d.reasons <- a.Value.String():
+		default:
+		}
+		return false
+	})
+	return nil
+}
+
+func (d *dropLog) WithAttrs([]slog.Attr) slog.Handler { return d }
+func (d *dropLog) WithGroup(string) slog.Handler      { return d }
+
+// openFDs counts this process's open descriptors.
+func openFDs() (int, error) {
+	entries, err := os.ReadDir("/proc/self/fd")
+	return len(entries), err
+}
+
+// caseForeignIPCSender: the group opens IPC channels; a process outside
+// the group, which has learnt the channels' nonce (as if the store had
+// leaked it), sends the victim a descriptor with the tag the group is
+// about to use. The victim's channel must drop it, closing the descriptor
+// (its descriptor count is unchanged), and the group's own exchange must
+// deliver exactly the group's descriptors.
+func caseForeignIPCSender(ctx context.Context, e *Env) error {
+	p := e.Plan()
+	target, spawner := p.Victim, (p.Victim+1)%e.World
+	const tag = "faults/ipc"
+	sctx, cancel := context.WithTimeout(ctx, setupDeadline(e))
+	defer cancel()
+	ex, err := store.NewExchange(e.Store, "faults/ipc", e.Rank, e.World)
+	if err != nil {
+		return err
+	}
+	defer ex.Close(sctx)
+	nonce, err := ipc.NewNonce()
+	if err != nil {
+		return err
+	}
+	nb, err := ex.Broadcast(sctx, 0, []byte(nonce))
+	if err != nil {
+		return err
+	}
+	nonce = string(nb)
+	all, err := ex.AllGather(sctx, []byte(strconv.Itoa(os.Getpid())))
+	if err != nil {
+		return err
+	}
+	pids := make([]int, e.World)
+	for r, b := range all {
+		if pids[r], err = strconv.Atoi(string(b)); err != nil {
+			return fmt.Errorf("rank %d's pid %q: %w", r, b, err)
+		}
+	}
+	drops := &dropLog{reasons: make(chan string, 16)}
+	ch, err := ipc.Listen(nonce, ipc.WithLogger(slog.New(drops)), ipc.WithTimeout(setupDeadline(e)))
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	ch.SetPeers(pids)
+	before, err := openFDs()
+	if err != nil {
+		return err
+	}
+	if err := ex.Barrier(sctx); err != nil { // every channel is receiving
+		return err
+	}
+	if e.Rank == spawner {
+		if err := runIntruder(sctx, nonce, pids[target], tag); err != nil {
+			return err
+		}
+	}
+	if err := ex.Barrier(sctx); err != nil { // the intruder has sent
+		return err
+	}
+	if e.Rank == target {
+		select {
+		case reason := <-drops.reasons:
+			if !strings.Contains(reason, "is not a peer") {
+				return fmt.Errorf("the outsider's message was dropped, but for %q", reason)
+			}
+		case <-sctx.Done():
+			return errors.New("the outsider's message was never dropped")
+		}
+		after, err := openFDs()
+		if err != nil {
+			return err
+		}
+		if after != before {
+			return fmt.Errorf("%d descriptors open after the outsider's message was dropped, %d before", after, before)
+		}
+	}
+	// Peers' descriptors would change the count: none is sent before the
+	// target has counted.
+	if err := ex.Barrier(sctx); err != nil {
+		return err
+	}
+	own, err := unix.MemfdCreate("faults-ipc", unix.MFD_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(own)
+	want := fmt.Sprintf("rank %d", e.Rank)
+	if _, err := unix.Pwrite(own, []byte(want), 0); err != nil {
+		return err
+	}
+	fds, err := ch.AllGatherFD(sctx, e.Rank, pids, tag, own)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for r, fd := range fds {
+		if r == e.Rank {
+			continue
+		}
+		buf := make([]byte, 64)
+		n, _ := unix.Pread(fd, buf, 0)
+		if got := string(buf[:n]); got != fmt.Sprintf("rank %d", r) {
+			errs = append(errs, fmt.Errorf("descriptor from rank %d holds %q", r, got))
+		}
+		_ = unix.Close(fd)
+	}
+	return errors.Join(errs...)
+}
+
+// runIntruder starts the outsider (this binary in intruder mode) and waits
+// for it to send its descriptor.
+func runIntruder(ctx context.Context, nonce string, target int, tag string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, exe, os.Args[1:]...)
+	cmd.Env = append(os.Environ(), envChild+"=", envIntruder+"="+nonce+","+strconv.Itoa(target)+","+tag)
+	cmd.WaitDelay = 2 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("outsider process: %w\n%s", err, tail(string(out), 2000))
+	}
+	return nil
+}
+
+// intruderMain is the outsider of caseForeignIPCSender: a process of the
+// same user that is not in the group's peer set sends a descriptor to the
+// target, which the kernel delivers and the target must refuse.
+func intruderMain() int {
+	parts := strings.SplitN(os.Getenv(envIntruder), ",", 3)
+	if len(parts) != 3 {
+		fmt.Fprintf(os.Stderr, "conformance intruder: bad %s\n", envIntruder)
+		return 2
+	}
+	target, err := strconv.Atoi(parts[1])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "conformance intruder: %v\n", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch, err := ipc.Listen(parts[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "conformance intruder: %v\n", err)
+		return 1
+	}
+	defer ch.Close()
+	ch.SetPeers([]int{os.Getpid(), target})
+	fd, err := unix.MemfdCreate("intruder", unix.MFD_CLOEXEC)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "conformance intruder: %v\n", err)
+		return 1
+	}
+	defer unix.Close(fd)
+	_, _ = unix.Pwrite(fd, []byte("intruder"), 0)
+	if err := ch.SendFD(ctx, target, parts[2], fd); err != nil {
+		fmt.Fprintf(os.Stderr, "conformance intruder: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// caseIPCNameTaken: before the victim opens its IPC socket for the
+// rendezvous of symmetric memory, another process binds that very name.
+// The victim's rendezvous must fail at once with an error matching
+// backend.ErrUnavailable that says the name is taken; every other rank's
+// must fail within its deadline.
+//
+// The squatter (the rank after the victim) learns the name as an attacker
+// that can read the store would: the socket nonce is in rank 0's record of
+// the memory rendezvous (key "symm/<group>/0/0", JSON field "nonce"), and
+// the victim's pid is public. The name must be bound before the records'
+// all-gather completes (every rank opens its socket right after), so one
+// rank holds back: the squatter itself, until it has squatted, or — when
+// the squatter is rank 0 and must publish the record it reads — the victim,
+// until told the name is taken.
+func caseIPCNameTaken(ctx context.Context, e *Env) error {
+	p := e.Plan()
+	victim, squatter := p.Victim, (p.Victim+1)%e.World
+	const group = "faults-ipc-name-taken"
+	sctx, cancel := context.WithTimeout(ctx, setupDeadline(e))
+	defer cancel()
+	opts, err := commOptions(ctx, e, faultBuffer)
+	if err != nil {
+		return err
+	}
+	dev, err := e.Backend.Open(sctx, *opts.Device)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	if e.Backend.Capabilities().Has(backend.CapHandleFabric) {
+		if ok, err := e.Backend.FabricSupported(sctx, dev.Index()); err == nil && ok {
+			return Skip("ranks share memory by fabric handle, not through the IPC channel")
+		}
+	}
+	blk, err := symmetric.Alloc(sctx, e.Backend, dev, faultBuffer, symmetric.WithAllowOverlap(opts.AllowOverlap),
+		symmetric.WithTimeout(e.FaultDeadline))
+	if err != nil {
+		return err
+	}
+	squatted := make(chan error, 1)
+	var squat *ipc.Channel
+	var squatMu sync.Mutex
+	switch {
+	case e.Rank == victim:
+		if err := e.Store.Set(sctx, "faults/squat/pid", []byte(strconv.Itoa(os.Getpid()))); err != nil {
+			_ = blk.Close()
+			return err
+		}
+		if squatter == 0 {
+			if err := e.Store.Wait(sctx, "faults/squat/ready"); err != nil {
+				_ = blk.Close()
+				return fmt.Errorf("waiting for the squatter: %w", err)
+			}
+		}
+	case e.Rank == squatter && squatter == 0:
+		go func() {
+			ch, err := squatName(sctx, e, group)
+			squatMu.Lock()
+			squat = ch
+			squatMu.Unlock()
+			squatted <- err
+		}()
+	case e.Rank == squatter:
+		ch, err := squatName(sctx, e, group)
+		squat = ch
+		squatted <- err
+	}
+	a := try(ctx, "rendezvous of symmetric memory", e.FaultDeadline, func(ctx context.Context) error {
+		m, err := blk.Rendezvous(ctx, group, symmetric.GroupInfo{Rank: e.Rank, World: e.World, Store: e.Store})
+		if err == nil {
+			_ = m.Close()
+		}
+		return err
+	})
+	var serr error
+	if e.Rank == squatter {
+		serr = <-squatted
+		squatMu.Lock()
+		if squat != nil {
+			serr = errors.Join(serr, squat.Close())
+		}
+		squatMu.Unlock()
+	}
+	a.report(e, 0)
+	if e.Rank == victim {
+		switch {
+		case a.err == nil:
+			return errors.New("the rendezvous succeeded although the victim's IPC name was taken")
+		case !errors.Is(a.err, backend.ErrUnavailable) || !strings.Contains(a.err.Error(), "is taken"):
+			return fmt.Errorf("the victim's rendezvous failed, but not saying that its IPC name is taken: %w", a.err)
+		}
+		return nil
+	}
+	if a.err != nil {
+		if err := a.check(-1); err != nil {
+			return errors.Join(err, serr)
+		}
+	}
+	return serr
+}
+
+// squatName binds the victim's IPC socket name of the group's rendezvous
+// and tells the victim to go on.
+func squatName(ctx context.Context, e *Env, group string) (*ipc.Channel, error) {
+	pidText, err := e.Store.Get(ctx, "faults/squat/pid")
+	if err != nil {
+		return nil, err
+	}
+	pid, err := strconv.Atoi(string(pidText))
+	if err != nil {
+		return nil, err
+	}
+	record, err := e.Store.Get(ctx, "symm/"+group+"/0/0")
+	if err != nil {
+		return nil, fmt.Errorf("reading rank 0's rendezvous record: %w", err)
+	}
+	var info struct {
+		Nonce string `json:"nonce"`
+	}
+	if err := json.Unmarshal(record, &info); err != nil || info.Nonce == "" {
+		return nil, fmt.Errorf("rank 0's rendezvous record %q holds no nonce: %v", record, err)
+	}
+	ch, err := ipc.Listen(info.Nonce, ipc.WithPID(pid))
+	if err != nil {
+		return nil, fmt.Errorf("binding the victim's IPC name: %w", err)
+	}
+	if err := e.Store.Set(ctx, "faults/squat/ready", nil); err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
+	return ch, nil
+}

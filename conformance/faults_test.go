@@ -1,0 +1,42 @@
+package conformance_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/intranode/intranode/conformance"
+)
+
+// onlyFaults selects the faults group.
+func onlyFaults(name string) bool { return strings.HasPrefix(name, "faults/") }
+
+// TestFakeFaults runs the faults group on the fake backend, a few trials of
+// each case with ranks as processes, within CI's budget: one second
+// deadlines, and a world of three so that a fault leaves more than one
+// survivor.
+func TestFakeFaults(t *testing.T) {
+	conformance.RunTests(t, conformance.Config{Backend: "fake", Mode: conformance.Processes, Worlds: []int{3},
+		Quick: true, ChildArgs: []string{"-test.run=^$"}, Faults: true, Trials: 2, FaultDeadline: time.Second,
+		Filter: onlyFaults})
+}
+
+// TestFakeFaultsGoroutines runs the cases that need no process of their
+// own (the stalls) with ranks as goroutines; the others skip.
+func TestFakeFaultsGoroutines(t *testing.T) {
+	conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{4}, Quick: true, Faults: true,
+		Trials: 2, FaultDeadline: time.Second, Filter: onlyFaults})
+}
+
+// TestFaultsAreOptIn checks that the default suite leaves the faults
+// group out.
+func TestFaultsAreOptIn(t *testing.T) {
+	ran := false
+	conformance.RunTests(t, conformance.Config{Backend: "fake", Filter: func(name string) bool {
+		ran = ran || onlyFaults(name)
+		return false
+	}})
+	if ran {
+		t.Fatal("a fault case was considered without Config.Faults")
+	}
+}
