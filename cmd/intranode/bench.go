@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -59,6 +60,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	asJSON := fs.Bool("json", false, "print JSON instead of the table")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole run")
 	plot := fs.String("plot", "", "also write an SVG chart (latency and bus bandwidth against size) to this file")
+	storeURL := fs.String("store", "", "rendezvous store URL: mem://NAME, file:///dir, tcp://host:port, etcd://host:port/prefix\n(default: a TCP store this command serves on loopback)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -66,7 +68,15 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	if err != nil {
 		return err
 	}
-	cfg.Graph, cfg.InPlace, cfg.Timeout = *graph, *inPlace, *timeout
+	cfg.Graph, cfg.InPlace, cfg.Timeout, cfg.Store = *graph, *inPlace, *timeout, *storeURL
+	if strings.Contains(cfg.Store, "serve=") {
+		return fmt.Errorf("%w: --store: the ranks dial the store; leave --store empty to have this command serve one", errUsage)
+	}
+	nonce := make([]byte, 8)
+	if _, err := rand.Read(nonce); err != nil {
+		return err
+	}
+	cfg.Prefix = fmt.Sprintf("intranode-bench/%x/", nonce)
 	b, err := backend.Open(ctx, cfg.Backend)
 	if err != nil {
 		return err
@@ -213,8 +223,9 @@ func parseBytes(s string) (int, error) {
 }
 
 func benchGoroutines(ctx context.Context, cfg benchConfig, b backend.Backend, p *progress) ([]benchSample, error) {
-	st := store.NewMem(store.WithTimeout(cfg.Timeout))
-	defer st.Close()
+	if cfg.Store == "" {
+		cfg.Store = "mem://" + cfg.Prefix
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	var mu sync.Mutex
@@ -225,6 +236,13 @@ func benchGoroutines(ctx context.Context, cfg benchConfig, b backend.Backend, p 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			st, err := openBenchStore(ctx, cfg)
+			if err != nil {
+				errs[r] = err
+				cancel()
+				return
+			}
+			defer st.Close()
 			errs[r] = benchRank(ctx, cfg, r, st, b, func(smp benchSample) error {
 				mu.Lock()
 				defer mu.Unlock()
@@ -254,11 +272,14 @@ func rankErrors(errs []error) error {
 }
 
 func benchProcesses(ctx context.Context, cfg benchConfig, p *progress) ([]benchSample, error) {
-	srv, err := store.ListenTCP("127.0.0.1:0", store.WithTimeout(cfg.Timeout))
-	if err != nil {
-		return nil, err
+	if cfg.Store == "" {
+		srv, err := store.ListenTCP("127.0.0.1:0", store.WithTimeout(cfg.Timeout))
+		if err != nil {
+			return nil, err
+		}
+		defer srv.Close()
+		cfg.Store = "tcp://" + srv.Addr()
 	}
-	defer srv.Close()
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -272,7 +293,7 @@ func benchProcesses(ctx context.Context, cfg benchConfig, p *progress) ([]benchS
 	var wg sync.WaitGroup
 	for r := range cfg.World {
 		cmd := exec.CommandContext(ctx, exe, benchRankCommand)
-		cmd.Env = append(os.Environ(), envBenchConfig+"="+string(raw), envBenchRank+"="+strconv.Itoa(r), envBenchStore+"="+srv.Addr())
+		cmd.Env = append(os.Environ(), envBenchConfig+"="+string(raw), envBenchRank+"="+strconv.Itoa(r))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		cmd.WaitDelay = 2 * time.Second

@@ -31,6 +31,10 @@ type benchConfig struct {
 	InPlace    bool             `json:"inplace"`
 	BufferSize int              `json:"buffer_size"`
 	Timeout    time.Duration    `json:"timeout"`
+	// Store is the rendezvous store URL every rank opens; Prefix keeps
+	// this run's keys apart from anything else in that store.
+	Store  string `json:"store"`
+	Prefix string `json:"prefix"`
 }
 
 // benchSample is one rank's measurement of one (size, algo, placement).
@@ -58,7 +62,7 @@ func runBenchRank(ctx context.Context, args []string, s streams) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	st, err := store.DialTCP(ctx, os.Getenv(envBenchStore), store.WithTimeout(cfg.Timeout))
+	st, err := openBenchStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -78,7 +82,6 @@ const rendezvousSample = "rendezvous"
 const (
 	envBenchConfig = "INTRANODE_BENCH_CONFIG"
 	envBenchRank   = "INTRANODE_BENCH_RANK"
-	envBenchStore  = "INTRANODE_BENCH_STORE"
 )
 
 // benchRank measures every size and algorithm on one rank.
@@ -325,3 +328,26 @@ func (m *benchMeasure) timed(ctx context.Context, enqueue func() error) (time.Du
 	}
 	return end.Elapsed(start)
 }
+
+// openBenchStore opens the run's store as one rank sees it: the URL, under
+// the run's prefix.
+func openBenchStore(ctx context.Context, cfg benchConfig) (store.Store, error) {
+	raw, err := store.Open(ctx, cfg.Store, store.WithTimeout(cfg.Timeout))
+	if err != nil {
+		return nil, err
+	}
+	p, err := store.NewPrefixed(raw, cfg.Prefix)
+	if err != nil {
+		_ = raw.Close()
+		return nil, err
+	}
+	return &ownedStore{Store: p, under: raw}, nil
+}
+
+// ownedStore closes the underlying store with the view.
+type ownedStore struct {
+	store.Store
+	under store.Store
+}
+
+func (o *ownedStore) Close() error { return errors.Join(o.Store.Close(), o.under.Close()) }

@@ -162,3 +162,21 @@ func TestVersion(t *testing.T) {
 	require.Contains(t, out, "intranode ")
 	require.Contains(t, out, "fake")
 }
+
+func TestBenchStoreURL(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		url   string
+		procs string
+	}{{"file://" + dir, "true"}, {"mem://bench-test", "false"}} {
+		out, stderr, code := runCLI(t, "bench", "--backend", "fake", "--procs="+tc.procs, "-b", "1K", "-e", "1K",
+			"--iters", "2", "--warmup", "1", "--algo", "oneshot", "--store", tc.url)
+		require.Equal(t, 0, code, "%s: %s", tc.url, stderr)
+		require.Contains(t, out, "# Out of bounds values : 0 OK")
+	}
+	_, _, code := runCLI(t, "bench", "--backend", "fake", "--store", "tcp://127.0.0.1:1?serve=1")
+	require.Equal(t, 2, code)
+	_, stderr, code := runCLI(t, "bench", "--backend", "fake", "-e", "1K", "--store", "gopher://x")
+	require.Equal(t, 1, code)
+	require.NotEmpty(t, stderr)
+}

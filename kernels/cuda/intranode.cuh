@@ -1051,7 +1051,6 @@ INTRANODE_DEVICE void one_shot_push(const Args& a, int n) {
   }
   if (two) {
     push_part<DT, N>(a, dst, np, nfull, in_aligned, mid, hi);
-    reduce_part<DT, OP, N>(a, src, n, nfull, in_aligned, out_aligned, lo, mid);
     if (!team.barrier()) {
       return;
     }
