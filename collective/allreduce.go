@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/connectivity"
@@ -152,6 +153,14 @@ func (w *Work) Wait(ctx context.Context, s backend.Stream) error {
 // returns its error: a kernel timeout (ErrTimeout naming the rank that did
 // not arrive) or the stream's error.
 func (w *Work) Synchronize(ctx context.Context) error {
+	// The kernels give up at the deadline they were launched with and
+	// say which rank did not arrive; the host waits a little longer so
+	// that the kernel's account, not the host's impatience, is reported.
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl.Add(syncGrace))
+		defer cancel()
+	}
 	var err error
 	if w.done != nil {
 		err = w.done.Synchronize(ctx)
@@ -173,6 +182,10 @@ func (w *Work) Close() error {
 	}
 	return nil
 }
+
+// syncGrace is how much longer than a call's deadline the host waits for
+// its kernels, which stop at that deadline themselves.
+const syncGrace = 2 * time.Second
 
 // CheckStatus reads and clears the comm's kernel status word, turning a
 // kernel-reported failure into an error. Synchronize the stream first.

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/connectivity"
+	"github.com/intranode/intranode/kernels"
 )
 
 func TestParseAlgo(t *testing.T) {
@@ -46,7 +47,7 @@ func TestLaunchConfigSameForEveryRankAndBounded(t *testing.T) {
 				cfg := LaunchConfig("cuda", algo, bytes, w)
 				require.Equal(t, cfg, LaunchConfig("cuda", algo, bytes, w))
 				require.GreaterOrEqual(t, cfg.Grid.X, uint32(1))
-				require.LessOrEqual(t, cfg.Grid.X, uint32(32), "kernels use channels [0,32)")
+				require.LessOrEqual(t, cfg.Grid.X, uint32(kernels.KernelChannels), "kernels use channels [0,KernelChannels)")
 				require.Equal(t, uint32(512), cfg.Block.X)
 			}
 		}

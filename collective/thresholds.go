@@ -2,6 +2,7 @@ package collective
 
 import (
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/kernels"
 )
 
 // Thresholds pick between the one-shot and two-shot kernels and the vendor
@@ -72,15 +73,38 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 
 // LaunchConfig is the grid and block an all-reduce kernel runs with. The
 // CUDA kernels are built for blocks of at most 512 threads that each keep
-// 16-byte vectors in flight; every rank computes the same grid from the same
-// size, which the kernels require (block b of one rank meets block b of the
-// others). The fake runs each kernel on one goroutine and ignores it.
+// 16-byte vectors in flight, and for grids of up to kernels.KernelChannels
+// blocks (block b meets block b of the other ranks on channel b); every
+// rank computes the same grid from the same size, which the kernels
+// require. The fake runs each kernel on one goroutine and ignores it.
+//
+// Bytes per block, measured on 2×H200 (docs/PERFORMANCE-kernels.md): the
+// one-shot's LL path runs one block up to 16 KiB and 2 KiB per block above
+// (a block moves LL lines at a few tens of GB/s, so spreading them wins
+// once there are more than a few per thread); its push path 8 KiB, its
+// classic path 16 KiB; the two-shot 8 KiB of each slice. Up to 128 blocks
+// the NVLink traffic keeps gaining: 8 MiB two-shot went from 39.6 µs with
+// 32 blocks to 34.4 µs with 128. HCM keeps the 32-block grid it was
+// measured with.
 func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.LaunchConfig {
-	const block, vec, maxBlocks = 512, 16, 32
-	per := block * vec * 2 // one-shot and HCM: two vectors per thread
-	work := bytes
-	if algo == TwoShot {
+	const block, vec = 512, 16
+	maxBlocks := kernels.KernelChannels
+	per, work := block*vec*2, bytes
+	switch algo {
+	case OneShot:
+		switch kernels.OneShotPath(bytes, world) {
+		case "ll":
+			per = 2 << 10
+			if bytes < 16<<10 {
+				per = 16 << 10
+			}
+		case "push":
+			per = 8 << 10
+		}
+	case TwoShot:
 		per, work = block*vec, bytes/world
+	case HCM:
+		maxBlocks = 32
 	}
 	blocks := max(1, min((work+per-1)/per, maxBlocks))
 	return backend.LaunchConfig{Grid: backend.D1(uint32(blocks)), Block: backend.D1(block)}

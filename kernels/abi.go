@@ -88,13 +88,20 @@
 // never passes for one of call E.
 //
 // The push path, when OneShotLLMax(World) < count*size <=
-// OneShotPushMax(World):
-//  1. for every peer p != me, write the input (padded with zeros to a
-//     multiple of 16 bytes) at PushData(World, s, me, p) of p's pad;
+// OneShotPushMax(World), in one round, or two when count*size >
+// PushSplitBytes. The data is the input padded with zeros to a multiple of
+// 16 bytes; with two rounds each rank cuts it into two parts at a 16-byte
+// boundary (the device kernels cut each block's share of the vectors in
+// half: every rank cuts the same way).
+//  1. for every peer p != me, write (the first part of) the data at its
+//     offset from PushData(World, s, me, p) of p's pad;
 //  2. Barrier(all);
-//  3. output[i] = reduce over r of (r == me ? input : the data at
-//     PushData(World, s, r, me) of my own pad)[i];
-//  4. epoch = E+1.
+//  3. two rounds only: write the second part likewise; reduce the first
+//     part (as in 4); Barrier(all);
+//  4. output[i] = reduce over r of (r == me ? input : the data at
+//     PushData(World, s, r, me) of my own pad)[i], for the part not yet
+//     reduced;
+//  5. epoch = E+1.
 //
 // The classic path, for every other count (0 included):
 //  1. copy input to bufs[me][0:n) unless input == bufs[me];
@@ -172,12 +179,14 @@ const (
 	// receives into: two slots of World-1 regions of OneShotPushMax(World)
 	// bytes.
 	PushOffset    = LLOffset + LLSize
-	PushSize      = 4 << 20
+	PushSize      = 16 << 20
 	SignalPadSize = PushOffset + PushSize
 	// OneShotLLMaxBytes and OneShotPushMaxBytes bound the LL and push paths
 	// of the one-shot at any world (see OneShotLLMax, OneShotPushMax).
 	OneShotLLMaxBytes   = 256 << 10
-	OneShotPushMaxBytes = 2 << 20
+	OneShotPushMaxBytes = 8 << 20
+	// PushSplitBytes: push-path messages over this go in two rounds.
+	PushSplitBytes = 2 << 20
 )
 
 // OneShotLLMax is the largest message, in bytes, that the one-shot kernels

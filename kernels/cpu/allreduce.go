@@ -323,35 +323,60 @@ func (k *allReduce) oneShotLL() error {
 
 // oneShotPush is the one-shot's push path: write the input into every
 // peer's push slot, barrier, reduce this rank's input and what the peers
-// wrote into its pad. The epoch picks the slot.
+// wrote into its pad; over PushSplitBytes in two rounds, the second
+// part's writes before the first part's reduction. The epoch picks the
+// slot.
 func (k *allReduce) oneShotPush() error {
 	me := k.me
 	epochWord := word(k.pads[me], kernels.EpochWord)
 	epoch := atomic.LoadUint32(epochWord)
 	s := int(epoch & 1)
 	padded := (k.n + 15) &^ 15
-	for p := range k.world {
-		if p == me {
-			continue
+	parts := []int{0, padded}
+	if k.n > kernels.PushSplitBytes {
+		parts = []int{0, padded / 32 * 16, padded}
+	}
+	push := func(lo, hi int) {
+		for p := range k.world {
+			if p == me {
+				continue
+			}
+			dst := k.pads[p][kernels.PushData(k.world, s, me, p):]
+			copy(dst[lo:min(hi, k.n)], k.in[min(lo, k.n):min(hi, k.n)])
+			if hi > k.n {
+				clear(dst[max(lo, k.n):hi])
+			}
 		}
-		dst := k.pads[p][kernels.PushData(k.world, s, me, p):]
-		copy(dst[:k.n], k.in)
-		clear(dst[k.n:padded])
+	}
+	reduceAt := func(lo, hi int) {
+		hi = min(hi, k.n)
+		if lo >= hi {
+			return
+		}
+		srcs := make([][]byte, k.world)
+		for q := range k.world {
+			if q == me {
+				srcs[q] = k.in[lo:hi]
+				continue
+			}
+			off := kernels.PushData(k.world, s, q, me)
+			srcs[q] = k.pads[me][off+lo : off+hi]
+		}
+		reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
 	}
 	atomic.StoreUint32(epochWord, epoch+1)
+	push(parts[0], parts[1])
 	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
 		return err
 	}
-	srcs := make([][]byte, k.world)
-	for q := range k.world {
-		if q == me {
-			srcs[q] = k.in
-			continue
+	if len(parts) == 3 {
+		push(parts[1], parts[2])
+		reduceAt(parts[0], parts[1])
+		if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+			return err
 		}
-		off := kernels.PushData(k.world, s, q, me)
-		srcs[q] = k.pads[me][off : off+k.n]
 	}
-	reduce(k.a.DType, k.a.Op, k.out, srcs)
+	reduceAt(parts[len(parts)-2], parts[len(parts)-1])
 	return nil
 }
 

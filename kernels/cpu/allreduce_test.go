@@ -2,9 +2,11 @@ package cpu
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -316,4 +318,40 @@ func TestAllReduceZeroCount(t *testing.T) {
 	g.requireClean(t, errs, "zero count")
 	require.Equal(t, byte(guard), g.outBytes[0][0])
 	require.Equal(t, byte(guard), g.outBytes[1][0])
+}
+
+// TestAllReduceOneShotPaths runs the one-shot across the bounds between its
+// LL, push (one and two rounds) and classic paths, back to back on pads
+// that are never reset, and checks that the epoch counted exactly the LL
+// and push calls.
+func TestAllReduceOneShotPaths(t *testing.T) {
+	d := backend.Float32
+	for _, world := range []int{2, 4} {
+		llMax, pushMax := kernels.OneShotLLMax(world), kernels.OneShotPushMax(world)
+		counts := []int{llMax / 4, llMax/4 + 1, kernels.PushSplitBytes/4 + 3}
+		if world == 4 {
+			counts = append(counts, pushMax/4+5)
+		}
+		top := slices.Max(counts)
+		g := newGroup(world, top*d.Size())
+		pat := makePatterns(d, world, top)
+		epochs := 0
+		for rep := range 2 {
+			for i, count := range counts {
+				if rep == 1 {
+					count = counts[len(counts)-1-i]
+				}
+				path := kernels.OneShotPath(count*d.Size(), world)
+				if path != "classic" {
+					epochs++
+				}
+				what := fmt.Sprintf("world %d count %d (%s path)", world, count, path)
+				g.checkOnce(t, kernels.OneShot, d, backend.Sum, count, outOfPlace, pat, (rep+i)%numSeeds, what)
+			}
+		}
+		for r := range world {
+			got := binary.LittleEndian.Uint32(g.padBytes[r][kernels.EpochWord:])
+			require.Equal(t, uint32(epochs), got, "world %d rank %d: epoch", world, r)
+		}
+	}
 }

@@ -10,13 +10,15 @@
 //               status@32 timeout_ns@40 (48 bytes)
 //
 // Recommended launches (block sizes above INTRANODE_MAX_THREADS = 512 fail;
-// every rank must use the same grid for the same call; grid <= 32):
+// every rank must use the same grid for the same call; grid <= 128,
+// kernels.KernelChannels; collective.LaunchConfig is the reference):
 //
-//   one_shot:  block 512, grid = clamp(ceil(bytes / (512 * 16 * 2)), 1, 32)
-//              (each thread then folds at most two 16-byte vectors per
-//              source in the first pass; small messages take 1 block).
-//   two_shot:  block 512, grid = clamp(ceil(bytes / world / (512 * 16)), 1, 32)
-//   hcm:       as one_shot.
+//   one_shot:  block 512; grid = clamp(ceil(bytes / per), 1, 128) with per
+//              16 KiB on the LL path below 16 KiB and 2 KiB above it,
+//              8 KiB on the push path, 16 KiB on the classic path
+//              (kernels.OneShotPath picks the path).
+//   two_shot:  block 512, grid = clamp(ceil(bytes / world / (512 * 16)), 1, 128)
+//   hcm:       block 512, grid = clamp(ceil(bytes / (512 * 16 * 2)), 1, 32)
 //   barrier, put_signal, wait_signal: grid 1, block 32.
 //
 // A kernel that finds bad arguments or times out stores its status word (CAS

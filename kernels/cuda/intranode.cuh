@@ -21,6 +21,15 @@
 // threads. A block_sync before the put publishes the whole block's writes;
 // one after the wait orders the whole block's later reads.
 //
+// Slots. The one-shot's LL and push paths write into areas of the peers'
+// signal pads instead of reading the peers' buffers, and alternate between
+// two slots there by a per-rank epoch (kernels/abi.go says why no closing
+// barrier is needed). Every block reads the epoch; the last block of a
+// launch to count itself in advances it (epoch_count_in/out). The LL path
+// needs no barrier at all: each 8-byte half of a 16-byte line carries the
+// call's flag beside 4 bytes of data, so the data is there as soon as the
+// flag is (NCCL's LL protocol).
+//
 // Reduction order. Each 16-byte step loads the vectors of all sources first,
 // then folds them in ascending rank order (acc = x0; acc = op(acc, x1); ...),
 // so every rank computes the same bits. The order in which the loads are
@@ -1051,6 +1060,7 @@ INTRANODE_DEVICE void one_shot_push(const Args& a, int n) {
   }
   if (two) {
     push_part<DT, N>(a, dst, np, nfull, in_aligned, mid, hi);
+    reduce_part<DT, OP, N>(a, src, n, nfull, in_aligned, out_aligned, lo, mid);
     if (!team.barrier()) {
       return;
     }
@@ -1380,14 +1390,6 @@ template <uint32_t DT>
 INTRANODE_DEVICE void all_reduce(Args a, Algo algo) {
   // The one-shot's LL path (kernels.OneShotLLMax) checks its arguments
   // itself, after issuing the loads that need none of check's.
-#ifdef INTRANODE_EXP_TINY
-  // Experiment: a one-shot kernel holding the world-2 sum LL path alone,
-  // to measure what the size of the code costs a launch.
-  if (algo == Algo::kOneShot) {
-    one_shot_ll<DT, kSum, 2>(a, 2);
-    return;
-  }
-#endif
   if (algo == Algo::kOneShot && a.count > 0 && a.world >= 1 && a.world <= kMaxRanks &&
       a.count <= ll_max(a.world) / kElemSize<DT>) {
     if (a.op == kSum) {

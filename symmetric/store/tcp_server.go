@@ -14,7 +14,8 @@ import (
 )
 
 // maxHandshakeTimeout bounds how long a new connection may take to say
-// hello, so silent connections do not pile up.
+// hello (and prove the secret, when there is one), so silent connections do
+// not pile up.
 const maxHandshakeTimeout = 30 * time.Second
 
 // Server serves one store over TCP to the ranks of a job; one rank runs it

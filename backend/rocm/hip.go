@@ -1,0 +1,210 @@
+//go:build rocm
+
+package rocm
+
+import (
+	"unsafe"
+
+	"github.com/intranode/intranode/backend"
+)
+
+// The HIP runtime as the backend uses it, split by concern into a few small
+// interfaces. The backend is written against them only: hip_cgo.go binds
+// them to libamdhip64.so, one C call per operation with the device made
+// current inside it, and the tests bind them to a fake runtime in Go. Every
+// method that works on a device takes its ordinal and makes it current
+// itself, so callers never depend on a goroutine's OS thread. Failures are
+// *HIPError values.
+
+// Runtime-owned handles. Go stores them and passes them back, nothing more.
+type (
+	hipStream    uintptr
+	hipEvent     uintptr
+	hipModule    uintptr
+	hipFunction  uintptr
+	hipGraph     uintptr
+	hipGraphExec uintptr
+)
+
+// ipcHandle is a hipIpcMemHandle_t: 64 opaque bytes naming an allocation
+// another process can open.
+type ipcHandle [ipcHandleSize]byte
+
+// ipcHandleSize is HIP_IPC_HANDLE_SIZE.
+const ipcHandleSize = 64
+
+// deviceAttribute is a hipDeviceAttribute_t. Attributes are read one at a
+// time with hipDeviceGetAttribute rather than from hipDeviceProp_t, whose
+// layout changed in ROCm 6; the values below are the same in the ROCm 5 and
+// ROCm 6 headers (those marked 6 are new there: ROCm 5 answers
+// hipErrorInvalidValue).
+type deviceAttribute int
+
+// Device attributes the backend reads.
+const (
+	attrCanMapHostMemory     deviceAttribute = 3
+	attrComputeMajor         deviceAttribute = 23
+	attrComputeMinor         deviceAttribute = 61
+	attrMultiprocessorCount  deviceAttribute = 63
+	attrWarpSize             deviceAttribute = 87
+	attrVirtualMemory        deviceAttribute = 89    // ROCm 6
+	attrFineGrainSupport     deviceAttribute = 10016 // AMD specific
+	attrWallClockRateKHz     deviceAttribute = 10017 // AMD specific, ROCm 6
+	attrClockInstructionRate deviceAttribute = 10000 // AMD specific
+)
+
+// memoryType says how shareable memory is cached, which decides whether a
+// peer's writes to a signal pad are seen by a kernel that is polling it.
+type memoryType int
+
+// Memory types of shareable allocations, most coherent first.
+const (
+	// memUncached is device memory that bypasses the caches for peers and
+	// the owner alike (hipDeviceMallocUncached, hipMemAllocationTypeUncached).
+	memUncached memoryType = iota + 1
+	// memFineGrained is fine-grained device memory (hipDeviceMallocFinegrained),
+	// what ROCm 5 offers when it does not know the uncached flag.
+	memFineGrained
+	// memCoarse is ordinary coarse-grained device memory
+	// (hipMemAllocationTypePinned): a peer's writes land in memory, but a
+	// kernel of the owner running at the time may keep reading its stale L2
+	// copy, so signal pads in it can hang. Used only when forced.
+	memCoarse
+)
+
+// String names the type as the HIP flag that requests it.
+func (t memoryType) String() string {
+	switch t {
+	case memUncached:
+		return "uncached"
+	case memFineGrained:
+		return "fine-grained"
+	case memCoarse:
+		return "coarse-grained"
+	}
+	return "unknown"
+}
+
+// vmmMapping is memory mapped through the virtual memory management API:
+// the address range, its size and the allocation handle behind it.
+type vmmMapping struct {
+	ptr    backend.DevicePtr
+	size   int
+	handle uint64
+}
+
+// hipDevices enumerates the devices and answers questions about them.
+type hipDevices interface {
+	// Library is the path or name the runtime was loaded from.
+	Library() string
+	// Init runs hipInit. On a machine without AMD GPUs it fails with
+	// hipErrorNoDevice or hipErrorInvalidDevice.
+	Init() error
+	// Version returns hipRuntimeGetVersion and hipDriverGetVersion
+	// (major*10000000 + minor*100000 + patch).
+	Version() (runtime, driver int, err error)
+	DeviceCount() (int, error)
+	DeviceName(dev int) (string, error)
+	DevicePCIBusID(dev int) (string, error)
+	DeviceTotalMem(dev int) (uint64, error)
+	// DeviceUUID returns hipDeviceGetUuid's 16 bytes; ok is false when the
+	// runtime lacks the entry point.
+	DeviceUUID(dev int) (uuid [16]byte, ok bool, err error)
+	DeviceAttribute(dev int, attr deviceAttribute) (int, error)
+	CanAccessPeer(dev, peer int) (bool, error)
+	// EnablePeerAccess lets dev's kernels and copies reach peer's memory;
+	// already enabled is success.
+	EnablePeerAccess(dev, peer int) error
+}
+
+// hipMemory allocates, copies and shares device memory. Synchronous copies
+// and memsets return once the device has finished them; new memory is
+// zeroed.
+type hipMemory interface {
+	Malloc(dev, n int) (backend.DevicePtr, error)
+	// MallocShareable allocates memory of the given type with
+	// hipExtMallocWithFlags (memUncached or memFineGrained).
+	MallocShareable(dev, n int, t memoryType) (backend.DevicePtr, error)
+	Free(dev int, p backend.DevicePtr) error
+	// HostMalloc returns pinned host memory mapped into the device's
+	// address space, portable across devices.
+	HostMalloc(dev, n int) (host unsafe.Pointer, dptr backend.DevicePtr, err error)
+	HostFree(dev int, host unsafe.Pointer) error
+	CopyHtoD(dev int, dst backend.DevicePtr, src []byte) error
+	CopyDtoH(dev int, dst []byte, src backend.DevicePtr) error
+	CopyDtoD(dev int, dst, src backend.DevicePtr, n int) error
+	Memset(dev int, dst backend.DevicePtr, v byte, n int) error
+
+	// IPCGetHandle exports an allocation made by MallocShareable.
+	IPCGetHandle(dev int, p backend.DevicePtr) (ipcHandle, error)
+	// IPCOpenHandle maps an allocation exported by another process; HIP
+	// refuses handles of the calling process (hipErrorInvalidContext).
+	IPCOpenHandle(dev int, h ipcHandle) (backend.DevicePtr, error)
+	IPCCloseHandle(dev int, p backend.DevicePtr) error
+
+	// HasVMM reports whether the runtime has the virtual memory management
+	// entry points with the ROCm 6 structure layouts the backend declares.
+	HasVMM() bool
+	// VMMGranularity is the minimum granularity of t (memUncached or
+	// memCoarse) allocations on dev, exportable as file descriptors.
+	VMMGranularity(dev int, t memoryType) (int, error)
+	// VMMCreate allocates size bytes of t memory on dev (rounded up to the
+	// granularity), maps them, grants read/write access to the devices in
+	// access and zeroes them.
+	VMMCreate(dev, size int, t memoryType, access []int) (vmmMapping, error)
+	// VMMImportFD maps memory exported as a POSIX file descriptor (which
+	// stays the caller's) and grants access to the devices in access.
+	VMMImportFD(dev, fd, size int, access []int) (vmmMapping, error)
+	// VMMExportFD returns a new descriptor the caller owns.
+	VMMExportFD(dev int, m vmmMapping) (int, error)
+	// VMMRelease waits for dev's work, unmaps, frees the address range and
+	// releases the handle.
+	VMMRelease(dev int, m vmmMapping) error
+}
+
+// hipStreams queues work: streams, events and graphs. Query methods report
+// not-ready as done == false, not as an error.
+type hipStreams interface {
+	// StreamCreate creates a non-blocking stream.
+	StreamCreate(dev int) (hipStream, error)
+	StreamDestroy(dev int, s hipStream) error
+	StreamQuery(dev int, s hipStream) (done bool, err error)
+	StreamSynchronize(dev int, s hipStream) error
+	StreamWaitEvent(dev int, s hipStream, e hipEvent) error
+	CopyDtoDAsync(dev int, dst, src backend.DevicePtr, n int, s hipStream) error
+	EventCreate(dev int, timing bool) (hipEvent, error)
+	EventRecord(dev int, e hipEvent, s hipStream) error
+	EventQuery(dev int, e hipEvent) (done bool, err error)
+	EventSynchronize(dev int, e hipEvent) error
+	// EventElapsed is the time from start to end in milliseconds.
+	EventElapsed(dev int, start, end hipEvent) (float32, error)
+	EventDestroy(dev int, e hipEvent) error
+	// BeginCapture starts a relaxed-mode capture (the only mode that lets
+	// the capture end on another OS thread).
+	BeginCapture(dev int, s hipStream) error
+	// EndCapture ends the capture and instantiates the graph.
+	EndCapture(dev int, s hipStream) (hipGraph, hipGraphExec, error)
+	GraphLaunch(dev int, e hipGraphExec, s hipStream) error
+	GraphDestroy(dev int, g hipGraph, e hipGraphExec) error
+}
+
+// hipModules loads code objects and launches their kernels.
+type hipModules interface {
+	// ModuleLoad loads a code object or offload bundle with
+	// hipModuleLoadData.
+	ModuleLoad(dev int, image []byte) (hipModule, error)
+	ModuleFunction(dev int, m hipModule, name string) (hipFunction, error)
+	ModuleUnload(dev int, m hipModule) error
+	// Launch enqueues f on s with the packed parameter buffer params
+	// (HIP_LAUNCH_PARAM_BUFFER_POINTER), which the runtime copies before
+	// returning.
+	Launch(dev int, f hipFunction, cfg backend.LaunchConfig, s hipStream, params []byte) error
+}
+
+// hipRuntime is the whole HIP runtime the backend needs.
+type hipRuntime interface {
+	hipDevices
+	hipMemory
+	hipStreams
+	hipModules
+}

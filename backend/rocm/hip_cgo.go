@@ -1,0 +1,607 @@
+//go:build rocm
+
+package rocm
+
+/*
+#cgo LDFLAGS: -ldl
+#cgo noescape inh_launch
+#cgo nocallback inh_launch
+#cgo nocallback inh_stream_query
+#cgo nocallback inh_stream_wait_event
+#cgo nocallback inh_copy_dtod_async
+#cgo nocallback inh_event_record
+#cgo nocallback inh_event_query
+#cgo nocallback inh_graph_launch
+#include <stdlib.h>
+#include "hip_shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/intranode/intranode/backend"
+)
+
+// libHIPName is the HIP runtime library the backend opens at run time.
+const libHIPName = "libamdhip64.so"
+
+// EnvHIPLibrary names the environment variable that, when set, is the only
+// HIP runtime library the backend tries (a path or a name for dlopen).
+const EnvHIPLibrary = "INTRANODE_HIP_LIBRARY"
+
+// Buffer sizes of the string-returning entry points.
+const (
+	nameBufferSize        = 256
+	busIDBufferSize       = 64
+	loaderErrorBufferSize = 1024
+	// minimumRuntime is what the required entry points need.
+	minimumRuntime = "HIP 5.2 or newer"
+	// vmmRuntime is the first runtime version whose virtual memory
+	// management structures match the ROCm 6 declarations in hip_shim.c.
+	vmmRuntime = 60000000
+)
+
+// hipLibraryCandidates lists what the loader tries, in order: the
+// development symlink, the runtime sonames of ROCm 7, 6 and 5 (Debian's
+// package ships only those), then the ROCm install tree.
+func hipLibraryCandidates() []string {
+	if lib := os.Getenv(EnvHIPLibrary); lib != "" {
+		return []string{lib}
+	}
+	out := []string{libHIPName, libHIPName + ".7", libHIPName + ".6", libHIPName + ".5"}
+	if root := os.Getenv("ROCM_PATH"); root != "" {
+		out = append(out, filepath.Join(root, "lib", libHIPName))
+	}
+	return append(out, filepath.Join("/opt/rocm/lib", libHIPName))
+}
+
+// The runtime library is the package's process-wide state (with the SMI
+// library and the registry of IPC exports). The first Backend that needs it
+// dlopens it and resolves its entry points into a C table (hip_shim.c),
+// under this mutex, before any other shim runs. It is never unloaded: the
+// runtime keeps threads inside it once hipInit has run.
+var hipLib struct {
+	mu      sync.Mutex
+	rt      *cgoHIP
+	initErr error
+	inited  bool
+}
+
+// loadHIP opens the HIP runtime, trying hipLibraryCandidates in order, and
+// returns it. The error matches backend.ErrUnavailable; its message names
+// the library ("libamdhip64.so not found: …").
+func loadHIP() (hipRuntime, error) { return loadHIPFrom(hipLibraryCandidates()) }
+
+// loadHIPFrom is loadHIP over the given candidates. Only the first
+// successful load counts: later calls reuse it whatever their candidates.
+func loadHIPFrom(candidates []string) (hipRuntime, error) {
+	hipLib.mu.Lock()
+	defer hipLib.mu.Unlock()
+	if hipLib.rt != nil {
+		return hipLib.rt, nil
+	}
+	var notFound, tooOld []string
+	for _, lib := range candidates {
+		path := C.CString(lib)
+		var msg [loaderErrorBufferSize]C.char
+		r := C.inh_load(path, &msg[0], C.size_t(len(msg)))
+		C.free(unsafe.Pointer(path))
+		switch r {
+		case 0:
+			rt := &cgoHIP{lib: lib}
+			var v C.int
+			if C.inh_runtime_version(&v) == C.INH_SUCCESS {
+				rt.runtimeVersion = int(v)
+			}
+			rt.vmm = C.inh_has_vmm() != 0 && rt.runtimeVersion >= vmmRuntime
+			hipLib.rt = rt
+			return rt, nil
+		case 1:
+			notFound = append(notFound, C.GoString(&msg[0]))
+		default:
+			tooOld = append(tooOld, fmt.Sprintf("%s is too old (intranode needs %s): %s", lib, minimumRuntime, C.GoString(&msg[0])))
+		}
+	}
+	if len(tooOld) > 0 {
+		return nil, backend.Errorf(backend.CodeUnavailable, "%s", tooOld[0])
+	}
+	first := ""
+	if len(notFound) > 0 {
+		first = notFound[0]
+	}
+	also := ""
+	if len(candidates) > 1 {
+		also = fmt.Sprintf(" (also tried %s)", strings.Join(candidates[1:], ", "))
+	}
+	return nil, backend.Errorf(backend.CodeUnavailable, "%s not found: %s%s", candidates[0], first, also)
+}
+
+// cgoHIP is the hipRuntime of libamdhip64.so.
+type cgoHIP struct {
+	lib            string
+	runtimeVersion int
+	vmm            bool
+}
+
+// check turns a hipError_t into nil or a *HIPError naming the entry point.
+func check(op string, r C.hipError_t) error {
+	if r == C.INH_SUCCESS {
+		return nil
+	}
+	return resultError(op, int(r))
+}
+
+// resultError asks the runtime to describe r.
+func resultError(op string, r int) *HIPError {
+	var name, desc string
+	if s := C.inh_error_name(C.hipError_t(r)); s != nil {
+		name = C.GoString(s)
+	}
+	if s := C.inh_error_string(C.hipError_t(r)); s != nil {
+		desc = C.GoString(s)
+	}
+	return newHIPError(op, r, name, desc)
+}
+
+// stageOp names the entry point a multi-call shim was running when it
+// failed; alloc and cpy name the shim's own allocation and copy calls.
+func stageOp(stage C.int, alloc, cpy string) string {
+	switch stage {
+	case C.INH_STAGE_SET_DEVICE:
+		return "hipSetDevice"
+	case C.INH_STAGE_ALLOC:
+		return alloc
+	case C.INH_STAGE_MEMSET:
+		return "hipMemsetD8"
+	case C.INH_STAGE_SYNC:
+		return "hipStreamSynchronize"
+	case C.INH_STAGE_DEVPTR:
+		return "hipHostGetDevicePointer"
+	case C.INH_STAGE_COPY:
+		return cpy
+	case C.INH_STAGE_GRANULARITY:
+		return "hipMemGetAllocationGranularity"
+	case C.INH_STAGE_CREATE:
+		return "hipMemCreate"
+	case C.INH_STAGE_IMPORT:
+		return "hipMemImportFromShareableHandle"
+	case C.INH_STAGE_RESERVE:
+		return "hipMemAddressReserve"
+	case C.INH_STAGE_MAP:
+		return "hipMemMap"
+	case C.INH_STAGE_ACCESS:
+		return "hipMemSetAccess"
+	case C.INH_STAGE_DEVICE_SYNC:
+		return "hipDeviceSynchronize"
+	case C.INH_STAGE_UNMAP:
+		return "hipMemUnmap"
+	case C.INH_STAGE_ADDRESS_FREE:
+		return "hipMemAddressFree"
+	case C.INH_STAGE_RELEASE:
+		return "hipMemRelease"
+	case C.INH_STAGE_END_CAPTURE:
+		return "hipStreamEndCapture"
+	case C.INH_STAGE_INSTANTIATE:
+		return "hipGraphInstantiate"
+	}
+	return fmt.Sprintf("HIP call (stage %d)", int(stage))
+}
+
+func (h *cgoHIP) Library() string { return h.lib }
+
+func (h *cgoHIP) Init() error {
+	hipLib.mu.Lock()
+	defer hipLib.mu.Unlock()
+	if !hipLib.inited {
+		hipLib.initErr = check("hipInit", C.inh_init())
+		hipLib.inited = true
+	}
+	return hipLib.initErr
+}
+
+func (h *cgoHIP) Version() (int, int, error) {
+	var rt, drv C.int
+	if err := check("hipRuntimeGetVersion", C.inh_runtime_version(&rt)); err != nil {
+		return 0, 0, err
+	}
+	if err := check("hipDriverGetVersion", C.inh_driver_version(&drv)); err != nil {
+		return int(rt), 0, err
+	}
+	return int(rt), int(drv), nil
+}
+
+func (h *cgoHIP) DeviceCount() (int, error) {
+	var n C.int
+	err := check("hipGetDeviceCount", C.inh_device_count(&n))
+	return int(n), err
+}
+
+func (h *cgoHIP) DeviceName(dev int) (string, error) {
+	var buf [nameBufferSize]C.char
+	if err := check("hipDeviceGetName", C.inh_device_name(C.int(dev), &buf[0], C.int(len(buf)))); err != nil {
+		return "", err
+	}
+	return C.GoString(&buf[0]), nil
+}
+
+func (h *cgoHIP) DevicePCIBusID(dev int) (string, error) {
+	var buf [busIDBufferSize]C.char
+	if err := check("hipDeviceGetPCIBusId", C.inh_device_pci_bus_id(C.int(dev), &buf[0], C.int(len(buf)))); err != nil {
+		return "", err
+	}
+	return C.GoString(&buf[0]), nil
+}
+
+func (h *cgoHIP) DeviceTotalMem(dev int) (uint64, error) {
+	var n C.size_t
+	err := check("hipDeviceTotalMem", C.inh_device_total_mem(C.int(dev), &n))
+	return uint64(n), err
+}
+
+func (h *cgoHIP) DeviceUUID(dev int) ([16]byte, bool, error) {
+	var out [16]byte
+	if C.inh_has_uuid() == 0 {
+		return out, false, nil
+	}
+	var u [16]C.uchar
+	if err := check("hipDeviceGetUuid", C.inh_device_uuid(C.int(dev), &u[0])); err != nil {
+		return out, true, err
+	}
+	for i := range u {
+		out[i] = byte(u[i])
+	}
+	return out, true, nil
+}
+
+func (h *cgoHIP) DeviceAttribute(dev int, attr deviceAttribute) (int, error) {
+	var v C.int
+	err := check("hipDeviceGetAttribute", C.inh_device_attr(C.int(dev), C.int(attr), &v))
+	return int(v), err
+}
+
+func (h *cgoHIP) CanAccessPeer(dev, peer int) (bool, error) {
+	var can C.int
+	err := check("hipDeviceCanAccessPeer", C.inh_can_access_peer(C.int(dev), C.int(peer), &can))
+	return can != 0, err
+}
+
+func (h *cgoHIP) EnablePeerAccess(dev, peer int) error {
+	err := check("hipDeviceEnablePeerAccess", C.inh_enable_peer(C.int(dev), C.int(peer)))
+	if isHIP(err, hipErrorPeerAlreadyOn) {
+		return nil
+	}
+	return err
+}
+
+func (h *cgoHIP) Malloc(dev, n int) (backend.DevicePtr, error) {
+	var p C.uint64_t
+	var stage C.int
+	r := C.inh_malloc(C.int(dev), C.size_t(n), 0, 0, &p, &stage)
+	return backend.DevicePtr(p), check(stageOp(stage, "hipMalloc", ""), r)
+}
+
+// hipExtMallocWithFlags flags.
+const (
+	hipDeviceMallocFinegrained = 0x1
+	hipDeviceMallocUncached    = 0x3
+)
+
+func (h *cgoHIP) MallocShareable(dev, n int, t memoryType) (backend.DevicePtr, error) {
+	flags := C.uint(hipDeviceMallocUncached)
+	if t == memFineGrained {
+		flags = hipDeviceMallocFinegrained
+	}
+	var p C.uint64_t
+	var stage C.int
+	r := C.inh_malloc(C.int(dev), C.size_t(n), flags, 1, &p, &stage)
+	return backend.DevicePtr(p), check(stageOp(stage, "hipExtMallocWithFlags", ""), r)
+}
+
+func (h *cgoHIP) Free(dev int, p backend.DevicePtr) error {
+	return check("hipFree", C.inh_free(C.int(dev), C.uint64_t(p)))
+}
+
+func (h *cgoHIP) HostMalloc(dev, n int) (unsafe.Pointer, backend.DevicePtr, error) {
+	var host unsafe.Pointer
+	var dptr C.uint64_t
+	var stage C.int
+	r := C.inh_host_malloc(C.int(dev), C.size_t(n), &host, &dptr, &stage)
+	return host, backend.DevicePtr(dptr), check(stageOp(stage, "hipHostMalloc", ""), r)
+}
+
+func (h *cgoHIP) HostFree(dev int, host unsafe.Pointer) error {
+	return check("hipHostFree", C.inh_host_free(C.int(dev), host))
+}
+
+func (h *cgoHIP) CopyHtoD(dev int, dst backend.DevicePtr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	var stage C.int
+	r := C.inh_copy_htod(C.int(dev), C.uint64_t(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), &stage)
+	return check(stageOp(stage, "", "hipMemcpyHtoD"), r)
+}
+
+func (h *cgoHIP) CopyDtoH(dev int, dst []byte, src backend.DevicePtr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	var stage C.int
+	r := C.inh_copy_dtoh(C.int(dev), unsafe.Pointer(&dst[0]), C.uint64_t(src), C.size_t(len(dst)), &stage)
+	return check(stageOp(stage, "", "hipMemcpyDtoH"), r)
+}
+
+func (h *cgoHIP) CopyDtoD(dev int, dst, src backend.DevicePtr, n int) error {
+	if n == 0 {
+		return nil
+	}
+	var stage C.int
+	r := C.inh_copy_dtod(C.int(dev), C.uint64_t(dst), C.uint64_t(src), C.size_t(n), &stage)
+	return check(stageOp(stage, "", "hipMemcpyDtoD"), r)
+}
+
+func (h *cgoHIP) Memset(dev int, dst backend.DevicePtr, v byte, n int) error {
+	if n == 0 {
+		return nil
+	}
+	var stage C.int
+	r := C.inh_memset(C.int(dev), C.uint64_t(dst), C.uchar(v), C.size_t(n), &stage)
+	return check(stageOp(stage, "", ""), r)
+}
+
+func (h *cgoHIP) IPCGetHandle(dev int, p backend.DevicePtr) (ipcHandle, error) {
+	var raw [ipcHandleSize]C.uchar
+	var out ipcHandle
+	if err := check("hipIpcGetMemHandle", C.inh_ipc_get(C.int(dev), C.uint64_t(p), &raw[0])); err != nil {
+		return out, err
+	}
+	for i := range raw {
+		out[i] = byte(raw[i])
+	}
+	return out, nil
+}
+
+// ipcOpenFlags is hipIpcMemLazyEnablePeerAccess: 0x1 in ROCm 6 (which
+// insists on it), 0 in the ROCm 5 headers (whose runtime ignores it).
+func (h *cgoHIP) ipcOpenFlags() C.uint {
+	if h.runtimeVersion >= vmmRuntime {
+		return 1
+	}
+	return 0
+}
+
+func (h *cgoHIP) IPCOpenHandle(dev int, hd ipcHandle) (backend.DevicePtr, error) {
+	var raw [ipcHandleSize]C.uchar
+	for i := range hd {
+		raw[i] = C.uchar(hd[i])
+	}
+	var p C.uint64_t
+	err := check("hipIpcOpenMemHandle", C.inh_ipc_open(C.int(dev), &raw[0], h.ipcOpenFlags(), &p))
+	return backend.DevicePtr(p), err
+}
+
+func (h *cgoHIP) IPCCloseHandle(dev int, p backend.DevicePtr) error {
+	return check("hipIpcCloseMemHandle", C.inh_ipc_close(C.int(dev), C.uint64_t(p)))
+}
+
+func (h *cgoHIP) HasVMM() bool { return h.vmm }
+
+func memTypeC(t memoryType) C.int {
+	if t == memUncached {
+		return C.INH_MEM_UNCACHED
+	}
+	return C.INH_MEM_COARSE
+}
+
+func (h *cgoHIP) VMMGranularity(dev int, t memoryType) (int, error) {
+	var g C.size_t
+	err := check("hipMemGetAllocationGranularity", C.inh_vmm_granularity(C.int(dev), memTypeC(t), &g))
+	return int(g), err
+}
+
+func accessList(devs []int) ([C.INH_MAX_ACCESS]C.int, C.int) {
+	var out [C.INH_MAX_ACCESS]C.int
+	n := min(len(devs), len(out))
+	for i := range n {
+		out[i] = C.int(devs[i])
+	}
+	return out, C.int(n)
+}
+
+func fromC(v C.inh_vmm) vmmMapping {
+	return vmmMapping{ptr: backend.DevicePtr(v.ptr), size: int(v.size), handle: uint64(v.handle)}
+}
+
+func (h *cgoHIP) VMMCreate(dev, size int, t memoryType, access []int) (vmmMapping, error) {
+	acc, nacc := accessList(access)
+	var out C.inh_vmm
+	var stage C.int
+	r := C.inh_vmm_create(C.int(dev), memTypeC(t), C.size_t(size), &acc[0], nacc, &out, &stage)
+	if err := check(stageOp(stage, "", ""), r); err != nil {
+		return vmmMapping{}, err
+	}
+	return fromC(out), nil
+}
+
+func (h *cgoHIP) VMMImportFD(dev, fd, size int, access []int) (vmmMapping, error) {
+	acc, nacc := accessList(access)
+	var out C.inh_vmm
+	var stage C.int
+	r := C.inh_vmm_import_fd(C.int(dev), C.int(fd), C.size_t(size), &acc[0], nacc, &out, &stage)
+	if err := check(stageOp(stage, "", ""), r); err != nil {
+		return vmmMapping{}, err
+	}
+	return fromC(out), nil
+}
+
+func (h *cgoHIP) VMMExportFD(dev int, m vmmMapping) (int, error) {
+	var fd C.int
+	err := check("hipMemExportToShareableHandle", C.inh_vmm_export_fd(C.int(dev), C.uint64_t(m.handle), &fd))
+	return int(fd), err
+}
+
+func (h *cgoHIP) VMMRelease(dev int, m vmmMapping) error {
+	cm := C.inh_vmm{ptr: C.uint64_t(m.ptr), size: C.size_t(m.size), handle: C.uint64_t(m.handle)}
+	var stage C.int
+	r := C.inh_vmm_release(C.int(dev), &cm, &stage)
+	return check(stageOp(stage, "", ""), r)
+}
+
+func (h *cgoHIP) StreamCreate(dev int) (hipStream, error) {
+	var s C.uintptr_t
+	err := check("hipStreamCreateWithFlags", C.inh_stream_create(C.int(dev), &s))
+	return hipStream(s), err
+}
+
+func (h *cgoHIP) StreamDestroy(dev int, s hipStream) error {
+	return check("hipStreamDestroy", C.inh_stream_destroy(C.int(dev), C.uintptr_t(s)))
+}
+
+func (h *cgoHIP) StreamQuery(dev int, s hipStream) (bool, error) {
+	r := C.inh_stream_query(C.int(dev), C.uintptr_t(s))
+	if r == C.INH_ERROR_NOT_READY {
+		return false, nil
+	}
+	return true, check("hipStreamQuery", r)
+}
+
+func (h *cgoHIP) StreamSynchronize(dev int, s hipStream) error {
+	return check("hipStreamSynchronize", C.inh_stream_sync(C.int(dev), C.uintptr_t(s)))
+}
+
+func (h *cgoHIP) StreamWaitEvent(dev int, s hipStream, e hipEvent) error {
+	return check("hipStreamWaitEvent", C.inh_stream_wait_event(C.int(dev), C.uintptr_t(s), C.uintptr_t(e)))
+}
+
+func (h *cgoHIP) CopyDtoDAsync(dev int, dst, src backend.DevicePtr, n int, s hipStream) error {
+	return check("hipMemcpyDtoDAsync", C.inh_copy_dtod_async(C.int(dev), C.uint64_t(dst), C.uint64_t(src), C.size_t(n), C.uintptr_t(s)))
+}
+
+// hipEventDisableTiming.
+const eventFlagDisableTiming = 0x2
+
+func (h *cgoHIP) EventCreate(dev int, timing bool) (hipEvent, error) {
+	var flags C.uint
+	if !timing {
+		flags = eventFlagDisableTiming
+	}
+	var e C.uintptr_t
+	err := check("hipEventCreateWithFlags", C.inh_event_create(C.int(dev), flags, &e))
+	return hipEvent(e), err
+}
+
+func (h *cgoHIP) EventRecord(dev int, e hipEvent, s hipStream) error {
+	return check("hipEventRecord", C.inh_event_record(C.int(dev), C.uintptr_t(e), C.uintptr_t(s)))
+}
+
+func (h *cgoHIP) EventQuery(dev int, e hipEvent) (bool, error) {
+	r := C.inh_event_query(C.int(dev), C.uintptr_t(e))
+	if r == C.INH_ERROR_NOT_READY {
+		return false, nil
+	}
+	return true, check("hipEventQuery", r)
+}
+
+func (h *cgoHIP) EventSynchronize(dev int, e hipEvent) error {
+	return check("hipEventSynchronize", C.inh_event_sync(C.int(dev), C.uintptr_t(e)))
+}
+
+func (h *cgoHIP) EventElapsed(dev int, start, end hipEvent) (float32, error) {
+	var ms C.float
+	err := check("hipEventElapsedTime", C.inh_event_elapsed(C.int(dev), C.uintptr_t(start), C.uintptr_t(end), &ms))
+	return float32(ms), err
+}
+
+func (h *cgoHIP) EventDestroy(dev int, e hipEvent) error {
+	return check("hipEventDestroy", C.inh_event_destroy(C.int(dev), C.uintptr_t(e)))
+}
+
+func (h *cgoHIP) BeginCapture(dev int, s hipStream) error {
+	return check("hipStreamBeginCapture", C.inh_begin_capture(C.int(dev), C.uintptr_t(s)))
+}
+
+func (h *cgoHIP) EndCapture(dev int, s hipStream) (hipGraph, hipGraphExec, error) {
+	var g, e C.uintptr_t
+	var stage C.int
+	r := C.inh_end_capture(C.int(dev), C.uintptr_t(s), &g, &e, &stage)
+	return hipGraph(g), hipGraphExec(e), check(stageOp(stage, "", ""), r)
+}
+
+func (h *cgoHIP) GraphLaunch(dev int, e hipGraphExec, s hipStream) error {
+	return check("hipGraphLaunch", C.inh_graph_launch(C.int(dev), C.uintptr_t(e), C.uintptr_t(s)))
+}
+
+func (h *cgoHIP) GraphDestroy(dev int, g hipGraph, e hipGraphExec) error {
+	return check("hipGraphExecDestroy", C.inh_graph_destroy(C.int(dev), C.uintptr_t(g), C.uintptr_t(e)))
+}
+
+// cgoModules keeps each loaded module's image in C memory until it is
+// unloaded: some ROCm releases read the code object lazily, after
+// hipModuleLoadData has returned.
+var cgoModules struct {
+	mu     sync.Mutex
+	images map[hipModule]unsafe.Pointer
+}
+
+func (h *cgoHIP) ModuleLoad(dev int, image []byte) (hipModule, error) {
+	if len(image) == 0 {
+		return 0, newHIPError("hipModuleLoadData", hipErrorInvalidImage, "", "empty image")
+	}
+	buf := C.malloc(C.size_t(len(image)))
+	if buf == nil {
+		return 0, backend.Errorf(backend.CodeOutOfMemory, "cannot allocate %d bytes for a module image", len(image))
+	}
+	copy(unsafe.Slice((*byte)(buf), len(image)), image)
+	var m C.uintptr_t
+	if err := check("hipModuleLoadData", C.inh_module_load(C.int(dev), buf, &m)); err != nil {
+		C.free(buf)
+		return 0, err
+	}
+	cgoModules.mu.Lock()
+	if cgoModules.images == nil {
+		cgoModules.images = map[hipModule]unsafe.Pointer{}
+	}
+	cgoModules.images[hipModule(m)] = buf
+	cgoModules.mu.Unlock()
+	return hipModule(m), nil
+}
+
+func (h *cgoHIP) ModuleFunction(dev int, m hipModule, name string) (hipFunction, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var f C.uintptr_t
+	err := check("hipModuleGetFunction", C.inh_module_function(C.int(dev), C.uintptr_t(m), cname, &f))
+	return hipFunction(f), err
+}
+
+func (h *cgoHIP) ModuleUnload(dev int, m hipModule) error {
+	err := check("hipModuleUnload", C.inh_module_unload(C.int(dev), C.uintptr_t(m)))
+	cgoModules.mu.Lock()
+	buf := cgoModules.images[m]
+	delete(cgoModules.images, m)
+	cgoModules.mu.Unlock()
+	if buf != nil {
+		C.free(buf)
+	}
+	return err
+}
+
+func (h *cgoHIP) Launch(dev int, f hipFunction, cfg backend.LaunchConfig, s hipStream, params []byte) error {
+	var p unsafe.Pointer
+	if len(params) > 0 {
+		p = unsafe.Pointer(&params[0])
+	}
+	r := C.inh_launch(C.int(dev), C.uintptr_t(f),
+		C.uint(cfg.Grid.X), C.uint(cfg.Grid.Y), C.uint(cfg.Grid.Z),
+		C.uint(cfg.Block.X), C.uint(cfg.Block.Y), C.uint(cfg.Block.Z),
+		C.uint(cfg.SharedMem), C.uintptr_t(s), p, C.size_t(len(params)))
+	return check("hipModuleLaunchKernel", r)
+}
+
+var _ hipRuntime = (*cgoHIP)(nil)
