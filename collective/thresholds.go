@@ -32,12 +32,16 @@ func (t Thresholds) Select(n int) Algo {
 // DefaultThresholds returns the measured crossovers for a backend and world
 // size. The tables, bf16, slowest rank's mean per call:
 //
-// cuda, world 2, 2×H200, graph replay (docs/results/2026-11-22-h200x2-run1):
+// cuda, world 2, 2×H200, graph replay, with the one-shot's LL and push
+// paths and the pushing two-shot (docs/PERFORMANCE-kernels.md, run 5):
 //
-//	bytes    1K    4K    64K   256K  1M    4M
-//	oneshot  8.20  8.18  8.59  9.26  12.94 24.57
-//	twoshot  11.38 11.00 11.57 13.22 15.26 27.82
-//	NCCL     9.18  9.40  10.37 11.95 17.98 35.18
+//	bytes    1K    4K    64K   256K  1M    2M    4M    8M
+//	oneshot  4.58  5.27  6.77  6.87  9.61  13.07 22.08 35.66
+//	twoshot  8.50  8.80  9.54  9.98  11.97 15.15 21.29 34.46
+//	NCCL     11.75 9.64  10.46 12.06 17.59 29.94 35.13 48.09
+//
+// The one-shot wins up to 2 MiB; above, the two-shot by about 1 µs (runs
+// 4 and 5; in run 3 the one-shot's push path won at 4 and 8 MiB instead).
 //
 // cuda, world 4, 4×H200 (docs/results/2026-11-22-h200x4-run1):
 //
@@ -62,7 +66,7 @@ func (t Thresholds) Select(n int) Algo {
 func DefaultThresholds(backendName string, world int) Thresholds {
 	switch {
 	case backendName == "cuda" && world <= 2:
-		return Thresholds{OneShotMax: 8 << 20}
+		return Thresholds{OneShotMax: 2 << 20}
 	case backendName == "cuda" && world <= 4:
 		return Thresholds{OneShotMax: 256 << 10, KernelMax: 2 << 20}
 	case backendName == "cuda":

@@ -15,8 +15,8 @@
 //	sent[ch][dst]  at SentOffset  + (ch*MaxRanks+dst)*4   local: signals sent to dst
 //	recv[ch][src]  at RecvOffset  + (ch*MaxRanks+src)*4   local: signals consumed from src
 //	state          at StateOffset, StateSize bytes         per-rank P2P state:
-//	  epoch        at EpochWord                            local: one-shot LL calls so far
-//	  ticket       at TicketWord                           local: scratch of the device kernel
+//	  epoch        at EpochWord                            local: one-shot LL and push calls so far
+//	  ticket       at TicketWord                           local: device kernels' scratch, 0 between calls
 //	LL area        at LLOffset, LLSize bytes               written by peers (one-shot LL)
 //	push area      at PushOffset, PushSize bytes           written by peers (one-shot push)
 //
@@ -84,6 +84,7 @@
 //     LLLine(World, s, q, me, j) of my own pad carries f in both halves;
 //     output[i] = reduce over r of (r == me ? input : q's payload)[i];
 //  4. epoch = E+1.
+//
 // Flags only grow, so a line left in the slot by call E-2 (flag 2E-3)
 // never passes for one of call E.
 //
@@ -165,7 +166,7 @@ const (
 	StateOffset    = 3 * NumChannels * MaxRanks * 4
 	// StateSize is the per-rank P2P state area (kP2pStateSize).
 	StateSize = 2048
-	// EpochWord counts the one-shot LL calls made on the pad (uint32);
+	// EpochWord counts the one-shot LL and push calls made on the pad (uint32);
 	// TicketWord is the device kernel's scratch for updating it once per
 	// launch. Both are local to the rank.
 	EpochWord  = StateOffset

@@ -129,8 +129,8 @@ type cgoHIP struct {
 	vmm            bool
 }
 
-// check turns a hipError_t into nil or a *HIPError naming the entry point.
-func check(op string, r C.hipError_t) error {
+// check turns a hipError_t (inh_result) into nil or a *HIPError naming the entry point.
+func check(op string, r C.inh_result) error {
 	if r == C.INH_SUCCESS {
 		return nil
 	}
@@ -140,10 +140,10 @@ func check(op string, r C.hipError_t) error {
 // resultError asks the runtime to describe r.
 func resultError(op string, r int) *HIPError {
 	var name, desc string
-	if s := C.inh_error_name(C.hipError_t(r)); s != nil {
+	if s := C.inh_error_name(C.inh_result(r)); s != nil {
 		name = C.GoString(s)
 	}
-	if s := C.inh_error_string(C.hipError_t(r)); s != nil {
+	if s := C.inh_error_string(C.inh_result(r)); s != nil {
 		desc = C.GoString(s)
 	}
 	return newHIPError(op, r, name, desc)
@@ -286,16 +286,10 @@ func (h *cgoHIP) Malloc(dev, n int) (backend.DevicePtr, error) {
 	return backend.DevicePtr(p), check(stageOp(stage, "hipMalloc", ""), r)
 }
 
-// hipExtMallocWithFlags flags.
-const (
-	hipDeviceMallocFinegrained = 0x1
-	hipDeviceMallocUncached    = 0x3
-)
-
 func (h *cgoHIP) MallocShareable(dev, n int, t memoryType) (backend.DevicePtr, error) {
-	flags := C.uint(hipDeviceMallocUncached)
+	flags := C.uint(C.INH_DEVICE_MALLOC_UNCACHED)
 	if t == memFineGrained {
-		flags = hipDeviceMallocFinegrained
+		flags = C.INH_DEVICE_MALLOC_FINEGRAINED
 	}
 	var p C.uint64_t
 	var stage C.int
@@ -371,7 +365,7 @@ func (h *cgoHIP) IPCGetHandle(dev int, p backend.DevicePtr) (ipcHandle, error) {
 // insists on it), 0 in the ROCm 5 headers (whose runtime ignores it).
 func (h *cgoHIP) ipcOpenFlags() C.uint {
 	if h.runtimeVersion >= vmmRuntime {
-		return 1
+		return C.INH_IPC_LAZY_ENABLE_PEER_ACCESS
 	}
 	return 0
 }
@@ -483,13 +477,10 @@ func (h *cgoHIP) CopyDtoDAsync(dev int, dst, src backend.DevicePtr, n int, s hip
 	return check("hipMemcpyDtoDAsync", C.inh_copy_dtod_async(C.int(dev), C.uint64_t(dst), C.uint64_t(src), C.size_t(n), C.uintptr_t(s)))
 }
 
-// hipEventDisableTiming.
-const eventFlagDisableTiming = 0x2
-
 func (h *cgoHIP) EventCreate(dev int, timing bool) (hipEvent, error) {
 	var flags C.uint
 	if !timing {
-		flags = eventFlagDisableTiming
+		flags = C.INH_EVENT_DISABLE_TIMING
 	}
 	var e C.uintptr_t
 	err := check("hipEventCreateWithFlags", C.inh_event_create(C.int(dev), flags, &e))

@@ -3,9 +3,8 @@
 // hip_shim.c binds the HIP runtime at run time. libamdhip64.so is opened
 // with dlopen and every entry point resolved by name, so the backend builds
 // without ROCm headers and a binary starts on machines without ROCm. The
-// types and constants below follow hip_runtime_api.h of ROCm 6 (and ROCm 5
-// where the two agree; the virtual memory management structures changed,
-// and Go only uses them on ROCm 6 runtimes).
+// types below follow hip_runtime_api.h; the constants and the ROCm 6
+// virtual memory management structures are declared in hip_shim.h.
 
 #include "hip_shim.h"
 
@@ -14,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef inh_result hipError_t;
 typedef void *hipStream_t;
 typedef void *hipEvent_t;
 typedef void *hipModule_t;
@@ -22,6 +22,8 @@ typedef void *hipGraph_t;
 typedef void *hipGraphExec_t;
 typedef void *hipGraphNode_t;
 typedef void *hipMemGenericAllocationHandle_t;
+typedef inh_mem_prop hipMemAllocationProp;
+typedef inh_mem_access hipMemAccessDesc;
 
 typedef struct {
 	char reserved[INH_IPC_HANDLE_SIZE];
@@ -31,47 +33,9 @@ typedef struct {
 	char bytes[16];
 } hipUUID;
 
-// hipMemLocation, hipMemAllocationProp and hipMemAccessDesc as ROCm 6
-// declares them (the ROCm 5 allocation properties were laid out
-// differently).
-typedef struct {
-	int type;
-	int id;
-} hipMemLocation;
-
-typedef struct {
-	int type;
-	int requestedHandleType;
-	hipMemLocation location;
-	void *win32HandleMetaData;
-	struct {
-		unsigned char compressionType;
-		unsigned char gpuDirectRDMACapable;
-		unsigned short usage;
-	} allocFlags;
-} hipMemAllocationProp;
-
-typedef struct {
-	hipMemLocation location;
-	int flags;
-} hipMemAccessDesc;
-
-enum {
-	hipHostMallocPortable = 0x1,
-	hipHostMallocMapped = 0x2,
-	hipStreamNonBlocking = 0x1,
-	hipStreamCaptureModeRelaxed = 2,
-	hipMemAllocationTypePinned = 0x1,
-	hipMemAllocationTypeUncached = 0x40000000,
-	hipMemHandleTypePosixFileDescriptor = 0x1,
-	hipMemLocationTypeDevice = 1,
-	hipMemAccessFlagsProtReadWrite = 3,
-	hipMemAllocationGranularityMinimum = 0,
-};
-
-#define HIP_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
-#define HIP_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
-#define HIP_LAUNCH_PARAM_END ((void *)0x03)
+#define HIP_LAUNCH_PARAM_BUFFER_POINTER ((void *)INH_LAUNCH_PARAM_BUFFER_POINTER)
+#define HIP_LAUNCH_PARAM_BUFFER_SIZE ((void *)INH_LAUNCH_PARAM_BUFFER_SIZE)
+#define HIP_LAUNCH_PARAM_END ((void *)INH_LAUNCH_PARAM_END)
 
 // The table of entry points, filled once by inh_load before any other shim
 // runs (the Go side serialises loading behind a mutex).
@@ -364,7 +328,7 @@ hipError_t inh_host_malloc(int dev, size_t n, void **host, uint64_t *dptr, int *
 	hipError_t r;
 	void *d = NULL;
 	SET_DEV_STAGED(dev);
-	STEP(INH_STAGE_ALLOC, hip.HostMalloc(host, n, hipHostMallocPortable | hipHostMallocMapped));
+	STEP(INH_STAGE_ALLOC, hip.HostMalloc(host, n, INH_HOST_MALLOC_PORTABLE | INH_HOST_MALLOC_MAPPED));
 	if (r != INH_SUCCESS) return r;
 	STEP(INH_STAGE_DEVPTR, hip.HostGetDevicePointer(&d, *host, 0));
 	if (r != INH_SUCCESS) {
@@ -447,9 +411,9 @@ hipError_t inh_ipc_close(int dev, uint64_t ptr) {
 
 static void vmm_prop(hipMemAllocationProp *prop, int dev, int mem_type) {
 	memset(prop, 0, sizeof(*prop));
-	prop->type = mem_type == INH_MEM_UNCACHED ? hipMemAllocationTypeUncached : hipMemAllocationTypePinned;
-	prop->requestedHandleType = hipMemHandleTypePosixFileDescriptor;
-	prop->location.type = hipMemLocationTypeDevice;
+	prop->type = mem_type == INH_MEM_UNCACHED ? INH_MEM_ALLOCATION_TYPE_UNCACHED : INH_MEM_ALLOCATION_TYPE_PINNED;
+	prop->requestedHandleType = INH_MEM_HANDLE_POSIX_FD;
+	prop->location.type = INH_MEM_LOCATION_DEVICE;
 	prop->location.id = dev;
 }
 
@@ -458,7 +422,7 @@ hipError_t inh_vmm_granularity(int dev, int mem_type, size_t *granularity) {
 	if (!hip_vmm) return INH_ERROR_NOT_SUPPORTED;
 	SET_DEV(dev);
 	vmm_prop(&prop, dev, mem_type);
-	return hip.MemGetAllocationGranularity(granularity, &prop, hipMemAllocationGranularityMinimum);
+	return hip.MemGetAllocationGranularity(granularity, &prop, INH_MEM_GRANULARITY_MINIMUM);
 }
 
 // map_and_grant reserves an address range for handle h, maps it and grants
@@ -481,9 +445,9 @@ static hipError_t map_and_grant(hipMemGenericAllocationHandle_t h, size_t size, 
 		return r;
 	}
 	for (int i = 0; i < naccess; i++) {
-		desc[i].location.type = hipMemLocationTypeDevice;
+		desc[i].location.type = INH_MEM_LOCATION_DEVICE;
 		desc[i].location.id = access[i];
-		desc[i].flags = hipMemAccessFlagsProtReadWrite;
+		desc[i].flags = INH_MEM_ACCESS_READWRITE;
 	}
 	STEP(INH_STAGE_ACCESS, hip.MemSetAccess(ptr, size, desc, (size_t)naccess));
 	if (r != INH_SUCCESS) {
@@ -507,7 +471,7 @@ hipError_t inh_vmm_create(int dev, int mem_type, size_t size, const int *access,
 	SET_DEV_STAGED(dev);
 	vmm_prop(&prop, dev, mem_type);
 	STEP(INH_STAGE_GRANULARITY,
-	     hip.MemGetAllocationGranularity(&gran, &prop, hipMemAllocationGranularityMinimum));
+	     hip.MemGetAllocationGranularity(&gran, &prop, INH_MEM_GRANULARITY_MINIMUM));
 	if (r != INH_SUCCESS) return r;
 	if (gran > 0) size = (size + gran - 1) / gran * gran;
 	STEP(INH_STAGE_CREATE, hip.MemCreate(&h, size, &prop, 0));
@@ -536,7 +500,7 @@ hipError_t inh_vmm_import_fd(int dev, int fd, size_t size, const int *access, in
 	SET_DEV_STAGED(dev);
 	// The descriptor travels by value in the pointer, as in CUDA.
 	STEP(INH_STAGE_IMPORT,
-	     hip.MemImportFromShareableHandle(&h, (void *)(uintptr_t)fd, hipMemHandleTypePosixFileDescriptor));
+	     hip.MemImportFromShareableHandle(&h, (void *)(uintptr_t)fd, INH_MEM_HANDLE_POSIX_FD));
 	if (r != INH_SUCCESS) return r;
 	r = map_and_grant(h, size, access, naccess, out, stage);
 	if (r != INH_SUCCESS) hip.MemRelease(h);
@@ -547,7 +511,7 @@ hipError_t inh_vmm_export_fd(int dev, uint64_t handle, int *fd) {
 	if (!hip_vmm) return INH_ERROR_NOT_SUPPORTED;
 	SET_DEV(dev);
 	return hip.MemExportToShareableHandle(fd, (hipMemGenericAllocationHandle_t)(uintptr_t)handle,
-	                                      hipMemHandleTypePosixFileDescriptor, 0);
+	                                      INH_MEM_HANDLE_POSIX_FD, 0);
 }
 
 hipError_t inh_vmm_release(int dev, const inh_vmm *m, int *stage) {
@@ -575,7 +539,7 @@ hipError_t inh_vmm_release(int dev, const inh_vmm *m, int *stage) {
 hipError_t inh_stream_create(int dev, uintptr_t *stream) {
 	hipStream_t s = NULL;
 	SET_DEV(dev);
-	hipError_t r = hip.StreamCreateWithFlags(&s, hipStreamNonBlocking);
+	hipError_t r = hip.StreamCreateWithFlags(&s, INH_STREAM_NON_BLOCKING);
 	*stream = (uintptr_t)s;
 	return r;
 }
@@ -682,7 +646,7 @@ hipError_t inh_launch(int dev, uintptr_t fn, unsigned int gx, unsigned int gy, u
 
 hipError_t inh_begin_capture(int dev, uintptr_t stream) {
 	SET_DEV(dev);
-	return hip.StreamBeginCapture((hipStream_t)stream, hipStreamCaptureModeRelaxed);
+	return hip.StreamBeginCapture((hipStream_t)stream, INH_CAPTURE_MODE_RELAXED);
 }
 
 hipError_t inh_end_capture(int dev, uintptr_t stream, uintptr_t *graph, uintptr_t *exec, int *stage) {

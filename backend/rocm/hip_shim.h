@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// hipError_t is an int-sized enum.
-typedef int hipError_t;
+// inh_result is a hipError_t, an int-sized enum.
+typedef int inh_result;
 
 enum {
 	INH_SUCCESS = 0,
@@ -26,6 +26,55 @@ enum {
 	INH_IPC_HANDLE_SIZE = 64,
 	INH_MAX_ACCESS = 64,
 };
+
+// HIP constants the shims pass, as hip_runtime_api.h defines them (ROCm 5
+// and 6 agree on all but hipMemAllocationTypeUncached, which is ROCm 7.2's,
+// and hipIpcMemLazyEnablePeerAccess, 0 in ROCm 5 and 1 in ROCm 6). The
+// tests check them against the headers where those are installed.
+enum {
+	INH_HOST_MALLOC_PORTABLE = 0x1,
+	INH_HOST_MALLOC_MAPPED = 0x2,
+	INH_STREAM_NON_BLOCKING = 0x1,
+	INH_EVENT_DISABLE_TIMING = 0x2,
+	INH_CAPTURE_MODE_RELAXED = 2,
+	INH_DEVICE_MALLOC_FINEGRAINED = 0x1,
+	INH_DEVICE_MALLOC_UNCACHED = 0x3,
+	INH_IPC_LAZY_ENABLE_PEER_ACCESS = 0x1,
+	INH_MEM_ALLOCATION_TYPE_PINNED = 0x1,
+	INH_MEM_ALLOCATION_TYPE_UNCACHED = 0x40000000,
+	INH_MEM_HANDLE_POSIX_FD = 0x1,
+	INH_MEM_LOCATION_DEVICE = 1,
+	INH_MEM_ACCESS_READWRITE = 3,
+	INH_MEM_GRANULARITY_MINIMUM = 0,
+	INH_LAUNCH_PARAM_BUFFER_POINTER = 0x1,
+	INH_LAUNCH_PARAM_BUFFER_SIZE = 0x2,
+	INH_LAUNCH_PARAM_END = 0x3,
+};
+
+// hipMemLocation, hipMemAllocationProp and hipMemAccessDesc as ROCm 6
+// declares them (ROCm 5's allocation properties were laid out otherwise;
+// Go uses these only on ROCm 6 runtimes).
+typedef struct {
+	int type;
+	int id;
+} inh_mem_location;
+
+typedef struct {
+	int type;
+	int requestedHandleType;
+	inh_mem_location location;
+	void *win32HandleMetaData;
+	struct {
+		unsigned char compressionType;
+		unsigned char gpuDirectRDMACapable;
+		unsigned short usage;
+	} allocFlags;
+} inh_mem_prop;
+
+typedef struct {
+	inh_mem_location location;
+	int flags;
+} inh_mem_access;
 
 // Memory types (see memoryType in hip.go).
 enum {
@@ -73,66 +122,66 @@ int inh_load(const char *path, char *err, size_t errlen);
 int inh_has_vmm(void);
 int inh_has_uuid(void);
 
-const char *inh_error_name(hipError_t r);
-const char *inh_error_string(hipError_t r);
+const char *inh_error_name(inh_result r);
+const char *inh_error_string(inh_result r);
 
-hipError_t inh_init(void);
-hipError_t inh_runtime_version(int *version);
-hipError_t inh_driver_version(int *version);
-hipError_t inh_device_count(int *count);
-hipError_t inh_device_name(int dev, char *buf, int len);
-hipError_t inh_device_pci_bus_id(int dev, char *buf, int len);
-hipError_t inh_device_total_mem(int dev, size_t *bytes);
-hipError_t inh_device_uuid(int dev, unsigned char *uuid);
-hipError_t inh_device_attr(int dev, int attr, int *value);
-hipError_t inh_can_access_peer(int dev, int peer, int *can);
-hipError_t inh_enable_peer(int dev, int peer);
+inh_result inh_init(void);
+inh_result inh_runtime_version(int *version);
+inh_result inh_driver_version(int *version);
+inh_result inh_device_count(int *count);
+inh_result inh_device_name(int dev, char *buf, int len);
+inh_result inh_device_pci_bus_id(int dev, char *buf, int len);
+inh_result inh_device_total_mem(int dev, size_t *bytes);
+inh_result inh_device_uuid(int dev, unsigned char *uuid);
+inh_result inh_device_attr(int dev, int attr, int *value);
+inh_result inh_can_access_peer(int dev, int peer, int *can);
+inh_result inh_enable_peer(int dev, int peer);
 
-hipError_t inh_malloc(int dev, size_t n, unsigned int flags, int shareable, uint64_t *ptr, int *stage);
-hipError_t inh_free(int dev, uint64_t ptr);
-hipError_t inh_host_malloc(int dev, size_t n, void **host, uint64_t *dptr, int *stage);
-hipError_t inh_host_free(int dev, void *host);
-hipError_t inh_copy_htod(int dev, uint64_t dst, const void *src, size_t n, int *stage);
-hipError_t inh_copy_dtoh(int dev, void *dst, uint64_t src, size_t n, int *stage);
-hipError_t inh_copy_dtod(int dev, uint64_t dst, uint64_t src, size_t n, int *stage);
-hipError_t inh_memset(int dev, uint64_t dst, unsigned char v, size_t n, int *stage);
+inh_result inh_malloc(int dev, size_t n, unsigned int flags, int shareable, uint64_t *ptr, int *stage);
+inh_result inh_free(int dev, uint64_t ptr);
+inh_result inh_host_malloc(int dev, size_t n, void **host, uint64_t *dptr, int *stage);
+inh_result inh_host_free(int dev, void *host);
+inh_result inh_copy_htod(int dev, uint64_t dst, const void *src, size_t n, int *stage);
+inh_result inh_copy_dtoh(int dev, void *dst, uint64_t src, size_t n, int *stage);
+inh_result inh_copy_dtod(int dev, uint64_t dst, uint64_t src, size_t n, int *stage);
+inh_result inh_memset(int dev, uint64_t dst, unsigned char v, size_t n, int *stage);
 
-hipError_t inh_ipc_get(int dev, uint64_t ptr, unsigned char *handle);
-hipError_t inh_ipc_open(int dev, const unsigned char *handle, unsigned int flags, uint64_t *ptr);
-hipError_t inh_ipc_close(int dev, uint64_t ptr);
+inh_result inh_ipc_get(int dev, uint64_t ptr, unsigned char *handle);
+inh_result inh_ipc_open(int dev, const unsigned char *handle, unsigned int flags, uint64_t *ptr);
+inh_result inh_ipc_close(int dev, uint64_t ptr);
 
-hipError_t inh_vmm_granularity(int dev, int mem_type, size_t *granularity);
-hipError_t inh_vmm_create(int dev, int mem_type, size_t size, const int *access, int naccess,
+inh_result inh_vmm_granularity(int dev, int mem_type, size_t *granularity);
+inh_result inh_vmm_create(int dev, int mem_type, size_t size, const int *access, int naccess,
                           inh_vmm *out, int *stage);
-hipError_t inh_vmm_import_fd(int dev, int fd, size_t size, const int *access, int naccess,
+inh_result inh_vmm_import_fd(int dev, int fd, size_t size, const int *access, int naccess,
                              inh_vmm *out, int *stage);
-hipError_t inh_vmm_export_fd(int dev, uint64_t handle, int *fd);
-hipError_t inh_vmm_release(int dev, const inh_vmm *m, int *stage);
+inh_result inh_vmm_export_fd(int dev, uint64_t handle, int *fd);
+inh_result inh_vmm_release(int dev, const inh_vmm *m, int *stage);
 
-hipError_t inh_stream_create(int dev, uintptr_t *stream);
-hipError_t inh_stream_destroy(int dev, uintptr_t stream);
-hipError_t inh_stream_query(int dev, uintptr_t stream);
-hipError_t inh_stream_sync(int dev, uintptr_t stream);
-hipError_t inh_stream_wait_event(int dev, uintptr_t stream, uintptr_t event);
-hipError_t inh_copy_dtod_async(int dev, uint64_t dst, uint64_t src, size_t n, uintptr_t stream);
+inh_result inh_stream_create(int dev, uintptr_t *stream);
+inh_result inh_stream_destroy(int dev, uintptr_t stream);
+inh_result inh_stream_query(int dev, uintptr_t stream);
+inh_result inh_stream_sync(int dev, uintptr_t stream);
+inh_result inh_stream_wait_event(int dev, uintptr_t stream, uintptr_t event);
+inh_result inh_copy_dtod_async(int dev, uint64_t dst, uint64_t src, size_t n, uintptr_t stream);
 
-hipError_t inh_event_create(int dev, unsigned int flags, uintptr_t *event);
-hipError_t inh_event_record(int dev, uintptr_t event, uintptr_t stream);
-hipError_t inh_event_query(int dev, uintptr_t event);
-hipError_t inh_event_sync(int dev, uintptr_t event);
-hipError_t inh_event_elapsed(int dev, uintptr_t start, uintptr_t end, float *ms);
-hipError_t inh_event_destroy(int dev, uintptr_t event);
+inh_result inh_event_create(int dev, unsigned int flags, uintptr_t *event);
+inh_result inh_event_record(int dev, uintptr_t event, uintptr_t stream);
+inh_result inh_event_query(int dev, uintptr_t event);
+inh_result inh_event_sync(int dev, uintptr_t event);
+inh_result inh_event_elapsed(int dev, uintptr_t start, uintptr_t end, float *ms);
+inh_result inh_event_destroy(int dev, uintptr_t event);
 
-hipError_t inh_module_load(int dev, const void *image, uintptr_t *module);
-hipError_t inh_module_function(int dev, uintptr_t module, const char *name, uintptr_t *fn);
-hipError_t inh_module_unload(int dev, uintptr_t module);
-hipError_t inh_launch(int dev, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
+inh_result inh_module_load(int dev, const void *image, uintptr_t *module);
+inh_result inh_module_function(int dev, uintptr_t module, const char *name, uintptr_t *fn);
+inh_result inh_module_unload(int dev, uintptr_t module);
+inh_result inh_launch(int dev, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
                       unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                       uintptr_t stream, void *params, size_t size);
 
-hipError_t inh_begin_capture(int dev, uintptr_t stream);
-hipError_t inh_end_capture(int dev, uintptr_t stream, uintptr_t *graph, uintptr_t *exec, int *stage);
-hipError_t inh_graph_launch(int dev, uintptr_t exec, uintptr_t stream);
-hipError_t inh_graph_destroy(int dev, uintptr_t graph, uintptr_t exec);
+inh_result inh_begin_capture(int dev, uintptr_t stream);
+inh_result inh_end_capture(int dev, uintptr_t stream, uintptr_t *graph, uintptr_t *exec, int *stage);
+inh_result inh_graph_launch(int dev, uintptr_t exec, uintptr_t stream);
+inh_result inh_graph_destroy(int dev, uintptr_t graph, uintptr_t exec);
 
 #endif

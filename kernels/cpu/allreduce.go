@@ -39,8 +39,16 @@ const allReduceChannel = 0
 // An output that overlaps a symmetric buffer is safe: when the algorithm
 // would overwrite data a peer may still read (one-shot in place in the
 // symmetric buffer, or any partial overlap), the result is built aside and
-// copied out after the final barrier. (The CUDA one-shot kernel rejects an
-// output overlapping this rank's buffer instead.)
+// copied out after the last barrier. (The CUDA one-shot kernel rejects an
+// output overlapping this rank's buffer instead.) The one-shot's LL and
+// push paths read no symmetric buffer and need no such care; the two-shot,
+// which has no closing barrier, rejects an output overlapping another
+// rank's buffer (peers may still read their own buffers after it
+// returns), which device memory never does.
+//
+// The one-shot takes the path kernels.OneShotPath names: LL lines or
+// pushed data through the peers' signal pads, or the classic copy-in and
+// two barriers; see package kernels.
 func AllReduce(algo kernels.Algo, dtype backend.DType) Func {
 	name := kernels.AllReduceKernel(algo, dtype)
 	return func(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {

@@ -791,12 +791,12 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
   const bool out_aligned = aligned16(a.output);
 
   // The loads that need only the parameters go out first, ahead of check's
-  // table loads: the epoch (through Extra, when the host passes this rank's
-  // pad there, else through the table) and this thread's first vectors.
+  // table loads and block-wide reduction: the epoch and this thread's first
+  // vectors.
   uint32_t epoch = 0;
   V16 first[U];
   if (params_ok<DT>(a)) {
-    const uint64_t pad = a.extra != 0 ? a.extra : port::load_arg_u64(a.pads + a.rank);
+    const uint64_t pad = port::load_arg_u64(a.pads + a.rank);
     epoch = port::load_plain(reinterpret_cast<const uint32_t*>(pad + kEpochWord));
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -807,12 +807,6 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
     }
   }
   if (!check<DT>(a, Algo::kOneShot)) {
-    return;
-  }
-  if (a.extra != 0 && a.extra != a.my_pad) {
-    if (t == 0) {
-      report(a.status, kStatusBadArgs, 0, port::block_index());
-    }
     return;
   }
 

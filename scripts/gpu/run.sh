@@ -36,8 +36,8 @@ for s in $STEPS; do
     timeout 300 .gpu/intranode conformance --backend cuda --world "$WORLDS" --timeout 60s 2>&1 | tee "$OUT/conformance.txt" | grep -v '^pass' ;;
   bench)
     step bench
-    timeout 150 .gpu/intranode bench --backend cuda --world "$WORLD" --graph -b 1K -e 8M -f 4 --iters 50 --warmup 10 --plot "$OUT/bench-graph.svg" 2>&1 | tee "$OUT/bench-graph.txt"
-    timeout 120 .gpu/intranode bench --backend cuda --world "$WORLD" -b 1K -e 64K -f 4 --iters 50 --warmup 10 --algo oneshot 2>&1 | tee "$OUT/bench-eager.txt" ;;
+    timeout 150 .gpu/intranode bench --backend cuda --world "$WORLD" --graph -b 1K -e 256M -f 4 --iters 50 --warmup 10 --plot "$OUT/bench-graph.svg" 2>&1 | tee "$OUT/bench-graph.txt"
+    timeout 120 .gpu/intranode bench --backend cuda --world "$WORLD" -b 1K -e 64K -f 4 --iters 50 --warmup 10 --algo auto 2>&1 | tee "$OUT/bench-eager.txt" ;;
   anchor)
     step anchor
     timeout 200 python3 scripts/gpu/anchor.py 2>&1 | tee "$OUT/anchor.csv" ;;
