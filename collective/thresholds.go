@@ -30,28 +30,32 @@ func (t Thresholds) Select(n int) Algo {
 }
 
 // DefaultThresholds returns the measured crossovers for a backend and world
-// size. The tables, bf16, slowest rank's mean per call:
+// size. The tables: bf16, graph replay, µs per call (slowest rank), our
+// kernels and NCCL through the same binary in one run (`intranode bench
+// --backend cuda --graph`, docs/results/2026-11-22-h200{x2,x4}-final):
 //
-// cuda, world 2, 2×H200, graph replay, with the one-shot's LL and push
-// paths and the pushing two-shot (docs/PERFORMANCE-kernels.md, run 5):
+// cuda, world 2, 2×H200:
 //
-//	bytes    1K    4K    64K   256K  1M    2M    4M    8M
-//	oneshot  4.58  5.27  6.77  6.87  9.61  13.07 22.08 35.66
-//	twoshot  8.50  8.80  9.54  9.98  11.97 15.15 21.29 34.46
-//	NCCL     11.75 9.64  10.46 12.06 17.59 29.94 35.13 48.09
+//	bytes    1K    4K    16K   64K   256K  1M    4M
+//	oneshot  5.40  5.50  6.27  6.80  7.52  10.03 22.50
+//	twoshot  8.90  9.07  9.90  9.98  10.84 12.23 22.31
+//	NCCL     6.92  24.13 7.37  24.41 9.07  14.08 33.03
 //
-// The one-shot wins up to 2 MiB; above, the two-shot by about 1 µs (runs
-// 4 and 5; in run 3 the one-shot's push path won at 4 and 8 MiB instead).
+// (docs/PERFORMANCE-kernels.md has the finer sweep behind the 2 MiB
+// one-shot limit.)
 //
-// cuda, world 4, 4×H200 (docs/results/2026-11-22-h200x4-run1):
+// cuda, world 4, 4×H200:
 //
-//	bytes    1K    4K    64K   256K  1M    4M
-//	oneshot  8.46  8.36  11.18 12.25 19.33 52.15
-//	twoshot  12.05 11.54 13.32 14.64 17.34 55.17
-//	NCCL     13.15 12.39 14.14 15.15 21.86 42.63
+//	bytes    1K    4K    16K   64K   256K  1M    4M
+//	oneshot  6.23  6.92  7.73  8.26  9.95  20.25 52.18
+//	twoshot  10.07 10.28 10.31 11.07 11.47 15.44 30.15
+//	NCCL     19.17 9.85  11.71 31.93 27.70 35.40 40.69
 //
-// Not measured (world 8 on CUDA): the world-4 crossovers, scaled down by
-// the extra peer reads, until a measurement replaces them.
+// Our kernels beat NCCL at every size that fits the 10 MiB buffer at
+// worlds 2 and 4, so beyond the buffer (None by capacity) is NCCL's. World 8
+// was not measured on CUDA (no 8-GPU host lent): its entry extrapolates
+// world 4 (one-shot reads twice the peers) and hands messages above 1 MiB to
+// NCCL until a measurement replaces it.
 //
 // fake, world 2, float, 2-core development machine (docs/PERFORMANCE.md):
 //
@@ -68,7 +72,7 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 	case backendName == "cuda" && world <= 2:
 		return Thresholds{OneShotMax: 2 << 20}
 	case backendName == "cuda" && world <= 4:
-		return Thresholds{OneShotMax: 256 << 10, KernelMax: 2 << 20}
+		return Thresholds{OneShotMax: 256 << 10}
 	case backendName == "cuda":
 		return Thresholds{OneShotMax: 128 << 10, KernelMax: 1 << 20}
 	}
