@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
-	"strings"
-	"sync"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/resources"
 	"github.com/intranode/intranode/kernels"
 	cudakernels "github.com/intranode/intranode/kernels/cuda"
 )
@@ -21,13 +19,6 @@ type resource interface {
 	Close() error
 	// resourceKind names the kind in Device.Close's report.
 	resourceKind() string
-}
-
-// resourceKinds returns the kinds in the order Device.Close releases
-// leftovers: graphs and streams first (streams drain their work), memory
-// last.
-func resourceKinds() []string {
-	return []string{"graph", "stream", "event", "module", "allocation"}
 }
 
 // device is an opened CUDA device: a handle that holds the device's primary
@@ -44,9 +35,8 @@ type device struct {
 	granularity int
 	vmmErr      error
 
-	mu     sync.Mutex
-	closed bool
-	res    map[resource]struct{}
+	// res holds what the device handed out, for Close.
+	res resources.Set
 }
 
 func newDevice(b *Backend, i int) (*device, error) {
@@ -55,7 +45,7 @@ func newDevice(b *Backend, i int) (*device, error) {
 	if err != nil {
 		return nil, wrap(err, "cuda: device %d: retaining the primary context", i)
 	}
-	d := &device{b: b, index: i, ordinal: e.ordinal, ctx: c, info: e.info, res: map[resource]struct{}{}}
+	d := &device{b: b, index: i, ordinal: e.ordinal, ctx: c, info: e.info}
 	if err := d.initMemory(); err != nil {
 		_ = ctxRelease(e.ordinal)
 		return nil, err
@@ -102,31 +92,18 @@ func (d *device) initMemory() error {
 // track registers r so Close can report and release it; it fails (and
 // closes r) when the device is already closed.
 func (d *device) track(r resource) error {
-	d.mu.Lock()
-	closed := d.closed
-	if !closed {
-		d.res[r] = struct{}{}
-	}
-	d.mu.Unlock()
-	if closed {
+	if !d.res.Add(r, r.resourceKind()) {
 		_ = r.Close()
 		return backend.Errorf(backend.CodeClosed, "cuda: device %d is closed", d.index)
 	}
 	return nil
 }
 
-func (d *device) untrack(r resource) {
-	d.mu.Lock()
-	delete(d.res, r)
-	d.mu.Unlock()
-}
+func (d *device) untrack(r resource) { d.res.Remove(r) }
 
 // usable fails once the device is closed or ctx is done.
 func (d *device) usable(ctx context.Context) error {
-	d.mu.Lock()
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
+	if d.res.Closed() {
 		return backend.Errorf(backend.CodeClosed, "cuda: device %d is closed", d.index)
 	}
 	if ctx != nil {
@@ -298,40 +275,16 @@ func (d *device) LoadModule(ctx context.Context, src backend.ModuleSource) (back
 // modules and allocations still open are released first (streams drain) and
 // reported in the error.
 func (d *device) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	left, summary, first := d.res.Close()
+	if !first {
 		return nil
-	}
-	d.closed = true
-	left := make([]resource, 0, len(d.res))
-	for r := range d.res {
-		left = append(left, r)
-	}
-	d.res = map[resource]struct{}{}
-	d.mu.Unlock()
-
-	order := resourceKinds()
-	slices.SortStableFunc(left, func(a, b resource) int {
-		return slices.Index(order, a.resourceKind()) - slices.Index(order, b.resourceKind())
-	})
-	counts := map[string]int{}
-	for _, r := range left {
-		_ = r.Close()
-		counts[r.resourceKind()]++
 	}
 	d.b.deviceClosed(d.index)
 	err := wrap(ctxRelease(d.ordinal), "cuda: device %d: releasing the primary context", d.index)
-	d.b.log.Debug("cuda: device closed", "device", d.index, "leftovers", len(left))
-	if len(left) > 0 {
-		var parts []string
-		for _, k := range order {
-			if n := counts[k]; n > 0 {
-				parts = append(parts, fmt.Sprintf("%d %s(s)", n, k))
-			}
-		}
+	d.b.log.Debug("cuda: device closed", "device", d.index, "leftovers", left)
+	if left > 0 {
 		return backend.Errorf(backend.CodeInvalidArgument, "cuda: device %d closed with %s still open (released them)",
-			d.index, strings.Join(parts, ", "))
+			d.index, summary)
 	}
 	return err
 }

@@ -7,11 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
 	"strings"
-	"sync"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/resources"
 	"github.com/intranode/intranode/kernels"
 	hipkernels "github.com/intranode/intranode/kernels/hip"
 )
@@ -21,13 +20,6 @@ type resource interface {
 	Close() error
 	// resourceKind names the kind in Device.Close's report.
 	resourceKind() string
-}
-
-// resourceKinds returns the kinds in the order Device.Close releases
-// leftovers: graphs and streams first (streams drain their work), memory
-// last.
-func resourceKinds() []string {
-	return []string{"graph", "stream", "event", "module", "allocation"}
 }
 
 // ipcGranularity is what IPC-shared allocations are rounded up to: 2 MiB,
@@ -46,13 +38,12 @@ type device struct {
 	// granularity is the size shareable allocations are rounded up to.
 	granularity int
 
-	mu     sync.Mutex
-	closed bool
-	res    map[resource]struct{}
+	// res holds what the device handed out, for Close.
+	res resources.Set
 }
 
 func newDevice(b *Backend, i int) (*device, error) {
-	d := &device{b: b, index: i, info: b.devices[i].info, hip: b.hip, res: map[resource]struct{}{}}
+	d := &device{b: b, index: i, info: b.devices[i].info, hip: b.hip}
 	mapped, err := b.hip.DeviceAttribute(i, attrCanMapHostMemory)
 	if err != nil {
 		return nil, wrap(err, "rocm: device %d: host memory mapping attribute", i)
@@ -76,31 +67,18 @@ func newDevice(b *Backend, i int) (*device, error) {
 // track registers r so Close can report and release it; it fails (and
 // closes r) when the device is already closed.
 func (d *device) track(r resource) error {
-	d.mu.Lock()
-	closed := d.closed
-	if !closed {
-		d.res[r] = struct{}{}
-	}
-	d.mu.Unlock()
-	if closed {
+	if !d.res.Add(r, r.resourceKind()) {
 		_ = r.Close()
 		return backend.Errorf(backend.CodeClosed, "rocm: device %d is closed", d.index)
 	}
 	return nil
 }
 
-func (d *device) untrack(r resource) {
-	d.mu.Lock()
-	delete(d.res, r)
-	d.mu.Unlock()
-}
+func (d *device) untrack(r resource) { d.res.Remove(r) }
 
 // usable fails once the device is closed or ctx is done.
 func (d *device) usable(ctx context.Context) error {
-	d.mu.Lock()
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
+	if d.res.Closed() {
 		return backend.Errorf(backend.CodeClosed, "rocm: device %d is closed", d.index)
 	}
 	if ctx != nil {
@@ -275,39 +253,15 @@ func (d *device) LoadModule(ctx context.Context, src backend.ModuleSource) (back
 // allocations still open are released first (streams drain) and reported
 // in the error.
 func (d *device) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	left, summary, first := d.res.Close()
+	if !first {
 		return nil
 	}
-	d.closed = true
-	left := make([]resource, 0, len(d.res))
-	for r := range d.res {
-		left = append(left, r)
-	}
-	d.res = map[resource]struct{}{}
-	d.mu.Unlock()
-
-	order := resourceKinds()
-	slices.SortStableFunc(left, func(a, b resource) int {
-		return slices.Index(order, a.resourceKind()) - slices.Index(order, b.resourceKind())
-	})
-	counts := map[string]int{}
-	for _, r := range left {
-		_ = r.Close()
-		counts[r.resourceKind()]++
-	}
 	d.b.deviceClosed(d.index)
-	d.b.log.Debug("rocm: device closed", "device", d.index, "leftovers", len(left))
-	if len(left) > 0 {
-		var parts []string
-		for _, k := range order {
-			if n := counts[k]; n > 0 {
-				parts = append(parts, fmt.Sprintf("%d %s(s)", n, k))
-			}
-		}
+	d.b.log.Debug("rocm: device closed", "device", d.index, "leftovers", left)
+	if left > 0 {
 		return backend.Errorf(backend.CodeInvalidArgument, "rocm: device %d closed with %s still open (released them)",
-			d.index, strings.Join(parts, ", "))
+			d.index, summary)
 	}
 	return nil
 }
