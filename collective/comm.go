@@ -98,7 +98,7 @@ type Comm struct {
 	hcm         [][4]int
 	name        string
 	mem         *symmetric.Memory
-	module      backend.Module
+	module      backend.Module // the built-in kernels, owned by mem
 	fns         map[string]backend.Function
 	status      backend.HostAllocation
 	stream      backend.Stream // for Barrier and internal work
@@ -331,9 +331,9 @@ func (c *Comm) setupMemory(ctx context.Context) error {
 		return fmt.Errorf("collective: %w", err)
 	}
 	c.mem = mem
-	if c.module, err = dev.LoadModule(ctx, backend.ModuleSource{Name: kernels.ModuleName}); err != nil {
-		return fmt.Errorf("collective: loading kernels: %w", err)
-	}
+	// The symmetric memory already loaded the built-in kernels on this
+	// device; loading them a second time would only cost rendezvous time.
+	c.module = mem.Module()
 	c.fns = map[string]backend.Function{}
 	if c.status, err = dev.AllocHost(ctx, 64); err != nil {
 		return fmt.Errorf("collective: status word: %w", err)
@@ -376,10 +376,7 @@ func (c *Comm) release() error {
 		errs = append(errs, c.status.Close())
 		c.status = nil
 	}
-	if c.module != nil {
-		errs = append(errs, c.module.Close())
-		c.module = nil
-	}
+	c.module = nil // owned by c.mem
 	if r, ok := c.b.(interface{ ReleaseFallback(*Comm) error }); ok && c.mem != nil {
 		errs = append(errs, r.ReleaseFallback(c))
 	}

@@ -88,6 +88,10 @@ func (m *Memory) setup(ctx context.Context) error {
 	return nil
 }
 
+// Module is the device's built-in kernel module (kernels.ModuleName), loaded
+// once by the rendezvous; it stays valid until Close.
+func (m *Memory) Module() backend.Module { return m.module }
+
 // Name is the group name the memory was rendezvoused under.
 func (m *Memory) Name() string { return m.name }
 
