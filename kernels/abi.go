@@ -17,6 +17,8 @@
 //	state          at StateOffset, StateSize bytes         per-rank P2P state:
 //	  epoch        at EpochWord                            local: one-shot LL and push calls so far
 //	  ticket       at TicketWord                           local: device kernels' scratch, 0 between calls
+//	  record       at RecordOffset (RecordSize bytes)      local: this rank's latest call (Record)
+//	  callIn[src][p] at CallInWord(src, p) (uint64)        written by rank src: its Call, p = seq mod 2
 //	LL area        at LLOffset, LLSize bytes               written by peers (one-shot LL)
 //	push area      at PushOffset, PushSize bytes           written by peers (one-shot push)
 //
@@ -39,6 +41,41 @@
 // status word (a uint32 in host-mapped memory) with compare-and-swap from 0,
 // so the first failure wins, and returns without trapping. The host reads
 // and clears the status word after synchronising.
+//
+// # Call agreement
+//
+// Ranks must make the same all-reduce calls in the same order. Every
+// all-reduce launch carries Call = CallTag(seq, algo, count, dtype, op):
+// the comm's call number in bits 32–63 and a fingerprint of the rest in
+// bits 0–31 (never 0). A Call of 0 turns the checks below off (tests and
+// tools that drive kernels directly).
+//
+//  1. At the start the kernel writes Record{Call, Count, Info} to its own
+//     pad (RecordOffset), and stores Call into callIn[me][seq mod 2] of
+//     every peer's pad, before its first PutSignal to that peer (so the
+//     signal's release publishes it) or, on the LL path, at once.
+//  2. After a WaitSignal(p) of its first barrier, a kernel compares
+//     callIn[p][seq mod 2] of its own pad with its Call. A peer's later
+//     call writes the other parity, and it cannot get two calls ahead
+//     while this rank waits, so any other value means the calls differ.
+//  3. While it spins for rank p, a kernel also watches callIn[p][seq mod 2]:
+//     a value with its own call number but another fingerprint means the
+//     calls differ (paths that never signal each other, say one-shot LL
+//     against two-shot, find out this way); and, now and then, the status
+//     word: once it is not 0, some thread of the launch has given up and
+//     the spin ends.
+//  4. The LL flag (LLFlag) carries the epoch in bits 24–31 and 23 bits
+//     of the Call's hash in bits 1–23 (bit 0 is 1): a complete line with
+//     this epoch but another flag is a differing call.
+//
+// A kernel that finds a difference with rank p stores
+// EncodeStatus(StatusMismatch, p, ch) and returns without writing its
+// output. The host then reads every
+// rank's record to name the ranks whose calls differ; after a timeout it
+// does the same, since a rank whose record is a call ahead of, or the same
+// call as but different from, this rank's was not late but elsewhere.
+// A comm whose kernel failed is not used again: counters and epochs no
+// longer agree between ranks.
 //
 // # All-reduce
 //
@@ -77,7 +114,7 @@
 // one unit, so a reader that sees f in both halves has the whole line. The
 // payload is the input padded with zeros to a multiple of 16 bytes; line j
 // carries its bytes [8j, 8j+8).
-//  1. f = 2E+1 (odd, so never 0, the pad's initial value);
+//  1. f = LLFlag(E, Call) (odd, so never 0, the pad's initial value);
 //  2. for every peer p != me, write line j, for every j, at
 //     LLLine(World, s, me, p, j) of p's pad;
 //  3. for every peer q, wait (with the deadline) until line j at
@@ -85,7 +122,7 @@
 //     output[i] = reduce over r of (r == me ? input : q's payload)[i];
 //  4. epoch = E+1.
 //
-// Flags only grow, so a line left in the slot by call E-2 (flag 2E-3)
+// A line left in the slot by call E-2 carries another epoch byte, so it
 // never passes for one of call E.
 //
 // The push path, when OneShotLLMax(World) < count*size <=
@@ -145,6 +182,7 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/intranode/intranode/backend"
@@ -171,6 +209,12 @@ const (
 	// launch. Both are local to the rank.
 	EpochWord  = StateOffset
 	TicketWord = StateOffset + 4
+	// RecordOffset holds the rank's latest Record (RecordSize bytes,
+	// local); callIn words, which peers write, start at CallInOffset (see
+	// CallInWord).
+	RecordOffset = StateOffset + 16
+	RecordSize   = 24
+	CallInOffset = StateOffset + 64
 	// LLOffset and LLSize place the area the one-shot LL path receives
 	// into: two slots of World-1 regions (one per sending peer) of
 	// LLRegion(World) bytes.
@@ -256,12 +300,120 @@ func SentWord(ch, dst int) int { return SentOffset + (ch*MaxRanks+dst)*4 }
 // RecvWord is the byte offset of recv[ch][src].
 func RecvWord(ch, src int) int { return RecvOffset + (ch*MaxRanks+src)*4 }
 
+// CallInWord is the byte offset, in a rank's pad, of the uint64 that
+// rank src writes its Call into for calls with sequence parity p.
+func CallInWord(src, p int) int { return CallInOffset + (src*2+p)*8 }
+
 // Status codes in the low byte of the status word.
 const (
 	StatusOK      = 0
 	StatusTimeout = 1
 	StatusBadArgs = 2
+	// StatusMismatch: the peer in the status word made a different call.
+	StatusMismatch = 3
 )
+
+// AlgoID numbers the kernel algorithms in a Record's Info.
+func AlgoID(a Algo) uint32 {
+	switch a {
+	case OneShot:
+		return 1
+	case TwoShot:
+		return 2
+	case HCM:
+		return 3
+	}
+	return 0
+}
+
+// AlgoByID is the inverse of AlgoID ("" for an unknown number).
+func AlgoByID(id uint32) Algo {
+	for _, a := range []Algo{OneShot, TwoShot, HCM} {
+		if AlgoID(a) == id {
+			return a
+		}
+	}
+	return ""
+}
+
+// CallInfo packs algo, dtype and op for a Record.
+func CallInfo(a Algo, d backend.DType, op backend.ReduceOp) uint32 {
+	return AlgoID(a)<<16 | uint32(d&0xff)<<8 | uint32(op&0xff)
+}
+
+// CallTag is the Call of the seq-th all-reduce launch of a comm: seq in
+// bits 32–63, a fingerprint of (algo, count, dtype, op) in bits 0–31,
+// never 0.
+func CallTag(seq uint32, a Algo, count uint64, d backend.DType, op backend.ReduceOp) uint64 {
+	return uint64(seq)<<32 | uint64(fingerprint(CallInfo(a, d, op), count))
+}
+
+// fingerprint mixes info and count into 32 bits with the low bit set
+// (splitmix64's finaliser).
+func fingerprint(info uint32, count uint64) uint32 {
+	x := count*0x9e3779b97f4a7c15 ^ uint64(info)<<32 ^ uint64(info)
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return uint32(x) | 1
+}
+
+// LLFlag is the flag of the LL lines of the launch with this epoch and
+// Call: the epoch's low byte in bits 24–31, 23 bits of the Call's hash in
+// bits 1–23 (0 for Call 0), bit 0 set.
+func LLFlag(epoch uint32, call uint64) uint32 {
+	h := uint32(call>>32)*0x9e3779b1 ^ uint32(call)
+	return (epoch&0xff)<<24 | (h>>9)<<1 | 1
+}
+
+// LLMismatch reports whether an LL half-line flag g, seen where a launch
+// of flag f waits, was written by a differing call of the same epoch.
+func LLMismatch(g, f uint32) bool { return g != f && g&1 == 1 && g>>24 == f>>24 }
+
+// Record is what a launch leaves in its rank's pad at RecordOffset.
+type Record struct {
+	Call  uint64
+	Count uint64
+	Info  uint32
+}
+
+// Seq is the call number of the record.
+func (r Record) Seq() uint32 { return uint32(r.Call >> 32) }
+
+// Algo is the record's algorithm.
+func (r Record) Algo() Algo { return AlgoByID(r.Info >> 16) }
+
+// DType is the record's element type.
+func (r Record) DType() backend.DType { return backend.DType(r.Info >> 8 & 0xff) }
+
+// Op is the record's reduction.
+func (r Record) Op() backend.ReduceOp { return backend.ReduceOp(r.Info & 0xff) }
+
+// String describes the call, e.g. "call 5: one_shot of 1024 bfloat16 sum".
+func (r Record) String() string {
+	if r.Call == 0 {
+		return "no call yet"
+	}
+	return fmt.Sprintf("call %d: %s of %d %v %v", r.Seq(), r.Algo(), r.Count, r.DType(), r.Op())
+}
+
+// EncodeRecord lays a record out as the kernels store it.
+func EncodeRecord(r Record) []byte {
+	b := make([]byte, RecordSize)
+	binary.LittleEndian.PutUint64(b[0:], r.Call)
+	binary.LittleEndian.PutUint64(b[8:], r.Count)
+	binary.LittleEndian.PutUint32(b[16:], r.Info)
+	return b
+}
+
+// DecodeRecord is the inverse of EncodeRecord.
+func DecodeRecord(b []byte) Record {
+	_ = b[RecordSize-1]
+	return Record{Call: binary.LittleEndian.Uint64(b[0:]), Count: binary.LittleEndian.Uint64(b[8:]),
+		Info: binary.LittleEndian.Uint32(b[16:])}
+}
 
 // EncodeStatus packs a status word: code in bits 0–7, peer in 8–15,
 // channel in 16–23.
@@ -327,6 +479,7 @@ type AllReduceArgs struct {
 	Status    backend.DevicePtr // uint32 status word (host-mapped)
 	TimeoutNs uint64
 	Extra     uint64 // HCM neighbours; 0 otherwise
+	Call      uint64 // CallTag of this launch; 0: no agreement check
 }
 
 // Args returns the launch arguments.
@@ -335,20 +488,20 @@ func (a AllReduceArgs) Args() []backend.Arg {
 		backend.Ptr(a.Bufs), backend.Ptr(a.Pads), backend.Ptr(a.Input), backend.Ptr(a.Output),
 		backend.U64(a.Count), backend.U32(a.Rank), backend.U32(a.World),
 		backend.U32(uint32(a.DType)), backend.U32(uint32(a.Op)),
-		backend.Ptr(a.Status), backend.U64(a.TimeoutNs), backend.U64(a.Extra),
+		backend.Ptr(a.Status), backend.U64(a.TimeoutNs), backend.U64(a.Extra), backend.U64(a.Call),
 	}
 }
 
 // ParseAllReduceArgs is the inverse of Args, for Go kernels.
 func ParseAllReduceArgs(args []backend.Arg) (AllReduceArgs, error) {
-	if len(args) != 12 {
-		return AllReduceArgs{}, backend.Errorf(backend.CodeInvalidArgument, "all-reduce kernel: %d arguments, want 12", len(args))
+	if len(args) != 13 {
+		return AllReduceArgs{}, backend.Errorf(backend.CodeInvalidArgument, "all-reduce kernel: %d arguments, want 13", len(args))
 	}
 	return AllReduceArgs{
 		Bufs: args[0].Ptr(), Pads: args[1].Ptr(), Input: args[2].Ptr(), Output: args[3].Ptr(),
 		Count: args[4].U64(), Rank: args[5].U32(), World: args[6].U32(),
 		DType: backend.DType(args[7].U32()), Op: backend.ReduceOp(args[8].U32()),
-		Status: args[9].Ptr(), TimeoutNs: args[10].U64(), Extra: args[11].U64(),
+		Status: args[9].Ptr(), TimeoutNs: args[10].U64(), Extra: args[11].U64(), Call: args[12].U64(),
 	}, nil
 }
 

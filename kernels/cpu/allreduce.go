@@ -87,7 +87,8 @@ type allReduce struct {
 
 func setupAllReduce(ctx context.Context, mem Memory, a kernels.AllReduceArgs, algo kernels.Algo,
 	dtype backend.DType, name string) (*allReduce, error) {
-	l := &launch{ctx: ctx, kernel: name, me: int(a.Rank), timeout: time.Duration(min(a.TimeoutNs, math.MaxInt64))}
+	l := &launch{ctx: ctx, kernel: name, me: int(a.Rank), timeout: time.Duration(min(a.TimeoutNs, math.MaxInt64)),
+		call: a.Call, parity: int(a.Call >> 32 & 1)}
 	if err := l.resolveStatus(mem, a.Status); err != nil {
 		return nil, err
 	}
@@ -215,7 +216,24 @@ func same(a, b []byte) bool {
 	return len(a) > 0 && len(b) > 0 && unsafe.Pointer(&a[0]) == unsafe.Pointer(&b[0])
 }
 
+// publish is step 1 of the call agreement: this rank's record, and its
+// Call in every peer's pad.
+func (k *allReduce) publish() {
+	if k.call == 0 {
+		return
+	}
+	rec := kernels.EncodeRecord(kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.CallInfo(k.algo, k.a.DType, k.a.Op)})
+	copy(k.pads[k.me][kernels.RecordOffset+8:kernels.RecordOffset+kernels.RecordSize], rec[8:])
+	atomic.StoreUint64(word64(k.pads[k.me], kernels.RecordOffset), k.call)
+	for p := range k.world {
+		if p != k.me {
+			atomic.StoreUint64(word64(k.pads[p], kernels.CallInWord(k.me, k.parity)), k.call)
+		}
+	}
+}
+
 func (k *allReduce) run() error {
+	k.publish()
 	switch {
 	case k.algo == kernels.OneShot && kernels.OneShotPath(k.n, k.world) == "ll":
 		return k.oneShotLL()
@@ -270,15 +288,15 @@ func (k *allReduce) oneShot(out []byte) (bool, error) {
 // every peer's pad, receive every peer's lines from this rank's pad, reduce
 // in rank order. No barrier; the epoch picks the slot and the flag.
 //
-// Go's atomics are sequentially consistent, so a sender writes its lines
-// with plain stores and only the last 8-byte half atomically, last; a
-// receiver that sees the flag there has every earlier line too, and checks
-// each one's flags as the ABI says.
+// Go's atomics are sequentially consistent, so a sender writes each line's
+// first half with a plain store and its second half atomically, the last
+// line last; a receiver that sees the flag in the last line's second half
+// has every earlier line too, and checks each one's flags as the ABI says.
 func (k *allReduce) oneShotLL() error {
 	me := k.me
 	epochWord := word(k.pads[me], kernels.EpochWord)
 	epoch := atomic.LoadUint32(epochWord)
-	f := 2*epoch + 1
+	f := kernels.LLFlag(epoch, k.call)
 	s := int(epoch & 1)
 	payload := make([]byte, (k.n+15)&^15)
 	copy(payload, k.in)
@@ -294,9 +312,14 @@ func (k *allReduce) oneShotLL() error {
 		if p == me {
 			continue
 		}
+		// The second half of every line is stored atomically: a peer
+		// whose call differs in count watches its own last line's half,
+		// which may be any of these.
 		off := kernels.LLLine(k.world, s, me, p, 0)
-		copy(k.pads[p][off:off+last], lines[:last])
-		atomic.StoreUint64(word64(k.pads[p], off+last), binary.LittleEndian.Uint64(lines[last:]))
+		for j := 0; j < len(lines); j += 16 {
+			copy(k.pads[p][off+j:off+j+8], lines[j:j+8])
+			atomic.StoreUint64(word64(k.pads[p], off+j+8), binary.LittleEndian.Uint64(lines[j+8:]))
+		}
 	}
 	atomic.StoreUint32(epochWord, epoch+1)
 	srcs := make([][]byte, k.world)
@@ -307,9 +330,16 @@ func (k *allReduce) oneShotLL() error {
 		}
 		off := kernels.LLLine(k.world, s, q, me, 0)
 		tail := word64(k.pads[me], off+last)
+		differs := false
 		if ok, err := k.spin(q, allReduceChannel, func() bool {
-			return uint32(atomic.LoadUint64(tail)>>32) == f
+			g := uint32(atomic.LoadUint64(tail) >> 32)
+			differs = kernels.LLMismatch(g, f)
+			return g == f || differs
 		}); !ok {
+			return err
+		}
+		if differs {
+			_, err := k.differs(q, allReduceChannel)
 			return err
 		}
 		got := make([]byte, len(payload))

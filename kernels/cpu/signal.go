@@ -61,6 +61,52 @@ type launch struct {
 	// kernels fill them: the peer of a put or wait and the channel of a
 	// signal kernel, 0 otherwise.
 	badPeer, badChannel int
+	// call is the all-reduce launch's Call (0 for signal kernels: no
+	// agreement check) and parity its sequence number mod 2.
+	call   uint64
+	parity int
+}
+
+// callIn is the word of this rank's pad that rank src writes its Call into.
+func (l *launch) callIn(src int) *uint64 {
+	return word64(l.pads[l.me], kernels.CallInWord(src, l.parity))
+}
+
+// differs records that rank src made a different call (see package
+// kernels, "Call agreement").
+func (l *launch) differs(src, ch int) (bool, error) {
+	if !l.record(kernels.EncodeStatus(kernels.StatusMismatch, src, ch)) {
+		return false, backend.Errorf(backend.CodeInvalidArgument, "%s: rank %d: rank %d made a different all-reduce call",
+			l.kernel, l.me, src)
+	}
+	return false, nil
+}
+
+// watch is the agreement check of a spin for rank src: whether src's Call
+// for this sequence number differs, or the launch has already failed (the
+// status word is set; the Go kernels run as one block, so only a caller's
+// earlier failure can have set it).
+func (l *launch) watch(src, ch int) (stop bool, ok bool, err error) {
+	if l.call == 0 {
+		return false, false, nil
+	}
+	if l.status != nil && atomic.LoadUint32(word(l.status, 0)) != 0 {
+		return true, false, nil
+	}
+	if v := atomic.LoadUint64(l.callIn(src)); v>>32 == l.call>>32 && v != l.call {
+		ok, err := l.differs(src, ch)
+		return true, ok, err
+	}
+	return false, false, nil
+}
+
+// agrees is the check after a signal from src: src published its Call
+// before signalling, so anything else there is a different call.
+func (l *launch) agrees(src, ch int) (bool, error) {
+	if l.call == 0 || atomic.LoadUint64(l.callIn(src)) == l.call {
+		return true, nil
+	}
+	return l.differs(src, ch)
 }
 
 // badArgs records StatusBadArgs and returns an error matching
@@ -167,10 +213,11 @@ func (l *launch) wait(src, ch int) (bool, error) {
 		// put and the wait that consumes it.
 		return int32(atomic.LoadUint32(inbox)-want) >= 0
 	})
-	if ok {
-		atomic.StoreUint32(recv, want)
+	if !ok {
+		return false, err
 	}
-	return ok, err
+	atomic.StoreUint32(recv, want)
+	return l.agrees(src, ch)
 }
 
 // spin waits until ready() holds, for something rank src sends on channel
@@ -181,6 +228,9 @@ func (l *launch) spin(src, ch int, ready func() bool) (bool, error) {
 	for i := 0; ; i++ {
 		if ready() {
 			return true, nil
+		}
+		if stop, ok, err := l.watch(src, ch); stop {
+			return ok, err
 		}
 		now := time.Now()
 		if i == 0 {

@@ -5,7 +5,7 @@
 // marshals them as a C struct with natural alignment (backend.MarshalArgs):
 //
 //   all-reduce: bufs@0 pads@8 input@16 output@24 count@32 rank@40 world@44
-//               dtype@48 op@52 status@56 timeout_ns@64 extra@72 (80 bytes)
+//               dtype@48 op@52 status@56 timeout_ns@64 extra@72 call@80 (88 bytes)
 //   signal:     pads@0 rank@8 world@12 peer@16 channel@20 mask@24
 //               status@32 timeout_ns@40 (48 bytes)
 //
@@ -30,10 +30,10 @@
       const unsigned long long* bufs, const unsigned long long* pads, const void* input,       \
       void* output, unsigned long long count, unsigned int rank, unsigned int world,           \
       unsigned int dtype, unsigned int op, unsigned int* status, unsigned long long timeout_ns, \
-      unsigned long long extra) {                                                              \
+      unsigned long long extra, unsigned long long call) {                                     \
     const intranode::Args a = {bufs,  pads, static_cast<const char*>(input),                   \
                                static_cast<char*>(output), count, rank, world, dtype, op,      \
-                               status, timeout_ns, extra};                                     \
+                               status, timeout_ns, extra, call};                               \
     intranode::all_reduce<DTYPE>(a, ALGO);                                                     \
   }
 

@@ -49,6 +49,8 @@ constexpr uint64_t kStateOffset = 3 * uint64_t(kNumChannels) * kMaxRanks * 4;
 constexpr uint64_t kStateSize = 2048;
 constexpr uint64_t kEpochWord = kStateOffset;
 constexpr uint64_t kTicketWord = kStateOffset + 4;
+constexpr uint64_t kRecordOffset = kStateOffset + 16;
+constexpr uint64_t kCallInOffset = kStateOffset + 64;
 constexpr uint64_t kLLOffset = kStateOffset + kStateSize;
 // kernels.LLSize, kernels.OneShotLLMaxBytes, kernels.PushSize and
 // kernels.OneShotPushMaxBytes. The CPU emulator overrides them to reach
@@ -61,10 +63,10 @@ constexpr uint64_t kLLOffset = kStateOffset + kStateSize;
 #define INTRANODE_LL_MAX_BYTES (256ull << 10)
 #endif
 #ifndef INTRANODE_PUSH_SIZE
-#define INTRANODE_PUSH_SIZE (4ull << 20)
+#define INTRANODE_PUSH_SIZE (16ull << 20)
 #endif
 #ifndef INTRANODE_PUSH_MAX_BYTES
-#define INTRANODE_PUSH_MAX_BYTES (2ull << 20)
+#define INTRANODE_PUSH_MAX_BYTES (8ull << 20)
 #endif
 constexpr uint64_t kLLSize = INTRANODE_LL_SIZE;
 constexpr uint64_t kLLMaxBytes = INTRANODE_LL_MAX_BYTES;
@@ -79,6 +81,7 @@ constexpr uint64_t kPushSplitBytes = INTRANODE_PUSH_SPLIT_BYTES;
 
 constexpr uint32_t kStatusTimeout = 1;
 constexpr uint32_t kStatusBadArgs = 2;
+constexpr uint32_t kStatusMismatch = 3;
 
 // Element types (backend.DType) and operators (backend.ReduceOp).
 constexpr uint32_t kF32 = 0;
@@ -101,6 +104,53 @@ INTRANODE_DEVICE void report(uint32_t* status, uint32_t code, uint32_t peer, uin
     port::status_cas(status, (code & 0xff) | (peer & 0xff) << 8 | (ch & 0xff) << 16);
   }
 }
+
+// Agreement is a thread's side of the call agreement (kernels/abi.go, "Call
+// agreement"): the launch's Call (0: no check) and where peers put theirs.
+struct Agreement {
+  uint64_t call;
+  const uint64_t* in;  // callIn[0][seq mod 2] of my pad; src's is in[2*src]
+  uint32_t* status;
+
+  INTRANODE_DEVICE void open(uint64_t my_pad, uint64_t call_tag, uint32_t* status_word) {
+    call = call_tag;
+    in = reinterpret_cast<const uint64_t*>(my_pad + kCallInOffset + (call_tag >> 32 & 1) * 8);
+    status = status_word;
+  }
+
+  // publish puts the Call into callIn[me][seq mod 2] of peer_pad.
+  INTRANODE_DEVICE void publish(uint64_t peer_pad, uint32_t me) const {
+    if (call != 0) {
+      port::store_word64(reinterpret_cast<uint64_t*>(peer_pad + kCallInOffset +
+                                                     (uint64_t(me) * 2 + (call >> 32 & 1)) * 8),
+                         call);
+    }
+  }
+
+  // agrees runs after a signal from src: src published its Call first.
+  INTRANODE_DEVICE bool agrees(uint32_t src, uint32_t ch) const {
+    if (call == 0 || port::load_word64(in + 2 * src) == call) {
+      return true;
+    }
+    report(status, kStatusMismatch, src, ch);
+    return false;
+  }
+
+  // watch runs now and then while a thread spins for src: true means stop,
+  // because src's Call for this sequence number differs (reported here) or
+  // another thread of the launch has already reported a failure.
+  INTRANODE_DEVICE bool watch(uint32_t src, uint32_t ch, uint32_t spin) const {
+    if (call == 0) {
+      return false;
+    }
+    const uint64_t v = port::load_word64(in + 2 * src);
+    if (v >> 32 == call >> 32 && v != call) {
+      report(status, kStatusMismatch, src, ch);
+      return true;
+    }
+    return (spin & 1023) == 0 && status != nullptr && port::load_status(status) != 0;
+  }
+};
 
 INTRANODE_DEVICE uint32_t* pad_word(uint64_t pad, uint64_t area, uint32_t ch, uint32_t rank) {
   return reinterpret_cast<uint32_t*>(pad + area + (uint64_t(ch) * kMaxRanks + rank) * 4);
@@ -137,20 +187,27 @@ struct Link {
     port::store_plain(sent, sent_count);
   }
 
-  // wait returns false when timeout_ns pass before the peer's next signal.
-  INTRANODE_DEVICE bool wait(uint64_t timeout_ns) {
+  // wait returns kWaitOK once the peer's next signal is in, kWaitTimeout
+  // when timeout_ns pass first (the caller reports it), or kWaitStopped
+  // when the agreement (if any) says to stop (already reported).
+  static constexpr int kWaitOK = 0, kWaitTimeout = 1, kWaitStopped = 2;
+  INTRANODE_DEVICE int wait(uint64_t timeout_ns, const Agreement* agree = nullptr, uint32_t peer = 0,
+                            uint32_t ch = 0) {
     const uint32_t want = recv_count + 1;
     if (!arrived(port::load_acquire(inbox), want)) {
       const uint64_t start = port::now_ns();
-      while (!arrived(port::load_acquire(inbox), want)) {
+      for (uint32_t spin = 1; !arrived(port::load_acquire(inbox), want); ++spin) {
         if (port::now_ns() - start > timeout_ns) {
-          return false;
+          return kWaitTimeout;
+        }
+        if (agree != nullptr && (spin & 15) == 0 && agree->watch(peer, ch, spin)) {
+          return kWaitStopped;
         }
       }
     }
     recv_count = want;
     port::store_plain(recv, want);
-    return true;
+    return kWaitOK;
   }
 };
 
@@ -163,16 +220,25 @@ struct Team {
   uint32_t* status;
   uint64_t timeout_ns;
   volatile int* failed;  // block-shared: some link timed out
+  Agreement agree;
+  uint64_t peer_pad;
+  uint32_t rank;
+  bool first;  // the first barrier of the launch carries the agreement
 
   // open takes the pad pointers already loaded (see check) so that
   // the counter loads are the only dependent step before the first put.
-  INTRANODE_DEVICE void open(uint64_t my_pad, uint64_t peer_pad, uint32_t rank, uint32_t world,
-                             uint32_t* status_word, uint64_t timeout, volatile int* shared_failed) {
+  INTRANODE_DEVICE void open(uint64_t my_pad, uint64_t peer_pad_, uint32_t rank_, uint32_t world,
+                             uint32_t* status_word, uint64_t timeout, volatile int* shared_failed,
+                             uint64_t call) {
     peer = port::thread_index();
     ch = port::block_index();
     status = status_word;
     timeout_ns = timeout;
     failed = shared_failed;
+    peer_pad = peer_pad_;
+    rank = rank_;
+    first = true;
+    agree.open(my_pad, call, status_word);
     active = peer < world && peer != rank;
     if (peer == 0) {
       *failed = 0;
@@ -182,14 +248,24 @@ struct Team {
     }
   }
 
+  // signal is this thread's link's part of a barrier. In the first barrier
+  // the Call goes out before the signal (whose release publishes it) and
+  // is checked after the peer's signal is in.
   INTRANODE_DEVICE void signal() {
     if (active) {
+      if (first) {
+        agree.publish(peer_pad, rank);
+      }
       link.put();
-      if (!link.wait(timeout_ns)) {
+      const int w = link.wait(timeout_ns, &agree, peer, ch);
+      if (w == Link::kWaitTimeout) {
         report(status, kStatusTimeout, peer, ch);
+      }
+      if (w != Link::kWaitOK || (first && !agree.agrees(peer, ch))) {
         *failed = 1;
       }
     }
+    first = false;
   }
 
   // barrier returns false on every thread of the block when a link timed
@@ -536,6 +612,7 @@ struct Args {
   uint32_t* status;
   uint64_t timeout_ns;
   uint64_t extra;
+  uint64_t call;  // kernels.CallTag; 0: no agreement check
   // Filled in by check: pads[rank], and pads[thread] for threads < world.
   uint64_t my_pad;
   uint64_t peer_pad;
@@ -638,6 +715,14 @@ INTRANODE_DEVICE bool check(Args& a, Algo algo) {
   if (!ok && port::thread_index() == 0) {
     report(a.status, kStatusBadArgs, 0, port::block_index());
   }
+  if (ok && a.call != 0 && port::thread_index() == 0 && port::block_index() == 0) {
+    // kernels.Record: what the host reads to name ranks whose calls differ.
+    const uint32_t id = algo == Algo::kOneShot ? 1 : algo == Algo::kTwoShot ? 2 : 3;
+    uint64_t* rec = reinterpret_cast<uint64_t*>(a.my_pad + kRecordOffset);
+    port::store_word64(rec + 1, a.count);
+    port::store_word64(rec + 2, uint64_t(id << 16 | (a.dtype & 0xff) << 8 | (a.op & 0xff)));
+    port::store_word64(rec, a.call);
+  }
   return ok;
 }
 
@@ -670,7 +755,7 @@ INTRANODE_DEVICE void reduce_block(const Fold<OP>& fold, const char* const (&src
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void one_shot(const Args& a, int n) {
   Team team;
-  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag());
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
 
   const char* src[N];
 #pragma unroll
@@ -743,6 +828,16 @@ INTRANODE_DEVICE void message_store(const Args& a, uint64_t i, uint64_t nfull, b
 
 INTRANODE_DEVICE bool ll_ready(const V16& l, uint32_t f) { return l.y == f && l.w == f; }
 
+// kernels.LLFlag and kernels.LLMismatch: a whole half-line of this epoch
+// whose flag is not ours comes from a call that differs.
+INTRANODE_DEVICE uint32_t ll_flag(uint32_t epoch, uint64_t call) {
+  const uint32_t h = uint32_t(call >> 32) * 0x9e3779b1u ^ uint32_t(call);
+  return (epoch & 0xff) << 24 | (h >> 9) << 1 | 1;
+}
+INTRANODE_DEVICE bool ll_differs(const V16& l, uint32_t f) {
+  return l.y == l.w && l.y != f && (l.y & 1) && (l.y >> 24) == (f >> 24);
+}
+
 // The epoch (kernels.EpochWord) counts the one-shot calls that use the
 // pad's slots; every block of a launch reads it, and it must advance once
 // per launch, after all have. epoch_count_in runs once every thread of the
@@ -813,9 +908,15 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
   // The epoch picks the slot and the flag; check's block-wide reduction
   // ordered every thread's read of it before this.
   const uint32_t ticket = epoch_count_in(a.my_pad, epoch);
-  const uint32_t f = 2 * epoch + 1;
+  const uint32_t f = ll_flag(epoch, a.call);
   const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
   const uint64_t region = ll_region(a.world);
+  Agreement agree;
+  agree.open(a.my_pad, a.call, a.status);
+  if (port::block_index() == 0 && t < a.world && t != a.rank) {
+    // For peers on another path, which watch for it (kernels/abi.go).
+    agree.publish(a.peer_pad, a.rank);
+  }
 
   char* dst[P];        // my region of the slot in peer k's pad
   const char* src[P];  // peer k's region of the slot in my pad
@@ -882,16 +983,28 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
       for (int k = 0; k < P; ++k) {
         if (alive && i < hi && k < np && !(ll_ready(la[u][k], f) && ll_ready(lb[u][k], f))) {
           const uint64_t start = port::now_ns();
+          const uint32_t peer = uint32_t(k + (k >= me));
           for (uint32_t spin = 1;; ++spin) {
             la[u][k] = port::load_ll(src[k] + 32 * i);
             lb[u][k] = port::load_ll(src[k] + 32 * i + 16);
             if (ll_ready(la[u][k], f) && ll_ready(lb[u][k], f)) {
               break;
             }
-            if ((spin & 15) == 0 && port::now_ns() - start > a.timeout_ns) {
-              report(a.status, kStatusTimeout, uint32_t(k + (k >= me)), port::block_index());
+            if (a.call != 0 && (ll_differs(la[u][k], f) || ll_differs(lb[u][k], f))) {
+              report(a.status, kStatusMismatch, peer, port::block_index());
               alive = false;
               break;
+            }
+            if ((spin & 15) == 0) {
+              if (port::now_ns() - start > a.timeout_ns) {
+                report(a.status, kStatusTimeout, peer, port::block_index());
+                alive = false;
+                break;
+              }
+              if (agree.watch(peer, port::block_index(), spin)) {
+                alive = false;
+                break;
+              }
             }
           }
         }
@@ -1014,7 +1127,7 @@ INTRANODE_DEVICE void one_shot_push(const Args& a, int n) {
   const int me = int(a.rank);
   const int np = n - 1;
   Team team;
-  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag());
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
 
   const uint32_t epoch = port::load_plain(reinterpret_cast<const uint32_t*>(a.my_pad + kEpochWord));
   port::block_sync();  // every thread has read the epoch
@@ -1146,7 +1259,7 @@ template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void two_shot(const Args& a, int n) {
   constexpr uint64_t E = kVecElems<DT>;
   Team team;
-  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag());
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
 
   const int me = int(a.rank);
   char* mine = reinterpret_cast<char*>(port::load_arg_u64(a.bufs + me));
@@ -1239,7 +1352,7 @@ INTRANODE_DEVICE void two_shot(const Args& a, int n) {
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void hcm(const Args& a) {
   Team team;
-  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag());
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
 
   const uint32_t me = a.rank;
   char* mine = reinterpret_cast<char*>(port::load_arg_u64(a.bufs + me));
@@ -1436,7 +1549,7 @@ INTRANODE_DEVICE void barrier_kernel(const unsigned long long* pads, uint32_t ra
     if (p != rank && (mask >> p & 1)) {
       Link link;
       link.open(my_pad, port::load_arg_u64(pads + p), rank, p, channel);
-      if (!link.wait(timeout_ns)) {
+      if (link.wait(timeout_ns) != Link::kWaitOK) {
         report(status, kStatusTimeout, p, channel);
         return;
       }
@@ -1471,7 +1584,7 @@ INTRANODE_DEVICE void wait_signal_kernel(const unsigned long long* pads, uint32_
   }
   Link link;
   link.open(port::load_arg_u64(pads + rank), port::load_arg_u64(pads + peer), rank, peer, channel);
-  if (!link.wait(timeout_ns)) {
+  if (link.wait(timeout_ns) != Link::kWaitOK) {
     report(status, kStatusTimeout, peer, channel);
   }
 }

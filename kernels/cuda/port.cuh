@@ -134,6 +134,24 @@ INTRANODE_DEVICE V16 load_ll(const void* p) {
   return v;
 }
 
+// Words of the call agreement (kernels/abi.go): written by peers and
+// polled, so relaxed system-scope accesses the compiler cannot hoist.
+INTRANODE_DEVICE uint64_t load_word64(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+INTRANODE_DEVICE void store_word64(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+// The status word lives in host memory; a spinning thread reads it now and
+// then to learn that another thread of the launch has given up.
+INTRANODE_DEVICE uint32_t load_status(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 INTRANODE_DEVICE int popcount(uint32_t x) { return __popc(x); }
 
 // First failure wins: the status word only changes from 0.

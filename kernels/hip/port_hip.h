@@ -66,6 +66,15 @@ INTRANODE_DEVICE V16 load_ll(const void* p) {
   const uint64_t hi = __hip_atomic_load(q + 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
   return V16{uint32_t(lo), uint32_t(lo >> 32), uint32_t(hi), uint32_t(hi >> 32)};
 }
+INTRANODE_DEVICE uint64_t load_word64(const uint64_t* p) {
+  return __hip_atomic_load(const_cast<uint64_t*>(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+INTRANODE_DEVICE void store_word64(uint64_t* p, uint64_t v) {
+  __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+INTRANODE_DEVICE uint32_t load_status(const uint32_t* p) {
+  return __hip_atomic_load(const_cast<uint32_t*>(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
 INTRANODE_DEVICE int popcount(uint32_t x) { return __builtin_popcount(x); }
 INTRANODE_DEVICE void status_cas(uint32_t* p, uint32_t v) { atomicCAS(p, 0u, v); }
 INTRANODE_DEVICE uint64_t load_arg_u64(const unsigned long long* p) { return *p; }

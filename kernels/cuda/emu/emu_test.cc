@@ -22,7 +22,8 @@ using namespace intranode;
 
 using AllReduceFn = void (*)(const unsigned long long*, const unsigned long long*, const void*,
                              void*, unsigned long long, unsigned int, unsigned int, unsigned int,
-                             unsigned int, unsigned int*, unsigned long long, unsigned long long);
+                             unsigned int, unsigned int*, unsigned long long, unsigned long long,
+                             unsigned long long);
 using SignalFn = void (*)(const unsigned long long*, unsigned int, unsigned int, unsigned int,
                           unsigned int, unsigned int, unsigned int*, unsigned long long);
 
@@ -67,7 +68,16 @@ struct Group {
   std::vector<std::unique_ptr<Mem>> bufs, pads;
   std::vector<unsigned long long> buf_ptrs, pad_ptrs;
   std::vector<uint32_t> status;
+  uint32_t seq = 0;  // calls made: the sequence number of the next Call
 };
+
+// call_tag stands in for kernels.CallTag: the kernels only compare Calls,
+// so any fingerprint that differs when the calls differ will do.
+uint64_t call_tag(uint32_t seq, Algo a, uint64_t count, uint32_t dtype, uint32_t op) {
+  const uint64_t h = (count * 0x9e3779b97f4a7c15ull) ^ (uint64_t(int(a)) << 40) ^ (uint64_t(dtype) << 48) ^
+                     (uint64_t(op) << 56);
+  return uint64_t(seq) << 32 | (uint32_t(h ^ h >> 32) | 1);
+}
 
 // launch runs body(rank) as a grid x block launch on every rank in ranks,
 // all ranks at once.
@@ -251,9 +261,10 @@ void run_case(Group& g, const Case& c, std::mt19937_64& rng, int calls) {
 
     AllReduceFn fn = kernel_for<DT>(c.algo);
     std::fill(g.status.begin(), g.status.end(), 0);
+    const uint64_t tag = call_tag(++g.seq, c.algo, n, DT, c.op);
     launch(all_ranks(W), c.grid, c.block, [&](int r) {
       fn(g.buf_ptrs.data(), g.pad_ptrs.data(), inp[r], outp[r], n, r, W, DT, c.op, &g.status[r],
-         kTimeout, extras[r]);
+         kTimeout, extras[r], tag);
     });
 
     // Expected output.
@@ -435,7 +446,7 @@ void failures_end_in_status() {
   const auto t0 = std::chrono::steady_clock::now();
   launch({0}, 2, 16, [&](int r) {
     intranode_one_shot_f32(g.buf_ptrs.data(), g.pad_ptrs.data(), in.data(), out.data(), 100, r, 2,
-                           kF32, kSum, &g.status[r], 50'000'000, 0);
+                           kF32, kSum, &g.status[r], 50'000'000, 0, call_tag(1, Algo::kOneShot, 100, kF32, kSum));
   });
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint32_t code = g.status[0] & 0xff, peer = g.status[0] >> 8 & 0xff;
@@ -464,9 +475,69 @@ void failures_end_in_status() {
       AllReduceFn fn = kernel_for<kF32>(b.algo);
       void* o = b.out_is_buf ? h.bufs[0]->p : reinterpret_cast<char*>(out.data()) + b.out_off;
       fn(h.buf_ptrs.data(), h.pad_ptrs.data(), reinterpret_cast<char*>(in.data()) + b.in_off, o,
-         10, r, b.world, b.dtype, kSum, &h.status[r], kTimeout, 0);
+         10, r, b.world, b.dtype, kSum, &h.status[r], kTimeout, 0, 0);
     });
     CHECK((h.status[0] & 0xff) == kStatusBadArgs, "bad %s: status %#x", b.what, h.status[0]);
+  }
+}
+
+// mismatched_calls: ranks that make different calls (kernels/abi.go, "Call
+// agreement") all end with StatusMismatch naming a peer, long before the
+// deadline, whatever paths and grids the calls take.
+void mismatched_calls() {
+  struct Side {
+    Algo algo;
+    uint64_t count;  // f32 elements
+    uint32_t op;
+    uint32_t seq;
+    uint32_t grid;
+  };
+  const uint64_t ll = ll_max(2) / 4, push = push_max(2) / 4;
+  struct Mis {
+    const char* what;
+    Side a, b;
+  } cases[] = {
+      {"LL count", {Algo::kOneShot, ll / 2, kSum, 1, 1}, {Algo::kOneShot, ll / 4, kSum, 1, 1}},
+      {"LL op", {Algo::kOneShot, 40, kSum, 1, 1}, {Algo::kOneShot, 40, kMax, 1, 1}},
+      {"LL skipped call", {Algo::kOneShot, 40, kSum, 1, 1}, {Algo::kOneShot, 40, kSum, 2, 1}},
+      {"LL vs two-shot", {Algo::kOneShot, 40, kSum, 1, 1}, {Algo::kTwoShot, 40, kSum, 1, 3}},
+      {"LL vs push", {Algo::kOneShot, ll / 2, kSum, 1, 2}, {Algo::kOneShot, push / 2, kSum, 1, 3}},
+      {"push count", {Algo::kOneShot, push / 2, kSum, 1, 2}, {Algo::kOneShot, push / 2 + 4, kSum, 1, 2}},
+      {"classic count", {Algo::kOneShot, push + 64, kSum, 1, 2}, {Algo::kOneShot, push + 128, kSum, 1, 2}},
+      {"two-shot skipped call", {Algo::kTwoShot, 1000, kSum, 1, 2}, {Algo::kTwoShot, 1000, kSum, 2, 2}},
+      {"two-shot vs classic", {Algo::kTwoShot, push + 64, kSum, 1, 2}, {Algo::kOneShot, push + 64, kSum, 1, 2}},
+  };
+  for (const Mis& m : cases) {
+    Group g(2, 1 << 20);
+    std::vector<float> in0(push + 256, 1.0f), in1(push + 256, 2.0f), out0(push + 256), out1(push + 256);
+    const Side side[2] = {m.a, m.b};
+    float* ins[2] = {in0.data(), in1.data()};
+    float* outs[2] = {out0.data(), out1.data()};
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.emplace_back([&, r] {
+        const Side& sd = side[r];
+        launch({r}, sd.grid, 64, [&](int rr) {
+          kernel_for<kF32>(sd.algo)(g.buf_ptrs.data(), g.pad_ptrs.data(), ins[rr], outs[rr], sd.count,
+                                    rr, 2, kF32, sd.op, &g.status[rr], 20'000'000'000ull, 0,
+                                    call_tag(sd.seq, sd.algo, sd.count, kF32, sd.op));
+        });
+      });
+    }
+    for (auto& th : ranks) th.join();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (int r = 0; r < 2; ++r) {
+      const uint32_t code = g.status[r] & 0xff, peer = g.status[r] >> 8 & 0xff;
+      CHECK(code == kStatusMismatch && peer == uint32_t(1 - r), "mismatch %s: rank %d status %#x (%.2fs)",
+            m.what, r, g.status[r], secs);
+      const uint64_t* rec = reinterpret_cast<const uint64_t*>(g.pads[r]->p + kRecordOffset);
+      CHECK(rec[0] == call_tag(side[r].seq, side[r].algo, side[r].count, kF32, side[r].op) &&
+                rec[1] == side[r].count,
+            "mismatch %s: rank %d record %#llx %llu", m.what, r, (unsigned long long)rec[0],
+            (unsigned long long)rec[1]);
+    }
+    CHECK(secs < 10.0, "mismatch %s: took %.2fs, the deadline is 20s", m.what, secs);
   }
 }
 
@@ -477,6 +548,7 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(1);
   signals();
   failures_end_in_status();
+  mismatched_calls();
   mixed_sequence(rng);
   sweep<kBF16>(rng, quick);
   sweep<kF16>(rng, quick);

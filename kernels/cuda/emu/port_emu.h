@@ -97,6 +97,15 @@ inline V16 load_ll(const void* p) {
   std::this_thread::yield();  // pollers outnumber the cores
   return V16{uint32_t(lo), uint32_t(lo >> 32), uint32_t(hi), uint32_t(hi >> 32)};
 }
+inline uint64_t load_word64(const uint64_t* p) {
+  return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(p)).load(std::memory_order_relaxed);
+}
+inline void store_word64(uint64_t* p, uint64_t v) {
+  std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_relaxed);
+}
+inline uint32_t load_status(const uint32_t* p) {
+  return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_relaxed);
+}
 inline int popcount(uint32_t x) { return __builtin_popcount(x); }
 inline void status_cas(uint32_t* p, uint32_t v) {
   uint32_t zero = 0;
