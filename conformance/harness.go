@@ -25,7 +25,8 @@ const (
 	// Goroutines runs every rank in this process, sharing one backend.
 	Goroutines Mode = "goroutines"
 	// Processes runs every rank as a child process (the running binary
-	// re-executed), meeting through a TCP store served by the parent.
+	// re-executed), meeting through a TCP store served by the parent, or
+	// through the store Config.StoreURL names.
 	Processes Mode = "processes"
 )
 
@@ -35,10 +36,14 @@ const (
 	envChild   = "INTRANODE_CONFORMANCE_CHILD" // case name
 	envRank    = "INTRANODE_CONFORMANCE_RANK"
 	envWorld   = "INTRANODE_CONFORMANCE_WORLD"
-	envStore   = "INTRANODE_CONFORMANCE_STORE"
+	envStore   = "INTRANODE_CONFORMANCE_STORE" // address of the parent's TCP store
 	envBackend = "INTRANODE_CONFORMANCE_BACKEND"
 	envTimeout = "INTRANODE_CONFORMANCE_TIMEOUT"
 	envQuick   = "INTRANODE_CONFORMANCE_QUICK"
+	// Config.StoreURL, and the case's prefix in that store, when the
+	// children open it themselves instead of dialling envStore.
+	envStoreURL    = "INTRANODE_CONFORMANCE_STORE_URL"
+	envStorePrefix = "INTRANODE_CONFORMANCE_STORE_PREFIX"
 )
 
 // Config describes what to run and how.
@@ -68,6 +73,20 @@ type Config struct {
 	// rank r's (ranks may share one), fresh and empty for every call (a
 	// new etcd prefix, say); release closes them once the case ends.
 	NewStores func(ctx context.Context, world int) (stores []store.Store, release func(), err error)
+	// StoreURL, if set, names the store the ranks meet through, in both
+	// modes, instead of one the harness provides (store.Open: file:///DIR,
+	// tcp://HOST:PORT, etcd://HOST:PORT/PREFIX, and mem://NAME in
+	// Goroutines mode): every rank opens it itself — a child process from
+	// the environment the harness gives it, a goroutine through NewStores'
+	// mechanism — so that each has its own connection (and, with etcd,
+	// its own lease), as the ranks of a multi-host job do. Each case, and
+	// each trial of a fault case, runs under a fresh prefix of the store
+	// (store.OpenPrefixed), so it never reads another's keys. The program
+	// that runs the suite, and in Processes mode its children, must link
+	// the URL's scheme (import symmetric/store/etcdstore for etcd://).
+	// Fault cases that attack the harness's own TCP store skip. It
+	// excludes NewStores.
+	StoreURL string
 	// Logger receives progress at debug level.
 	Logger *slog.Logger
 	// Faults adds the "faults" group (cases with a Fault: ranks killed or
@@ -125,8 +144,9 @@ type Env struct {
 	Timeout time.Duration
 	// Quick trims size sweeps.
 	Quick bool
-	// StoreAddr is the address of the TCP store the ranks meet through,
-	// in Processes mode; empty when the store is not a TCP one.
+	// StoreAddr is the address of the TCP store the harness serves for
+	// the ranks in Processes mode; empty in Goroutines mode and when the
+	// ranks open Config.StoreURL.
 	StoreAddr string
 	// Processes is set when every rank is a process of its own.
 	Processes bool
@@ -179,37 +199,18 @@ func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int
 	return errs
 }
 
-// goroutineStores returns the ranks' stores: cfg.NewStores's, or one fresh
-// in-process store shared by all.
-func goroutineStores(ctx context.Context, cfg Config, world int) ([]store.Store, func(), error) {
-	if cfg.NewStores != nil {
-		stores, release, err := cfg.NewStores(ctx, world)
-		if err == nil && len(stores) != world {
-			release()
-			err = fmt.Errorf("NewStores gave %d stores for %d ranks", len(stores), world)
-		}
-		return stores, release, err
-	}
-	st := store.NewMem(store.WithTimeout(cfg.Timeout))
-	stores := make([]store.Store, world)
-	for r := range stores {
-		stores[r] = st
-	}
-	return stores, func() { _ = st.Close() }, nil
-}
-
 // runProcesses starts world children that each run the named case as one
 // rank; it returns one error per rank carrying the child's output.
 func runProcesses(ctx context.Context, cfg Config, world int, name string) []error {
 	errs := make([]error, world)
-	srv, err := store.ListenTCP("127.0.0.1:0", store.WithTimeout(cfg.Timeout))
+	storeEnv, stopStore, err := childStore(cfg, false, store.WithTimeout(cfg.Timeout))
 	if err != nil {
 		for r := range errs {
-			errs[r] = fmt.Errorf("starting store: %w", err)
+			errs[r] = err
 		}
 		return errs
 	}
-	defer srv.Close()
+	defer stopStore()
 	exe, err := os.Executable()
 	if err != nil {
 		for r := range errs {
@@ -226,8 +227,9 @@ func runProcesses(ctx context.Context, cfg Config, world int, name string) []err
 		cmd := exec.CommandContext(kctx, exe, cfg.ChildArgs...)
 		cmd.Env = append(os.Environ(),
 			envChild+"="+name, envRank+"="+strconv.Itoa(r), envWorld+"="+strconv.Itoa(world),
-			envStore+"="+srv.Addr(), envBackend+"="+cfg.Backend, envTimeout+"="+cfg.Timeout.String(),
+			envBackend+"="+cfg.Backend, envTimeout+"="+cfg.Timeout.String(),
 			envQuick+"="+strconv.FormatBool(cfg.Quick))
+		cmd.Env = append(cmd.Env, storeEnv...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		cmd.WaitDelay = 2 * time.Second
@@ -286,7 +288,7 @@ func childMain(name string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second)
 	defer cancel()
-	st, err := store.DialTCP(ctx, os.Getenv(envStore), store.WithTimeout(timeout))
+	st, err := openChildStore(ctx, timeout)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "conformance: rank %d: store: %v\n", rank, err)
 		return 1

@@ -94,6 +94,9 @@ func caseByName(name string) (Case, bool) {
 // error is for failures of the harness itself (no backend), not of cases.
 func Run(ctx context.Context, cfg Config, report func(Result)) ([]Result, error) {
 	cfg.defaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	b, err := openBackend(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -232,6 +235,9 @@ func capNames(c backend.Capability) string {
 func RunTests(t *testing.T, cfg Config) {
 	t.Helper()
 	cfg.defaults()
+	if err := cfg.check(); err != nil {
+		t.Fatal(err)
+	}
 	b, err := openBackend(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("conformance: %v", err)

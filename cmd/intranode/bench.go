@@ -60,7 +60,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	asJSON := fs.Bool("json", false, "print JSON instead of the table")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole run")
 	plot := fs.String("plot", "", "also write an SVG chart (latency and bus bandwidth against size) to this file")
-	storeURL := fs.String("store", "", "rendezvous store URL: mem://NAME, file:///dir, tcp://host:port, etcd://host:port/prefix\n(default: a TCP store this command serves on loopback)")
+	storeURL := storeFlag(fs, "a TCP store this command serves on loopback with --procs, an in-process one without")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -69,8 +69,8 @@ func runBench(ctx context.Context, args []string, s streams) error {
 		return err
 	}
 	cfg.Graph, cfg.InPlace, cfg.Timeout, cfg.Store = *graph, *inPlace, *timeout, *storeURL
-	if strings.Contains(cfg.Store, "serve=") {
-		return fmt.Errorf("%w: --store: the ranks dial the store; leave --store empty to have this command serve one", errUsage)
+	if err := checkStoreURL(cfg.Store, *procs); err != nil {
+		return err
 	}
 	nonce := make([]byte, 8)
 	if _, err := rand.Read(nonce); err != nil {

@@ -332,22 +332,5 @@ func (m *benchMeasure) timed(ctx context.Context, enqueue func() error) (time.Du
 // openBenchStore opens the run's store as one rank sees it: the URL, under
 // the run's prefix.
 func openBenchStore(ctx context.Context, cfg benchConfig) (store.Store, error) {
-	raw, err := store.Open(ctx, cfg.Store, store.WithTimeout(cfg.Timeout))
-	if err != nil {
-		return nil, err
-	}
-	p, err := store.NewPrefixed(raw, cfg.Prefix)
-	if err != nil {
-		_ = raw.Close()
-		return nil, err
-	}
-	return &ownedStore{Store: p, under: raw}, nil
+	return store.OpenPrefixed(ctx, cfg.Store, cfg.Prefix, store.WithTimeout(cfg.Timeout))
 }
-
-// ownedStore closes the underlying store with the view.
-type ownedStore struct {
-	store.Store
-	under store.Store
-}
-
-func (o *ownedStore) Close() error { return errors.Join(o.Store.Close(), o.under.Close()) }

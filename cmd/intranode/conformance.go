@@ -25,6 +25,8 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 	faultDeadline := fs.Duration("fault-deadline", conformance.DefaultFaultDeadline,
 		"with --faults: the deadline of each operation in a fault case")
 	parallel := fs.Int("parallel", 1, "with --faults: run this many trials of a fault case at once")
+	storeURL := storeFlag(fs, "for every case, a fresh TCP store this command serves on loopback with --procs,\n"+
+		"a fresh in-process one without; with a URL, every case runs under a fresh key prefix of it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -46,8 +48,12 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 	if *parallel < 1 {
 		return fmt.Errorf("%w: --parallel %d must be at least 1", errUsage, *parallel)
 	}
+	if err := checkStoreURL(*storeURL, *procs); err != nil {
+		return err
+	}
 	cfg := conformance.Config{Backend: c.backend, Mode: conformance.Goroutines, Worlds: ws, Timeout: *timeout,
-		Quick: *quick, Logger: c.logger(s), Faults: *faults, Trials: *trials, FaultDeadline: *faultDeadline, FaultParallel: *parallel}
+		Quick: *quick, Logger: c.logger(s), Faults: *faults, Trials: *trials, FaultDeadline: *faultDeadline, FaultParallel: *parallel,
+		StoreURL: *storeURL}
 	if *procs {
 		cfg.Mode = conformance.Processes
 	}
@@ -99,9 +105,13 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 				fmt.Fprintln(s.Out, line)
 			}
 		}
-		fmt.Fprintf(s.Out, "\n%d passed, %d failed, %d skipped (%d cases, mode %s, %s)\n",
+		where := ""
+		if cfg.StoreURL != "" {
+			where = ", store " + redactedURL(cfg.StoreURL)
+		}
+		fmt.Fprintf(s.Out, "\n%d passed, %d failed, %d skipped (%d cases, mode %s%s, %s)\n",
 			counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skipped], len(results), cfg.Mode,
-			time.Since(start).Round(time.Millisecond))
+			where, time.Since(start).Round(time.Millisecond))
 	}
 	if counts[conformance.Fail] > 0 {
 		return fmt.Errorf("%d case(s) failed", counts[conformance.Fail])

@@ -176,7 +176,10 @@ func TestBenchStoreURL(t *testing.T) {
 	}
 	_, _, code := runCLI(t, "bench", "--backend", "fake", "--store", "tcp://127.0.0.1:1?serve=1")
 	require.Equal(t, 2, code)
-	_, stderr, code := runCLI(t, "bench", "--backend", "fake", "-e", "1K", "--store", "gopher://x")
+	_, stderr, code := runCLI(t, "bench", "--backend", "fake", "--store", "mem://bench-test")
+	require.Equal(t, 2, code, "a mem:// store cannot reach rank processes")
+	require.Contains(t, stderr, "one process")
+	_, stderr, code = runCLI(t, "bench", "--backend", "fake", "-e", "1K", "--store", "gopher://x")
 	require.Equal(t, 1, code)
 	require.NotEmpty(t, stderr)
 }

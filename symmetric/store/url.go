@@ -143,6 +143,49 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Store, error) {
 	return open(ctx, u, opts...)
 }
 
+// OpenPrefixed opens the store rawURL names, as Open does, and returns a
+// view of it under prefix (NewPrefixed) whose Close also closes the store.
+// It is how a rank of a run opens a shared store that others use too: every
+// run picks a fresh prefix, so it never reads an earlier run's keys.
+func OpenPrefixed(ctx context.Context, rawURL, prefix string, opts ...Option) (*Prefixed, error) {
+	s, err := Open(ctx, rawURL, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return newView(s, prefix, s.Close), nil
+}
+
+// CheckSharedURL reports whether the ranks of one group can meet through
+// rawURL by each opening it with Open (or OpenPrefixed): it refuses a
+// tcp:// URL with serve (every rank would start a server of its own), an
+// etcd:// URL with a member name (every rank would claim it), an unnamed
+// mem:// (every rank would get a private store) and, when the ranks are
+// processes, any mem:// URL (named stores are shared only within a
+// process). It does not open the store, so other problems show when the
+// ranks do. Errors match backend.ErrInvalidArgument.
+func CheckSharedURL(rawURL string, processes bool) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return backend.Wrap(backend.CodeInvalidArgument, err, "store: parse URL")
+	}
+	serve, _ := strconv.ParseBool(u.Query().Get("serve"))
+	switch {
+	case u.Scheme == "tcp" && serve:
+		return backend.Errorf(backend.CodeInvalidArgument,
+			"store: URL %q: the ranks dial a TCP store and cannot each serve one; start the server elsewhere and drop serve", u.Redacted())
+	case u.Scheme == "etcd" && u.Query().Has("member"):
+		return backend.Errorf(backend.CodeInvalidArgument,
+			"store: URL %q: member names one client and every rank would claim it; drop it", u.Redacted())
+	case u.Scheme == "mem" && processes:
+		return backend.Errorf(backend.CodeInvalidArgument,
+			"store: URL %q: a mem:// store lives in one process and ranks that are processes cannot share it", u.Redacted())
+	case u.Scheme == "mem" && u.Host+u.Path+u.Opaque == "":
+		return backend.Errorf(backend.CodeInvalidArgument,
+			"store: URL %q: an unnamed mem:// store is private to each Open; name it (mem://NAME) for the ranks to share it", u.Redacted())
+	}
+	return nil
+}
+
 // CheckQuery refuses query parameters of u outside allowed, and parameters
 // given twice; store packages use it on URLs passed to their OpenFunc.
 func CheckQuery(u *url.URL, allowed ...string) error {

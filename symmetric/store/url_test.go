@@ -143,6 +143,79 @@ func TestOpenRefusesBadURLs(t *testing.T) {
 	})
 }
 
+// OpenPrefixed keeps runs that share one store apart, and its Close
+// releases the store it opened.
+func TestOpenPrefixed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	raw := fmt.Sprintf("mem://prefixed-%d", memNames.Add(1))
+	a1, err := store.OpenPrefixed(ctx, raw, "run/1/")
+	require.NoError(t, err)
+	a2, err := store.OpenPrefixed(ctx, raw, "run/1/")
+	require.NoError(t, err)
+	b, err := store.OpenPrefixed(ctx, raw, "run/2/")
+	require.NoError(t, err)
+	require.Equal(t, "run/1/", a1.Prefix())
+
+	require.NoError(t, a1.Set(ctx, "k", []byte("run 1")))
+	got, err := a2.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, "run 1", string(got), "one prefix, one run")
+	ok, err := b.Check(ctx, "k")
+	require.NoError(t, err)
+	require.False(t, ok, "another prefix sees nothing of it")
+
+	// Each view holds a handle of the named store: once all are closed,
+	// the name starts afresh.
+	for _, v := range []*store.Prefixed{a1, a2, b} {
+		require.NoError(t, v.Close())
+	}
+	require.ErrorIs(t, a1.Set(ctx, "k", nil), backend.ErrClosed)
+	c, err := store.OpenPrefixed(ctx, raw, "run/1/")
+	require.NoError(t, err)
+	defer c.Close()
+	ok, err = c.Check(ctx, "k")
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	_, err = store.OpenPrefixed(ctx, "redis://host:6379", "run/1/")
+	require.ErrorIs(t, err, backend.ErrNotSupported)
+}
+
+func TestCheckSharedURL(t *testing.T) {
+	tests := []struct {
+		name      string
+		url       string
+		processes bool
+		want      string // "" when allowed
+	}{
+		{"tcp", "tcp://127.0.0.1:1234", true, ""},
+		{"file", "file:///tmp/store", true, ""},
+		{"etcd", "etcd://127.0.0.1:2379/job", true, ""},
+		{"unknown scheme is Open's to refuse", "redis://host:6379", true, ""},
+		{"named mem, goroutines", "mem://job", false, ""},
+		{"opaque mem, goroutines", "mem:job", false, ""},
+		{"tcp serve", "tcp://127.0.0.1:0?serve=1", false, "cannot each serve"},
+		{"tcp serve=0 dials", "tcp://127.0.0.1:1?serve=0", true, ""},
+		{"etcd with parameters", "etcd://127.0.0.1:2379/job?ttl=5s&tls=1", false, ""},
+		{"etcd member", "etcd://127.0.0.1:2379/job?member=rank0", true, "every rank would claim it"},
+		{"unnamed mem", "mem://", false, "unnamed"},
+		{"mem, processes", "mem://job", true, "one process"},
+		{"unparsable", "tcp://[::1", false, "parse"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := store.CheckSharedURL(tc.url, tc.processes)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, backend.ErrInvalidArgument)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
 func TestOpenTCPUnreachable(t *testing.T) {
 	srv, err := store.ListenTCP("")
 	require.NoError(t, err)
