@@ -187,18 +187,6 @@ func (w *Work) Close() error {
 // its kernels, which stop at that deadline themselves.
 const syncGrace = 2 * time.Second
 
-// CheckStatus reads and clears the comm's kernel status word, turning a
-// kernel-reported failure into an error. Synchronize the stream first.
-func (c *Comm) CheckStatus() error {
-	c.mu.Lock()
-	st := c.status
-	c.mu.Unlock()
-	if st == nil {
-		return ErrNotInitialized
-	}
-	return symmetric.StatusError(st.Bytes(), fmt.Sprintf("collective all-reduce (rank %d)", c.rank))
-}
-
 // CallOption adjusts one AllReduce call.
 type CallOption func(*call)
 
@@ -235,8 +223,11 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.initialized {
-		return nil, ErrNotInitialized
+	if err := c.usableFor(algo); err != nil {
+		return nil, err
+	}
+	if c.calls.failed != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCommFailed, c.calls.failed)
 	}
 	if s == nil {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: nil stream")
@@ -290,7 +281,7 @@ func (c *Comm) launch(s backend.Stream, algo Algo, in, out backend.DevicePtr, co
 	}
 	args := kernels.AllReduceArgs{Bufs: c.mem.BufferTable(), Pads: c.mem.SignalPadTable(), Input: in, Output: out,
 		Count: uint64(count), Rank: uint32(c.rank), World: uint32(c.world), DType: dtype, Op: op,
-		Status: c.status.Ptr(), TimeoutNs: timeoutNs}
+		Status: c.status.Ptr(), TimeoutNs: timeoutNs, Call: c.calls.next(algo.kernel(), count, dtype, op)}
 	if algo == HCM {
 		p := c.hcm[c.rank]
 		args.Extra = kernels.PackHCM([3]int{p[0], p[1], p[2]}, p[3], kernels.HCMPartialOffset(c.opts.BufferSize))
@@ -308,7 +299,7 @@ func (c *Comm) fallback(s backend.Stream, in, out backend.DevicePtr, count int, 
 	op backend.ReduceOp, timeoutNs uint64) error {
 	if fb, ok := c.b.(FallbackAllReducer); ok {
 		err := fb.FallbackAllReduce(s, c, in, out, count, dtype, op)
-		if !errors.Is(err, backend.ErrUnavailable) {
+		if !errors.Is(err, backend.ErrUnavailable) || c.mem == nil {
 			return err
 		}
 		// No vendor library on this machine: the kernels still work.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/connectivity"
+	"github.com/intranode/intranode/internal/phases"
 	"github.com/intranode/intranode/kernels"
 	"github.com/intranode/intranode/symmetric"
 	"github.com/intranode/intranode/symmetric/store"
@@ -90,6 +91,7 @@ type Comm struct {
 
 	mu          sync.Mutex
 	initialized bool
+	refused     error // a topology refusal kept for the backend's fallback all-reduce (refused.go)
 	ownBackend  bool
 	b           backend.Backend
 	dev         backend.Device
@@ -103,6 +105,7 @@ type Comm struct {
 	status      backend.HostAllocation
 	stream      backend.Stream // for Barrier and internal work
 	tab         Thresholds
+	calls       callState // sequence numbers and the failure that ends the comm (verify.go)
 }
 
 // New creates a comm for rank of world ranks meeting through st. It does
@@ -201,11 +204,26 @@ type handshake struct {
 // ErrNotSupported, ErrWorldSize, ErrHostMismatch, ErrOverlappingDevices or
 // ErrTopology (or a store/backend error) saying why it is not. Calling it
 // again after success is a no-op. After a failure the comm must be closed.
+//
+// ErrTopology covers devices that are neither fully connected nor a hybrid
+// cube mesh, and pairs whose peer access fails: each rank asks the backend
+// (Backend.PeerAccess, which runs a real write and read-back where the
+// backend can) about every peer device the topology's kernels reach, the
+// answers are shared in the symmetric memory's rendezvous, and every rank
+// refuses with the same message, naming each failed pair and the backend's
+// reason (backend.PeerTester). Ranks sharing a device are not checked.
+//
+// A comm refused with ErrTopology on a backend with its own all-reduce
+// (FallbackAllReducer) keeps its device and name for that all-reduce
+// (see refused.go); it too must be closed.
 func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.initialized {
 		return nil
+	}
+	if c.refused != nil {
+		return c.refused
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -215,13 +233,18 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
 			c.log.Debug("intra-node comm rendezvous refused", "err", err)
-			c.release()
+			c.topo, c.hcm = connectivity.Unknown, nil
+			if !c.keepForFallback(ctx, err) {
+				c.release()
+			}
 		}
 	}()
+	tm := phases.Start()
 	// Step: supported at all?
 	if err := c.openBackend(ctx); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotSupported, err)
 	}
+	tm.Mark("backend")
 	if c.world < 2 || c.world > MaxDevices {
 		return fmt.Errorf("%w: %d ranks, need 2 to %d", ErrWorldSize, c.world, MaxDevices)
 	}
@@ -242,6 +265,7 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("collective: handshake: %w", err)
 	}
+	tm.Mark("handshake")
 	peers := make([]handshake, len(all))
 	for r, raw := range all {
 		peers[r] = decodeHandshake(raw)
@@ -261,6 +285,9 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 		}
 		seen[p.Device] = r
 	}
+	// Named before the topology is judged: a refused comm kept for the
+	// backend's fallback all-reduce needs the name as much as a usable one.
+	c.name = fmt.Sprintf("IntraNodeComm%d", id)
 	m, err := c.b.LinkMatrix(ctx)
 	if err != nil {
 		return fmt.Errorf("collective: reading link matrix: %w", err)
@@ -279,13 +306,14 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 		}
 	}
 	c.topo = topo
-	c.name = fmt.Sprintf("IntraNodeComm%d", id)
-	if err := c.setupMemory(ctx); err != nil {
+	tm.Mark("topology")
+	if err := c.setupMemory(ctx, tm); err != nil {
 		return err
 	}
 	c.tab = DefaultThresholds(c.b.Name(), c.world)
 	c.initialized = true
 	c.log.Debug("intra-node comm ready", "group", c.name, "topology", topo, "devices", devices)
+	c.log.Debug("rendezvous phases", tm.Attrs()...)
 	return nil
 }
 
@@ -314,23 +342,29 @@ func (c *Comm) openBackend(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) setupMemory(ctx context.Context) error {
+func (c *Comm) setupMemory(ctx context.Context, tm *phases.Timer) error {
 	dev, err := c.b.Open(ctx, c.devIndex)
 	if err != nil {
 		return fmt.Errorf("collective: opening device %d: %w", c.devIndex, err)
 	}
 	c.dev = dev
+	tm.Mark("device")
 	opts := []symmetric.Option{symmetric.WithTimeout(c.opts.Timeout), symmetric.WithAllowOverlap(c.opts.AllowOverlap),
-		symmetric.WithHostname(c.opts.Hostname), symmetric.WithLogger(c.log)}
+		symmetric.WithHostname(c.opts.Hostname), symmetric.WithLogger(c.log), symmetric.WithPeerCheck(c.reaches)}
 	blk, err := symmetric.Alloc(ctx, c.b, dev, c.opts.BufferSize, opts...)
 	if err != nil {
 		return fmt.Errorf("collective: %w", err)
 	}
+	tm.Mark("alloc")
 	mem, err := blk.Rendezvous(ctx, c.name, symmetric.GroupInfo{Rank: c.rank, World: c.world, Store: c.st})
+	if errors.Is(err, symmetric.ErrPeerAccess) {
+		return fmt.Errorf("%w: %w", ErrTopology, err)
+	}
 	if err != nil {
 		return fmt.Errorf("collective: %w", err)
 	}
 	c.mem = mem
+	tm.Mark("symmetric")
 	// The symmetric memory already loaded the built-in kernels on this
 	// device; loading them a second time would only cost rendezvous time.
 	c.module = mem.Module()
@@ -341,6 +375,7 @@ func (c *Comm) setupMemory(ctx context.Context) error {
 	if c.stream, err = dev.NewStream(ctx); err != nil {
 		return fmt.Errorf("collective: stream: %w", err)
 	}
+	tm.Mark("status+stream")
 	return nil
 }
 
@@ -377,9 +412,10 @@ func (c *Comm) release() error {
 		c.status = nil
 	}
 	c.module = nil // owned by c.mem
-	if r, ok := c.b.(interface{ ReleaseFallback(*Comm) error }); ok && c.mem != nil {
+	if r, ok := c.b.(interface{ ReleaseFallback(*Comm) error }); ok && (c.mem != nil || c.refused != nil) {
 		errs = append(errs, r.ReleaseFallback(c))
 	}
+	c.refused = nil
 	if c.mem != nil {
 		errs = append(errs, c.mem.Close())
 		c.mem = nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/intranode/intranode/backend"
@@ -23,6 +24,7 @@ func init() {
 		Case{Name: "rendezvous/refuse-host-mismatch", MinWorld: 2, Run: caseRefuseHostMismatch},
 		Case{Name: "rendezvous/refuse-overlapping-devices", MinWorld: 2, Run: caseRefuseOverlap},
 		Case{Name: "rendezvous/refuse-topology", MinWorld: 2, Run: caseRefuseTopology},
+		Case{Name: "rendezvous/refuse-broken-p2p", MinWorld: 2, Run: caseRefuseBrokenP2P},
 	)
 }
 
@@ -80,7 +82,9 @@ func casePeerAccess(ctx context.Context, e *Env) error {
 		}
 	}
 	// A group the topology detection calls usable must have peer access
-	// between every pair it would use.
+	// between every pair it would use, unless the backend's own test failed
+	// and says why (backend.PeerTester): rendezvous then refuses the pair
+	// (rendezvous/refuse-broken-p2p).
 	all := make([]int, n)
 	for i := range all {
 		all[i] = i
@@ -92,7 +96,7 @@ func casePeerAccess(ctx context.Context, e *Env) error {
 				if err != nil {
 					return err
 				}
-				if !ok {
+				if !ok && !explained(ctx, b, i, j) {
 					return fmt.Errorf("topology is fully connected but PeerAccess(%d,%d) is false", i, j)
 				}
 			}
@@ -112,6 +116,17 @@ func casePeerAccess(ctx context.Context, e *Env) error {
 		return fmt.Errorf("PeerAccess(0,%d) of %d devices: want an error", n, n)
 	}
 	return nil
+}
+
+// explained reports whether the backend says why device i has no peer
+// access to device j (a failed real test, backend.PeerTester).
+func explained(ctx context.Context, b backend.Backend, i, j int) bool {
+	t, ok := b.(backend.PeerTester)
+	if !ok {
+		return false
+	}
+	d, err := t.PeerTest(ctx, i, j)
+	return err == nil && !d.Verified && d.Reason != ""
 }
 
 func caseRendezvousSuccess(ctx context.Context, e *Env) error {
@@ -285,4 +300,140 @@ func unusableGroup(m connectivity.Matrix, world int) []int {
 		return nil
 	}
 	return pick(0, nil)
+}
+
+// caseRefuseBrokenP2P rendezvouses on devices whose links make a usable
+// topology but one of whose linked pairs fails the backend's peer-access
+// test: every rank must refuse with ErrTopology, naming the pair and (for a
+// backend.PeerTester) the backend's reason. A group without such a pair
+// must then still work. The fake arranges a broken pair with
+// INTRANODE_FAKE_BROKEN_P2P; elsewhere the case runs only where the
+// hardware has one.
+func caseRefuseBrokenP2P(ctx context.Context, e *Env) error {
+	n, err := e.Backend.DeviceCount(ctx)
+	if err != nil {
+		return err
+	}
+	if n < e.World {
+		return Skip("world %d exceeds the %d devices", e.World, n)
+	}
+	m, err := e.Backend.LinkMatrix(ctx)
+	if err != nil {
+		return err
+	}
+	devs, pair, err := brokenGroup(ctx, e.Backend, m, e.World, true)
+	if err != nil {
+		return err
+	}
+	if devs == nil {
+		return Skip("no %d devices the topology accepts include a linked pair whose peer-access test fails "+
+			"(the fake arranges one with INTRANODE_FAKE_BROKEN_P2P=0-1)", e.World)
+	}
+	want := fmt.Sprintf("device %d cannot access device %d", pair[0], pair[1])
+	if t, ok := e.Backend.(backend.PeerTester); ok {
+		d, err := t.PeerTest(ctx, pair[0], pair[1])
+		if err != nil {
+			return fmt.Errorf("PeerTest(%d,%d): %w", pair[0], pair[1], err)
+		}
+		if d.Verified || d.Reason == "" {
+			return fmt.Errorf("PeerAccess(%d,%d) is false but PeerTest says %+v", pair[0], pair[1], d)
+		}
+		want += fmt.Sprintf(" (rank %d → rank %d): %s", slices.Index(devs, pair[0]), slices.Index(devs, pair[1]), d.Reason)
+	}
+	dev := devs[e.Rank]
+	opts := collective.Options{Backend: e.Backend, Device: &dev, BufferSize: 1 << 20, Timeout: e.Timeout}
+	c, err := collective.New(e.Store, e.Rank, e.World, opts)
+	if err != nil {
+		return err
+	}
+	err = c.Rendezvous(ctx)
+	algo := c.SelectAllReduceAlgo(1, backend.Float32)
+	if cerr := c.Close(); cerr != nil {
+		return cerr
+	}
+	switch {
+	case !errors.Is(err, collective.ErrTopology):
+		return fmt.Errorf("devices %v, pair %d→%d without peer access: rendezvous: got %v, want %v", devs, pair[0], pair[1], err, collective.ErrTopology)
+	case !strings.Contains(err.Error(), want):
+		return fmt.Errorf("devices %v: refusal %q does not name %q", devs, err, want)
+	case algo != collective.None:
+		return fmt.Errorf("a refused comm selects %v", algo)
+	}
+
+	// The backend still serves a group without a failing pair.
+	clean, _, err := brokenGroup(ctx, e.Backend, m, e.World, false)
+	if err != nil || clean == nil {
+		return err
+	}
+	dev = clean[e.Rank]
+	if c, err = collective.New(e.Store, e.Rank, e.World, opts); err != nil {
+		return err
+	}
+	if err := c.Rendezvous(ctx); err != nil {
+		_ = c.Close()
+		return fmt.Errorf("devices %v, which pass every peer-access test: %w", clean, err)
+	}
+	if err := allReduceOnce(ctx, e, c, collective.OneShot, backend.Float32, backend.Sum, 1000, 11, false); err != nil {
+		_ = c.Close()
+		return fmt.Errorf("devices %v: %w", clean, err)
+	}
+	return closeComm(ctx, c)
+}
+
+// brokenGroup finds, in a deterministic order so that every rank picks the
+// same, world distinct devices whose topology is usable and that include
+// (broken) or do not include (!broken) a linked pair without peer access;
+// for broken it also returns the first such pair. It returns nil when there
+// is none.
+func brokenGroup(ctx context.Context, b backend.Backend, m connectivity.Matrix, world int, broken bool) ([]int, [2]int, error) {
+	var found []int
+	var pair [2]int
+	var qerr error
+	var pick func(start int, cur []int) bool
+	pick = func(start int, cur []int) bool {
+		if len(cur) == world {
+			sub, err := m.Sub(cur)
+			if err != nil || connectivity.Detect(sub) == connectivity.Unknown {
+				return false
+			}
+			p, ok, err := failingPair(ctx, b, m, cur)
+			if err != nil {
+				qerr = err
+				return true
+			}
+			if ok == broken {
+				found, pair = slices.Clone(cur), p
+				return true
+			}
+			return false
+		}
+		for d := start; d < m.Size(); d++ {
+			if pick(d+1, append(cur, d)) {
+				return true
+			}
+		}
+		return false
+	}
+	pick(0, nil)
+	return found, pair, qerr
+}
+
+// failingPair returns the first ordered pair of devs that is linked but
+// has no peer access.
+func failingPair(ctx context.Context, b backend.Backend, m connectivity.Matrix, devs []int) ([2]int, bool, error) {
+	for _, i := range devs {
+		for _, j := range devs {
+			if i == j || m.At(i, j) == 0 {
+				continue
+			}
+			ok, err := b.PeerAccess(ctx, i, j)
+			if err != nil {
+				return [2]int{}, false, err
+			}
+			if !ok {
+				return [2]int{i, j}, true, nil
+			}
+		}
+	}
+	return [2]int{}, false, nil
 }

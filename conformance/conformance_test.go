@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	_ "github.com/intranode/intranode/backend/fake"
@@ -40,4 +41,22 @@ func TestFakeRing(t *testing.T) {
 	t.Setenv("INTRANODE_FAKE_TOPOLOGY", "ring")
 	conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{4}, Quick: true,
 		Filter: func(name string) bool { return name == "rendezvous/refuse-topology" }})
+}
+
+// TestFakeBrokenP2P runs the rendezvous cases with devices 0 and 1 linked
+// but failing their peer-access test: groups using the pair are refused
+// (rendezvous/refuse-broken-p2p), in both modes, since child processes
+// open the fake from the same environment.
+func TestFakeBrokenP2P(t *testing.T) {
+	t.Setenv("INTRANODE_FAKE_BROKEN_P2P", "0-1")
+	filter := func(name string) bool {
+		return strings.HasPrefix(name, "rendezvous/") || strings.HasPrefix(name, "connectivity/")
+	}
+	t.Run("goroutines", func(t *testing.T) {
+		conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{2, 4}, Quick: true, Filter: filter})
+	})
+	t.Run("processes", func(t *testing.T) {
+		conformance.RunTests(t, conformance.Config{Backend: "fake", Mode: conformance.Processes, Worlds: []int{2},
+			Quick: true, ChildArgs: []string{"-test.run=^$"}, Filter: filter})
+	})
 }

@@ -49,7 +49,7 @@ func newComm(ctx context.Context, e *Env, bufferSize int) (*collective.Comm, err
 	if err := c.Rendezvous(ctx); err != nil {
 		_ = c.Close()
 		if errors.Is(err, collective.ErrTopology) && !connectivity.ForcedFullyConnected() {
-			return nil, Skip("devices of this world are not fully connected: %v", err)
+			return nil, Skip("the devices of this world are refused: %v", err)
 		}
 		return nil, err
 	}

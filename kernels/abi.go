@@ -19,6 +19,7 @@
 //	  ticket       at TicketWord                           local: device kernels' scratch, 0 between calls
 //	  record       at RecordOffset (RecordSize bytes)      local: this rank's latest call (Record)
 //	  callIn[src][p] at CallInWord(src, p) (uint64)        written by rank src: its Call, p = seq mod 2
+//	  probe        at ProbeOffset, ProbeSize bytes         local: read by peers at rendezvous
 //	LL area        at LLOffset, LLSize bytes               written by peers (one-shot LL)
 //	push area      at PushOffset, PushSize bytes           written by peers (one-shot push)
 //
@@ -58,12 +59,15 @@
 //     callIn[p][seq mod 2] of its own pad with its Call. A peer's later
 //     call writes the other parity, and it cannot get two calls ahead
 //     while this rank waits, so any other value means the calls differ.
-//  3. While it spins for rank p, a kernel also watches callIn[p][seq mod 2]:
-//     a value with its own call number but another fingerprint means the
-//     calls differ (paths that never signal each other, say one-shot LL
-//     against two-shot, find out this way); and, now and then, the status
-//     word: once it is not 0, some thread of the launch has given up and
-//     the spin ends.
+//  3. While it spins for rank p in a barrier, a kernel also watches
+//     callIn[p][seq mod 2]: a value with its own call number but another
+//     fingerprint means the calls differ (a rank on another path, say
+//     two-shot against one-shot LL, finds out this way); and, now and
+//     then, the status word: once it is not 0, some thread of the launch
+//     has given up and the spin ends. The LL path's spins watch only the
+//     status word (the device kernels have no registers to spare there),
+//     so an LL rank facing a peer on another path waits for its deadline
+//     and the host tells the difference from the records.
 //  4. The LL flag (LLFlag) carries the epoch in bits 24–31 and 23 bits
 //     of the Call's hash in bits 1–23 (bit 0 is 1): a complete line with
 //     this epoch but another flag is a differing call.
@@ -215,6 +219,13 @@ const (
 	RecordOffset = StateOffset + 16
 	RecordSize   = 24
 	CallInOffset = StateOffset + 64
+	// ProbeOffset holds ProbeSize bytes a rank writes into its own pad at
+	// rendezvous for peers to read back through their mappings (the
+	// peer-access check of package symmetric); ProbeChannel is the channel
+	// of that check's barrier. No kernel touches either.
+	ProbeOffset  = StateOffset + 256
+	ProbeSize    = 64
+	ProbeChannel = NumChannels - 1
 	// LLOffset and LLSize place the area the one-shot LL path receives
 	// into: two slots of World-1 regions (one per sending peer) of
 	// LLRegion(World) bytes.

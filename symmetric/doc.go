@@ -9,7 +9,9 @@
 // shareable allocations travel between processes through the Unix-socket
 // channel of symmetric/ipc, or, where the backend supports fabric handles,
 // as bytes through the store. Ranks that share one process (goroutines as
-// ranks) share descriptors directly.
+// ranks) share descriptors directly. A rank maps only the peers whose
+// device its own can access (Backend.PeerAccess); if any pair fails, every
+// rank's rendezvous fails alike with ErrPeerAccess, naming the pairs.
 //
 // A typical rank:
 //

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/phases"
 	"github.com/intranode/intranode/kernels"
 	"github.com/intranode/intranode/symmetric/ipc"
 	"github.com/intranode/intranode/symmetric/store"
@@ -28,6 +29,10 @@ var (
 	ErrHostMismatch = errors.New("symmetric: ranks are on different hosts")
 	// ErrOverlappingDevices: two ranks selected the same device.
 	ErrOverlappingDevices = errors.New("symmetric: ranks share a device")
+	// ErrPeerAccess: a rank's device cannot access a peer's device's
+	// memory (Backend.PeerAccess said no); the message names each failed
+	// pair and, where the backend is a backend.PeerTester, why.
+	ErrPeerAccess = errors.New("symmetric: peer access failed")
 )
 
 type options struct {
@@ -35,6 +40,7 @@ type options struct {
 	timeout      time.Duration
 	logger       *slog.Logger
 	hostname     string
+	peerCheck    func(peer int) bool
 }
 
 // Option configures Alloc and Rendezvous.
@@ -55,6 +61,13 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // (tests simulate several hosts with it).
 func WithHostname(h string) Option { return func(o *options) { o.hostname = h } }
 
+// WithPeerCheck limits Rendezvous's peer-access check to the peer ranks
+// for which check reports true: the ranks whose memory this rank's kernels
+// reach (collective's hybrid cube mesh reads only its linked neighbours).
+// By default, or with a nil check, every peer is checked. Ranks on this
+// rank's own device are never checked.
+func WithPeerCheck(check func(peer int) bool) Option { return func(o *options) { o.peerCheck = check } }
+
 func buildOptions(opts []Option) options {
 	o := options{timeout: DefaultTimeout, logger: slog.New(slog.DiscardHandler)}
 	for _, f := range opts {
@@ -70,6 +83,7 @@ func buildOptions(opts []Option) options {
 // group has rendezvoused: a shareable device allocation holding the buffer
 // followed by the signal pad.
 type Block struct {
+	be      backend.Backend // dev's backend, for the peer-access check
 	dev     backend.Device
 	caps    backend.Capability
 	fabric  bool
@@ -101,7 +115,7 @@ func Alloc(ctx context.Context, b backend.Backend, dev backend.Device, size int,
 	if err != nil {
 		return nil, fmt.Errorf("symmetric: allocating %d bytes on device %d: %w", size, dev.Index(), err)
 	}
-	return &Block{dev: dev, caps: caps, fabric: fabric, size: size, bufSpan: span, alloc: a, opts: o}, nil
+	return &Block{be: b, dev: dev, caps: caps, fabric: fabric, size: size, bufSpan: span, alloc: a, opts: o}, nil
 }
 
 // Ptr is the local buffer's address.
@@ -128,6 +142,13 @@ type peerInfo struct {
 // address every peer's buffer and signal pad. It is collective: every rank
 // of the group calls it with the same group name. The block belongs to the
 // returned Memory afterwards (or is freed on error).
+//
+// Once the first exchange has named every rank's device, each rank asks
+// the backend whether its device can access each peer's (PeerAccess, see
+// WithPeerCheck) and does not map the peers it cannot reach. The answers
+// travel in the exchange that closes the rendezvous, so every rank
+// returns the same verdict: an error matching ErrPeerAccess that names
+// every failed pair, or success.
 func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Memory, err error) {
 	defer func() {
 		if err != nil {
@@ -137,6 +158,12 @@ func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Me
 	if g.World < 1 || g.World > kernels.MaxRanks || g.Rank < 0 || g.Rank >= g.World {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "symmetric: rank %d of world %d (max %d)", g.Rank, g.World, kernels.MaxRanks)
 	}
+	tm := phases.Start()
+	defer func() {
+		if err == nil {
+			b.opts.logger.Debug("symmetric rendezvous phases", tm.Attrs()...)
+		}
+	}()
 	ex, err := store.NewExchange(g.Store, "symm/"+name, g.Rank, g.World)
 	if err != nil {
 		return nil, fmt.Errorf("symmetric: %w", err)
@@ -162,10 +189,14 @@ func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Me
 	if err := validatePeers(infos, b.opts.allowOverlap); err != nil {
 		return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
 	}
+	tm.Mark("exchange")
+	denied := b.checkPeers(ctx, infos, g.Rank)
+	tm.Mark("peer-access")
 	handles, err := b.exchangeHandles(ctx, ex, infos, g.Rank)
 	if err != nil {
 		return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
 	}
+	tm.Mark("handles")
 	// On an error return, the peers' handles not yet closed below are
 	// closed here (closing an os.File twice is harmless). This rank's own
 	// is left to the success path: ranks sharing this process may still be
@@ -188,31 +219,74 @@ func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Me
 		}
 	}()
 	for r, h := range handles {
-		if r == g.Rank {
-			continue
+		if r == g.Rank || denied.has(r) {
+			continue // a peer this rank cannot reach is not mapped
 		}
 		a, ierr := b.dev.Import(ctx, h)
 		if h.File != nil {
 			_ = h.File.Close()
 		}
 		if ierr != nil {
-			err = fmt.Errorf("symmetric: group %q: mapping rank %d's buffer: %w", name, r, ierr)
-			return nil, err
+			// A peer whose memory cannot be mapped is one this rank cannot
+			// access: say so in the closing exchange, so that every rank
+			// refuses alike instead of the others waiting for this one.
+			denied = append(denied, denial{Rank: r, Reason: "mapping its buffer failed: " + ierr.Error()})
+			continue
 		}
 		m.peers[r] = a
 	}
+	// With every peer mapped, the kernels can be set up; backends that
+	// want it (backend.MappedPeerChecker) then have peer access checked
+	// through these mappings.
+	tm.Mark("import")
+	if b.throughMappings() {
+		// Two rounds: the mapping failures first, so that every rank
+		// knows whether all of them can run the probe (a barrier among
+		// all); then the probe's own failures.
+		if err = closingRound(ctx, ex, denied, infos, handles[g.Rank]); err != nil {
+			return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
+		}
+		tm.Mark("mapped")
+		if err = m.setup(ctx); err != nil {
+			return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
+		}
+		tm.Mark("setup")
+		denied = m.probeMappings(ctx, infos, b.opts.peerCheck)
+		tm.Mark("probe")
+		if err = closingRound(ctx, ex, denied, infos, backend.Handle{}); err != nil {
+			return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
+		}
+		tm.Mark("closing")
+		return m, nil
+	}
 	// Every rank keeps its exported handle open until all peers have
-	// imported it (needed for in-process descriptor sharing).
-	if err = ex.Barrier(ctx); err != nil {
+	// imported it (needed for in-process descriptor sharing). The same
+	// round carries each rank's peer-access failures, so that all ranks
+	// reach one verdict without a round of its own.
+	if err = closingRound(ctx, ex, denied, infos, handles[g.Rank]); err != nil {
 		return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
 	}
-	if h := handles[g.Rank]; h.File != nil {
-		_ = h.File.Close()
-	}
+	tm.Mark("closing")
 	if err = m.setup(ctx); err != nil {
 		return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
 	}
+	tm.Mark("setup")
 	return m, nil
+}
+
+// closingRound is a barrier of the exchange that carries every rank's
+// peer-access failures and returns the common verdict (see peerVerdict).
+// own, this rank's exported handle, is closed once every rank has passed
+// the barrier, so after every peer has imported it.
+func closingRound(ctx context.Context, ex *store.Exchange, denied denials, infos []peerInfo, own backend.Handle) error {
+	verdicts, err := ex.AllGather(ctx, denied.encode())
+	if err != nil {
+		return err
+	}
+	if own.File != nil {
+		_ = own.File.Close()
+	}
+	return peerVerdict(verdicts, infos)
 }
 
 func validatePeers(infos []peerInfo, allowOverlap bool) error {

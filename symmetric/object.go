@@ -188,32 +188,42 @@ func (m *Memory) BarrierRanks(ctx context.Context, channel int, ranks []int) err
 func (m *Memory) allMask() uint32 { return uint32(1)<<m.world - 1 }
 
 func (m *Memory) signal(ctx context.Context, op string, fn backend.Function, peer, channel int, mask uint32) error {
+	w, err := m.signalStatus(ctx, op, fn, peer, channel, mask)
+	if err != nil {
+		return err
+	}
+	return StatusWordError(w, fmt.Sprintf("symmetric %s (group %q rank %d)", op, m.name, m.rank))
+}
+
+// signalStatus runs a signal kernel and returns the status word it left
+// (taken, so cleared).
+func (m *Memory) signalStatus(ctx context.Context, op string, fn backend.Function, peer, channel int, mask uint32) (uint32, error) {
 	if channel < 0 || channel >= kernels.NumChannels {
-		return backend.Errorf(backend.CodeInvalidArgument, "symmetric: channel %d out of range [0,%d)", channel, kernels.NumChannels)
+		return 0, backend.Errorf(backend.CodeInvalidArgument, "symmetric: channel %d out of range [0,%d)", channel, kernels.NumChannels)
 	}
 	if mask == 0 && (peer < 0 || peer >= m.world || peer == m.rank) {
-		return backend.Errorf(backend.CodeInvalidArgument, "symmetric: %s peer %d invalid for rank %d of %d", op, peer, m.rank, m.world)
+		return 0, backend.Errorf(backend.CodeInvalidArgument, "symmetric: %s peer %d invalid for rank %d of %d", op, peer, m.rank, m.world)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return backend.Errorf(backend.CodeClosed, "symmetric: %s on closed memory", op)
+		return 0, backend.Errorf(backend.CodeClosed, "symmetric: %s on closed memory", op)
 	}
 	timeout := TimeoutFor(ctx, m.opts.timeout)
 	args := kernels.SignalArgs{Pads: m.SignalPadTable(), Rank: uint32(m.rank), World: uint32(m.world),
 		Peer: uint32(max(peer, 0)), Channel: uint32(channel), Mask: mask, Status: m.status.Ptr(),
 		TimeoutNs: uint64(timeout)}
 	if err := m.stream.Launch(fn, backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32)}, args.Args()...); err != nil {
-		return fmt.Errorf("symmetric: %s: %w", op, err)
+		return 0, fmt.Errorf("symmetric: %s: %w", op, err)
 	}
 	// The kernel gives up at its own deadline; allow the host a little
 	// longer so the kernel's status, not the host's impatience, says why.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout+5*time.Second)
 	defer cancel()
 	if err := m.stream.Synchronize(sctx); err != nil {
-		return fmt.Errorf("symmetric: %s: %w", op, err)
+		return 0, fmt.Errorf("symmetric: %s: %w", op, err)
 	}
-	return StatusError(m.status.Bytes(), fmt.Sprintf("symmetric %s (group %q rank %d)", op, m.name, m.rank))
+	return TakeStatus(m.status.Bytes()), nil
 }
 
 // TimeoutFor is the device-side wait bound for a call: the time left before
@@ -228,7 +238,17 @@ func TimeoutFor(ctx context.Context, def time.Duration) time.Duration {
 // StatusError reads and clears a kernel status word (the first 4 bytes of
 // word) and turns a failure into an error.
 func StatusError(word []byte, what string) error {
-	w := atomicSwapStatus(word)
+	return StatusWordError(TakeStatus(word), what)
+}
+
+// TakeStatus reads and clears a kernel status word (host-mapped memory that
+// kernels update with compare-and-swap from 0).
+func TakeStatus(word []byte) uint32 { return atomicSwapStatus(word) }
+
+// StatusWordError turns a status word already taken into an error naming
+// what failed: nil for 0, backend.ErrTimeout naming the rank that did not
+// arrive, backend.ErrInvalidArgument for rejected arguments.
+func StatusWordError(w uint32, what string) error {
 	if w == 0 {
 		return nil
 	}
@@ -238,6 +258,8 @@ func StatusError(word []byte, what string) error {
 		return backend.Errorf(backend.CodeTimeout, "%s: rank %d did not arrive on channel %d before the deadline", what, peer, ch)
 	case kernels.StatusBadArgs:
 		return backend.Errorf(backend.CodeInvalidArgument, "%s: kernel rejected its arguments", what)
+	case kernels.StatusMismatch:
+		return backend.Errorf(backend.CodeInvalidArgument, "%s: rank %d made a different call (channel %d)", what, peer, ch)
 	default:
 		return backend.Errorf(backend.CodeInternal, "%s: kernel status %#x", what, w)
 	}

@@ -65,7 +65,8 @@ type Backend struct {
 	ctxs    []ctxHandle // primary contexts the backend retained for its own checks
 	opened  []int       // open Device handles per device
 	canPeer [][]int8    // cuDeviceCanAccessPeer answers: 0 unknown, 1 yes, -1 no
-	details map[[2]int]PeerDetail
+
+	details backend.PeerDetails // how each pair's PeerAccess was decided (PeerTest)
 
 	fabricMu     sync.Mutex
 	fabric       []connectivity.Access
@@ -82,7 +83,7 @@ func Open(ctx context.Context) (*Backend, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, backend.Errorf(backend.CodeTimeout, "cuda: open: %w", err)
 	}
-	b := &Backend{log: slog.Default().With("backend", Name), details: map[[2]int]PeerDetail{}}
+	b := &Backend{log: slog.Default().With("backend", Name)}
 	b.initErr = b.initDriver()
 	if b.initErr == nil {
 		b.initNVML()

@@ -10,7 +10,7 @@ import (
 )
 
 // inlineParams is the parameter buffer Launch keeps on the stack; larger
-// argument lists (rare: the built-in kernels need 80 bytes) are allocated.
+// argument lists (rare: the built-in kernels need 88 bytes) are allocated.
 const inlineParams = 256
 
 // module is a loaded CUDA module.

@@ -226,6 +226,7 @@ func TestRegistryOpen(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(fake.EnvDevices, "")
 			t.Setenv(fake.EnvTopology, "")
+			t.Setenv(fake.EnvBrokenP2P, "")
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
@@ -263,6 +264,7 @@ func TestEnvErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(fake.EnvDevices, "")
 			t.Setenv(fake.EnvTopology, "")
+			t.Setenv(fake.EnvBrokenP2P, "")
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}

@@ -24,6 +24,10 @@
 // driver reads EnvDevices and EnvTopology, and accepts settings after the
 // name: backend.Open(ctx, "fake:devices=2,topology=ring"). Topology presets
 // (full, hcm, ring, pairs, none) shape the link matrix and peer access.
+// EnvBrokenP2P (or WithBrokenP2P) makes chosen pairs fail their peer-access
+// test while their links stay in the matrix, as on a machine whose IOMMU
+// or PCIe settings break peer writes: rendezvous then refuses groups that
+// would use them, and PeerTest says why.
 //
 // The fake needs Linux: memfd_create for shareable memory and /proc for
 // fabric handles. Elsewhere it builds, and Probe and New say why it cannot

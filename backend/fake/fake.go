@@ -19,7 +19,7 @@ func init() {
 }
 
 // openDriver is the registered constructor: the environment (EnvDevices,
-// EnvTopology) and the "fake:key=value,…" argument configure it.
+// EnvTopology, EnvBrokenP2P) and the "fake:key=value,…" argument configure it.
 func openDriver(_ context.Context, arg string) (backend.Backend, error) {
 	opts, err := EnvOptions(arg)
 	if err != nil {
@@ -71,9 +71,14 @@ func New(opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	for p := range cfg.broken {
+		if p[0] < 0 || p[0] >= cfg.devices || p[1] < 0 || p[1] >= cfg.devices {
+			return nil, backend.Errorf(backend.CodeInvalidArgument, "fake: broken peer pair %d>%d: devices are 0 to %d", p[0], p[1], cfg.devices-1)
+		}
+	}
 	b := &Backend{cfg: cfg, matrix: m, log: cfg.logger}
 	b.peers = connectivity.NewPeerCache(cfg.devices, func(i, j int) (bool, error) {
-		return m.At(i, j) > 0, nil
+		return b.peerDetail(i, j).Verified, nil
 	}, nil)
 	for i := range cfg.devices {
 		b.devs = append(b.devs, &deviceState{
@@ -90,7 +95,8 @@ func New(opts ...Option) (*Backend, error) {
 			},
 		})
 	}
-	b.log.Debug("fake: backend created", "devices", cfg.devices, "topology", string(cfg.preset), "fabric", cfg.fabric)
+	b.log.Debug("fake: backend created", "devices", cfg.devices, "topology", string(cfg.preset), "fabric", cfg.fabric,
+		"broken_p2p", len(cfg.broken))
 	return b, nil
 }
 
@@ -156,7 +162,8 @@ func (b *Backend) LinkMatrix(context.Context) (connectivity.Matrix, error) {
 	return b.matrix.Clone(), nil
 }
 
-// PeerAccess is true when i and j are linked (always for i == j).
+// PeerAccess is true when i and j are linked and the pair is not broken
+// (WithBrokenP2P, EnvBrokenP2P); always for i == j. PeerTest says why not.
 func (b *Backend) PeerAccess(_ context.Context, i, j int) (bool, error) {
 	if _, err := b.device(i); err != nil {
 		return false, err

@@ -18,6 +18,11 @@ const (
 	EnvDevices = "INTRANODE_FAKE_DEVICES"
 	// EnvTopology names the link preset (see ParsePreset; default "full").
 	EnvTopology = "INTRANODE_FAKE_TOPOLOGY"
+	// EnvBrokenP2P lists device pairs whose peer-access test fails although
+	// the link matrix shows their links: "0-1,2-3" breaks both directions
+	// of each pair, "0>1" only device 0's access to device 1 (see
+	// ParseBrokenP2P and WithBrokenP2P). Default: none.
+	EnvBrokenP2P = "INTRANODE_FAKE_BROKEN_P2P"
 )
 
 // Defaults and limits of New.
@@ -40,6 +45,10 @@ type config struct {
 	limit   uint64
 	fabric  bool
 	logger  *slog.Logger
+	// broken holds the ordered pairs whose peer-access test fails;
+	// brokenBy names what broke them, for PeerTest's reason.
+	broken   map[[2]int]bool
+	brokenBy string
 }
 
 func defaultConfig() config {
@@ -98,6 +107,33 @@ func WithFabric(on bool) Option {
 	}
 }
 
+// WithBrokenP2P makes the peer-access test fail for each ordered pair
+// {from, to}, as on a machine where writes through the peer mapping do not
+// land: PeerAccess(from, to) is false and PeerTest says why, while the link
+// matrix still shows the pair's links. Break both directions of a pair by
+// listing both. Devices must be distinct and in range (checked by New).
+// Rendezvous refuses groups that would use a broken pair, which is what
+// this option is for.
+func WithBrokenP2P(pairs ...[2]int) Option {
+	return withBrokenP2P("fake.WithBrokenP2P", pairs)
+}
+
+func withBrokenP2P(by string, pairs [][2]int) Option {
+	return func(c *config) error {
+		if c.broken == nil {
+			c.broken = map[[2]int]bool{}
+		}
+		for _, p := range pairs {
+			if p[0] == p[1] {
+				return backend.Errorf(backend.CodeInvalidArgument, "fake: broken peer pair %d>%d: a device always reaches its own memory", p[0], p[1])
+			}
+			c.broken[p] = true
+		}
+		c.brokenBy = by
+		return nil
+	}
+}
+
 // WithLogger sets where the backend logs (debug level only). The default
 // discards everything.
 func WithLogger(l *slog.Logger) Option {
@@ -110,8 +146,8 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// EnvOptions returns the options the registered driver uses: EnvDevices and
-// EnvTopology from the environment, then arg, the part after "fake:" in the
+// EnvOptions returns the options the registered driver uses: EnvDevices,
+// EnvTopology and EnvBrokenP2P from the environment, then arg, the part after "fake:" in the
 // name given to backend.Open, a comma-separated list of key=value settings
 // that override the environment (devices=4, topology=ring, fabric=true,
 // memory=1073741824). Errors match backend.ErrInvalidArgument and name the
@@ -135,6 +171,13 @@ func envOptions(lookup func(string) (string, bool), arg string) ([]Option, error
 			return nil, backend.Errorf(backend.CodeInvalidArgument, "fake: %s=%q: %w", EnvTopology, v, err)
 		}
 		opts = append(opts, WithTopology(p))
+	}
+	if v, ok := lookup(EnvBrokenP2P); ok && v != "" {
+		pairs, err := ParseBrokenP2P(v)
+		if err != nil {
+			return nil, backend.Errorf(backend.CodeInvalidArgument, "fake: %s=%q: %w", EnvBrokenP2P, v, err)
+		}
+		opts = append(opts, withBrokenP2P(EnvBrokenP2P, pairs))
 	}
 	if arg == "" {
 		return opts, nil

@@ -100,8 +100,9 @@ type Backend struct {
 	closed  bool
 	opened  []int
 	canPeer [][]int8 // hipDeviceCanAccessPeer answers: 0 unknown, 1 yes, -1 no
-	details map[[2]int]PeerDetail
 	links   []PairLink
+
+	details backend.PeerDetails // how each pair's PeerAccess was decided (PeerTest)
 
 	// ipcType is the memory type IPC-shared allocations use: uncached,
 	// or fine-grained once the runtime refused the uncached flag.
@@ -126,7 +127,7 @@ func openWith(ctx context.Context, loadRuntime func() (hipRuntime, error), loadS
 	if err := ctx.Err(); err != nil {
 		return nil, backend.Errorf(backend.CodeTimeout, "rocm: open: %w", err)
 	}
-	b := &Backend{log: slog.Default().With("backend", Name), details: map[[2]int]PeerDetail{}, ipcType: memUncached}
+	b := &Backend{log: slog.Default().With("backend", Name), ipcType: memUncached}
 	b.initErr = b.initRuntime(loadRuntime, kfdRoot)
 	if b.initErr == nil && len(b.devices) > 0 {
 		b.smi, b.smiErr = loadSMI()

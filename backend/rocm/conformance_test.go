@@ -24,11 +24,14 @@ func TestMain(m *testing.M) {
 // travels: "ipc" (a ROCm 6.2 runtime: IPC handles) or "fd" (ROCm 7.2:
 // uncached hipMemCreate memory, file descriptors); envFakeBox how the GPUs
 // are linked: "xgmi" (all pairs, the default), "hcm" (a hybrid cube mesh)
-// or "pairs" (0-1, 2-3, 4-5, 6-7).
+// or "pairs" (0-1, 2-3, 4-5, 6-7); envFakeBrokenP2P, when set, makes peer
+// copies between GPUs 0 and 1 silently go nowhere, so that their peer
+// test fails although they are linked.
 const (
-	fakeDriver     = "rocm-fakehip"
-	envFakeHandles = "INTRANODE_ROCM_TEST_FAKE_HANDLES"
-	envFakeBox     = "INTRANODE_ROCM_TEST_FAKE_BOX"
+	fakeDriver       = "rocm-fakehip"
+	envFakeHandles   = "INTRANODE_ROCM_TEST_FAKE_HANDLES"
+	envFakeBox       = "INTRANODE_ROCM_TEST_FAKE_BOX"
+	envFakeBrokenP2P = "INTRANODE_ROCM_TEST_FAKE_BROKEN_P2P"
 )
 
 func init() {
@@ -36,6 +39,9 @@ func init() {
 		h := newFakeHIP(8)
 		if os.Getenv(envFakeHandles) == "fd" {
 			h.version, h.vmmUncached = 70251830, true
+		}
+		if os.Getenv(envFakeBrokenP2P) != "" {
+			h.brokenPeer[[2]int{0, 1}], h.brokenPeer[[2]int{1, 0}] = true, true
 		}
 		box := xgmiBox(8)
 		switch os.Getenv(envFakeBox) {
@@ -108,5 +114,14 @@ func TestConformanceFakeHIP(t *testing.T) {
 		t.Setenv(envFakeBox, "pairs")
 		conformance.RunTests(t, conformance.Config{Backend: fakeDriver, Worlds: []int{4}, Quick: true,
 			Filter: func(name string) bool { return name == "rendezvous/refuse-topology" }})
+	})
+	// Linked GPUs whose peer test fails: rendezvous refuses them with the
+	// backend's reason, on every rank.
+	t.Run("broken-p2p", func(t *testing.T) {
+		t.Setenv(envFakeBrokenP2P, "1")
+		only := func(name string) bool { return name == "rendezvous/refuse-broken-p2p" }
+		conformance.RunTests(t, conformance.Config{Backend: fakeDriver, Worlds: []int{2, 4}, Quick: true, Filter: only})
+		conformance.RunTests(t, conformance.Config{Backend: fakeDriver, Mode: conformance.Processes, Worlds: []int{2},
+			Quick: true, ChildArgs: []string{"-test.run=^$"}, Filter: only})
 	})
 }

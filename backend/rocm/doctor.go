@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/intranode/intranode/backend"
 )
@@ -70,26 +69,7 @@ func (b *Backend) Diagnostics(ctx context.Context) []backend.Diagnostic {
 		}
 	}
 	n := len(b.devices)
-	for i := range n {
-		for j := range n {
-			if i == j {
-				continue
-			}
-			check := fmt.Sprintf("peer test %d->%d", i, j)
-			d, err := b.PeerTest(ctx, i, j)
-			switch {
-			case err != nil:
-				out = append(out, backend.Diagnostic{Check: check, Detail: err.Error()})
-			case d.Verified:
-				out = append(out, backend.Diagnostic{Check: check, OK: true,
-					Detail: fmt.Sprintf("wrote and read back %d KiB through the peer mapping in %v", d.Bytes>>10, d.Elapsed.Round(time.Microsecond))})
-			default:
-				// No peer access is normal between unlinked devices; the
-				// portable checks flag it where links exist.
-				out = append(out, backend.Diagnostic{Check: check, OK: true, Detail: "no peer access: " + d.Reason})
-			}
-		}
-	}
+	out = append(out, backend.PeerTestDiagnostics(ctx, b, n)...)
 	return out
 }
 

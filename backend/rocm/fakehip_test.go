@@ -916,7 +916,7 @@ func (h *fakeHIP) ModuleUnload(dev int, m hipModule) error {
 
 // Argument sizes of the built-in kernels' C signatures (entry.cuh).
 var (
-	allReduceArgSizes = []int{8, 8, 8, 8, 8, 4, 4, 4, 4, 8, 8, 8}
+	allReduceArgSizes = []int{8, 8, 8, 8, 8, 4, 4, 4, 4, 8, 8, 8, 8}
 	signalArgSizes    = []int{8, 4, 4, 4, 4, 4, 8, 8}
 )
 

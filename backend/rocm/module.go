@@ -11,7 +11,7 @@ import (
 )
 
 // inlineParams is the parameter buffer each stream keeps; larger argument
-// lists (rare: the built-in kernels need 80 bytes) are allocated.
+// lists (rare: the built-in kernels need 88 bytes) are allocated.
 const inlineParams = 256
 
 // module is a loaded HIP module.

@@ -21,29 +21,6 @@ const (
 	peerReadPattern  = 0x5a
 )
 
-// PeerDetail records how the backend decided whether device From can access
-// device To's memory.
-type PeerDetail struct {
-	// From is the device that accesses; To the device whose memory it
-	// accesses.
-	From int `json:"from"`
-	To   int `json:"to"`
-	// CanAccessPeer is hipDeviceCanAccessPeer's answer.
-	CanAccessPeer bool `json:"can_access_peer"`
-	// Enabled says hipDeviceEnablePeerAccess succeeded.
-	Enabled bool `json:"enabled"`
-	// Verified says a pattern copied by From into To's memory read back
-	// correctly on To, and one written on To read back correctly when
-	// From copied it out.
-	Verified bool `json:"verified"`
-	// Bytes is the size of the test transfer; Elapsed how long the whole
-	// write and read-back took.
-	Bytes   int           `json:"bytes"`
-	Elapsed time.Duration `json:"elapsed"`
-	// Reason says why access is not available, when it is not.
-	Reason string `json:"reason,omitempty"`
-}
-
 // PeerAccess reports whether device i can read and write device j's memory:
 // hipDeviceCanAccessPeer must say yes, peer access is then enabled (once)
 // and a real write and read-back through the peer mapping must succeed. The
@@ -60,31 +37,22 @@ func (b *Backend) PeerAccess(ctx context.Context, i, j int) (bool, error) {
 }
 
 // PeerTest returns how PeerAccess(i, j) was decided, running the check
-// first if it has not run yet.
-func (b *Backend) PeerTest(ctx context.Context, i, j int) (PeerDetail, error) {
+// first if it has not run yet (backend.PeerTester).
+func (b *Backend) PeerTest(ctx context.Context, i, j int) (backend.PeerDetail, error) {
 	if _, err := b.PeerAccess(ctx, i, j); err != nil {
-		return PeerDetail{}, err
+		return backend.PeerDetail{}, err
 	}
-	if i == j {
-		return PeerDetail{From: i, To: j, CanAccessPeer: true, Enabled: true, Verified: true, Reason: "same device"}, nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.details[[2]int{i, j}], nil
+	return b.details.Lookup(i, j), nil
 }
 
-func (b *Backend) recordPeer(d PeerDetail) {
-	b.mu.Lock()
-	b.details[[2]int{d.From, d.To}] = d
-	b.mu.Unlock()
-}
+var _ backend.PeerTester = (*Backend)(nil)
 
 // queryPeer is the PeerCache query: it enables access itself because the
 // check needs the peer mapping, so the cache gets no enable callback.
 // Errors (the check could not run) are not cached; a refused enable, a
 // failed transfer or a wrong read-back is a cached "no".
 func (b *Backend) queryPeer(i, j int) (bool, error) {
-	d := PeerDetail{From: i, To: j, Bytes: peerTestBytes}
+	d := backend.PeerDetail{From: i, To: j, Bytes: peerTestBytes}
 	can, err := b.canAccessPeer(i, j)
 	if err != nil {
 		return false, err
@@ -92,12 +60,12 @@ func (b *Backend) queryPeer(i, j int) (bool, error) {
 	d.CanAccessPeer = can
 	if !can {
 		d.Reason = "hipDeviceCanAccessPeer says no"
-		b.recordPeer(d)
+		b.details.Record(d)
 		return false, nil
 	}
 	if err := b.hip.EnablePeerAccess(i, j); err != nil {
 		d.Reason = err.Error()
-		b.recordPeer(d)
+		b.details.Record(d)
 		b.log.Debug("rocm: enabling peer access failed", "from", i, "to", j, "error", err)
 		return false, nil
 	}
@@ -110,7 +78,7 @@ func (b *Backend) queryPeer(i, j int) (bool, error) {
 	d.Elapsed = time.Since(start)
 	d.Verified = reason == ""
 	d.Reason = reason
-	b.recordPeer(d)
+	b.details.Record(d)
 	b.log.Debug("rocm: peer access", "from", i, "to", j, "verified", d.Verified, "reason", reason, "elapsed", d.Elapsed)
 	return d.Verified, nil
 }
@@ -231,3 +199,4 @@ func (b *Backend) FabricReason(i int) string {
 	}
 	return b.fabricReason[i]
 }
+

@@ -6,10 +6,11 @@
 //	intranode conformance --backend plugin:./bin/intranode-fake-plugin --world 2
 //
 // It is started by a host, never by hand. The fake is configured as the
-// registered "fake" driver is: INTRANODE_FAKE_DEVICES and
-// INTRANODE_FAKE_TOPOLOGY from the environment the host passes on, then an
-// optional argument of key=value settings (devices=2,topology=ring), which
-// a Go host gives with plugin.WithArgs.
+// registered "fake" driver is: INTRANODE_FAKE_DEVICES,
+// INTRANODE_FAKE_TOPOLOGY and INTRANODE_FAKE_BROKEN_P2P from the
+// environment the host passes on, then an optional argument of key=value
+// settings (devices=2,topology=ring), which a Go host gives with
+// plugin.WithArgs.
 package main
 
 import (

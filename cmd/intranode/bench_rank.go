@@ -79,6 +79,10 @@ func runBenchRank(ctx context.Context, args []string, s streams) error {
 // rendezvousSample is the Algo of the sample that carries Rendezvous time.
 const rendezvousSample = "rendezvous"
 
+// deviceOpenSample is the Algo of the sample that carries the time to open
+// the device (creating its driver context) before Rendezvous.
+const deviceOpenSample = "device-open"
+
 const (
 	envBenchConfig = "INTRANODE_BENCH_CONFIG"
 	envBenchRank   = "INTRANODE_BENCH_RANK"
@@ -92,6 +96,18 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 		return err
 	}
 	defer c.Close()
+	// Open the device first, as any program does before it forms a
+	// group (its tensors live there): the driver context is created here,
+	// and Rendezvous is measured without it.
+	open := time.Now()
+	warm, err := b.Open(ctx, dev)
+	if err != nil {
+		return err
+	}
+	defer warm.Close()
+	if err := emit(benchSample{Rank: rank, Algo: deviceOpenSample, TimeUS: float64(time.Since(open).Nanoseconds()) / 1e3}); err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := c.Rendezvous(ctx); err != nil {
 		return err

@@ -56,8 +56,14 @@ func runDoctor(ctx context.Context, args []string, s streams) error {
 			if i == j || rep.Matrix.At(i, j) == 0 {
 				continue
 			}
+			detail := a.String()
+			if t, ok := b.(backend.PeerTester); ok && a == connectivity.AccessNo {
+				if d, err := t.PeerTest(ctx, i, j); err == nil && d.Reason != "" {
+					detail += ": " + d.Reason
+				}
+			}
 			add(backend.Diagnostic{Check: fmt.Sprintf("peer access %d->%d", i, j), OK: a == connectivity.AccessYes,
-				Detail: a.String(), Hint: "linked devices without working peer access: check IOMMU/ACS settings and the driver"})
+				Detail: detail, Hint: "linked devices without working peer access: check IOMMU/ACS settings and the driver; rendezvous refuses groups that use them"})
 		}
 	}
 	for i := range rep.Devices {

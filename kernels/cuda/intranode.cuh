@@ -105,52 +105,48 @@ INTRANODE_DEVICE void report(uint32_t* status, uint32_t code, uint32_t peer, uin
   }
 }
 
-// Agreement is a thread's side of the call agreement (kernels/abi.go, "Call
-// agreement"): the launch's Call (0: no check) and where peers put theirs.
-struct Agreement {
-  uint64_t call;
-  const uint64_t* in;  // callIn[0][seq mod 2] of my pad; src's is in[2*src]
-  uint32_t* status;
+// The call agreement (kernels/abi.go, "Call agreement"). Everything here
+// is out of line and takes what it needs as arguments: the spin loops that
+// call it are register-bound, and the checks run once per launch or once
+// every 16 spins.
 
-  INTRANODE_DEVICE void open(uint64_t my_pad, uint64_t call_tag, uint32_t* status_word) {
-    call = call_tag;
-    in = reinterpret_cast<const uint64_t*>(my_pad + kCallInOffset + (call_tag >> 32 & 1) * 8);
-    status = status_word;
+// call_in is callIn[src][seq mod 2] of the pad at pad.
+INTRANODE_DEVICE uint64_t* call_in(uint64_t pad, uint32_t src, uint64_t call) {
+  return reinterpret_cast<uint64_t*>(pad + kCallInOffset + (uint64_t(src) * 2 + (call >> 32 & 1)) * 8);
+}
+
+// publish_call puts this rank's Call into callIn[me][seq mod 2] of peer_pad.
+INTRANODE_DEVICE void publish_call(uint64_t peer_pad, uint32_t me, uint64_t call) {
+  if (call != 0) {
+    port::store_word64(call_in(peer_pad, me, call), call);
   }
+}
 
-  // publish puts the Call into callIn[me][seq mod 2] of peer_pad.
-  INTRANODE_DEVICE void publish(uint64_t peer_pad, uint32_t me) const {
-    if (call != 0) {
-      port::store_word64(reinterpret_cast<uint64_t*>(peer_pad + kCallInOffset +
-                                                     (uint64_t(me) * 2 + (call >> 32 & 1)) * 8),
-                         call);
-    }
+// call_agrees runs after a signal from src: src published its Call first.
+INTRANODE_DEVICE bool call_agrees(uint64_t my_pad, uint32_t src, uint64_t call, uint32_t* status,
+                                    uint32_t ch) {
+  if (call == 0 || port::load_word64(call_in(my_pad, src, call)) == call) {
+    return true;
   }
+  report(status, kStatusMismatch, src, ch);
+  return false;
+}
 
-  // agrees runs after a signal from src: src published its Call first.
-  INTRANODE_DEVICE bool agrees(uint32_t src, uint32_t ch) const {
-    if (call == 0 || port::load_word64(in + 2 * src) == call) {
-      return true;
-    }
-    report(status, kStatusMismatch, src, ch);
+// watch_call runs now and then while a thread spins for src: true means
+// stop, because src's Call for this sequence number differs (reported
+// here) or another thread of the launch has already reported a failure.
+INTRANODE_DEVICE bool watch_call(uint64_t my_pad, uint32_t src, uint64_t call, uint32_t* status,
+                                   uint32_t ch, uint32_t spin) {
+  if (call == 0) {
     return false;
   }
-
-  // watch runs now and then while a thread spins for src: true means stop,
-  // because src's Call for this sequence number differs (reported here) or
-  // another thread of the launch has already reported a failure.
-  INTRANODE_DEVICE bool watch(uint32_t src, uint32_t ch, uint32_t spin) const {
-    if (call == 0) {
-      return false;
-    }
-    const uint64_t v = port::load_word64(in + 2 * src);
-    if (v >> 32 == call >> 32 && v != call) {
-      report(status, kStatusMismatch, src, ch);
-      return true;
-    }
-    return (spin & 1023) == 0 && status != nullptr && port::load_status(status) != 0;
+  const uint64_t v = port::load_word64(call_in(my_pad, src, call));
+  if (v >> 32 == call >> 32 && v != call) {
+    report(status, kStatusMismatch, src, ch);
+    return true;
   }
-};
+  return (spin & 1023) == 0 && status != nullptr && port::load_status(status) != 0;
+}
 
 INTRANODE_DEVICE uint32_t* pad_word(uint64_t pad, uint64_t area, uint32_t ch, uint32_t rank) {
   return reinterpret_cast<uint32_t*>(pad + area + (uint64_t(ch) * kMaxRanks + rank) * 4);
@@ -191,8 +187,10 @@ struct Link {
   // when timeout_ns pass first (the caller reports it), or kWaitStopped
   // when the agreement (if any) says to stop (already reported).
   static constexpr int kWaitOK = 0, kWaitTimeout = 1, kWaitStopped = 2;
-  INTRANODE_DEVICE int wait(uint64_t timeout_ns, const Agreement* agree = nullptr, uint32_t peer = 0,
-                            uint32_t ch = 0) {
+  // With a Call, the spin also watches the agreement (watch_call): my_pad
+  // is this rank's pad, peer the rank waited for.
+  INTRANODE_DEVICE int wait(uint64_t timeout_ns, uint64_t call = 0, uint64_t my_pad = 0,
+                            uint32_t* status = nullptr, uint32_t peer = 0, uint32_t ch = 0) {
     const uint32_t want = recv_count + 1;
     if (!arrived(port::load_acquire(inbox), want)) {
       const uint64_t start = port::now_ns();
@@ -200,7 +198,7 @@ struct Link {
         if (port::now_ns() - start > timeout_ns) {
           return kWaitTimeout;
         }
-        if (agree != nullptr && (spin & 15) == 0 && agree->watch(peer, ch, spin)) {
+        if (call != 0 && (spin & 15) == 0 && watch_call(my_pad, peer, call, status, ch, spin)) {
           return kWaitStopped;
         }
       }
@@ -220,25 +218,27 @@ struct Team {
   uint32_t* status;
   uint64_t timeout_ns;
   volatile int* failed;  // block-shared: some link timed out
-  Agreement agree;
+  uint64_t call;         // kernels.CallTag, 0: no agreement check
+  uint64_t my_pad;
   uint64_t peer_pad;
   uint32_t rank;
   bool first;  // the first barrier of the launch carries the agreement
 
   // open takes the pad pointers already loaded (see check) so that
   // the counter loads are the only dependent step before the first put.
-  INTRANODE_DEVICE void open(uint64_t my_pad, uint64_t peer_pad_, uint32_t rank_, uint32_t world,
+  INTRANODE_DEVICE void open(uint64_t my_pad_, uint64_t peer_pad_, uint32_t rank_, uint32_t world,
                              uint32_t* status_word, uint64_t timeout, volatile int* shared_failed,
-                             uint64_t call) {
+                             uint64_t call_tag) {
     peer = port::thread_index();
     ch = port::block_index();
     status = status_word;
     timeout_ns = timeout;
     failed = shared_failed;
+    call = call_tag;
+    my_pad = my_pad_;
     peer_pad = peer_pad_;
     rank = rank_;
     first = true;
-    agree.open(my_pad, call, status_word);
     active = peer < world && peer != rank;
     if (peer == 0) {
       *failed = 0;
@@ -254,14 +254,14 @@ struct Team {
   INTRANODE_DEVICE void signal() {
     if (active) {
       if (first) {
-        agree.publish(peer_pad, rank);
+        publish_call(peer_pad, rank, call);
       }
       link.put();
-      const int w = link.wait(timeout_ns, &agree, peer, ch);
+      const int w = link.wait(timeout_ns, call, my_pad, status, peer, ch);
       if (w == Link::kWaitTimeout) {
         report(status, kStatusTimeout, peer, ch);
       }
-      if (w != Link::kWaitOK || (first && !agree.agrees(peer, ch))) {
+      if (w != Link::kWaitOK || (first && !call_agrees(my_pad, peer, call, status, ch))) {
         *failed = 1;
       }
     }
@@ -911,11 +911,9 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
   const uint32_t f = ll_flag(epoch, a.call);
   const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
   const uint64_t region = ll_region(a.world);
-  Agreement agree;
-  agree.open(a.my_pad, a.call, a.status);
   if (port::block_index() == 0 && t < a.world && t != a.rank) {
     // For peers on another path, which watch for it (kernels/abi.go).
-    agree.publish(a.peer_pad, a.rank);
+    publish_call(a.peer_pad, a.rank, a.call);
   }
 
   char* dst[P];        // my region of the slot in peer k's pad
@@ -990,18 +988,16 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
             if (ll_ready(la[u][k], f) && ll_ready(lb[u][k], f)) {
               break;
             }
-            if (a.call != 0 && (ll_differs(la[u][k], f) || ll_differs(lb[u][k], f))) {
-              report(a.status, kStatusMismatch, peer, port::block_index());
-              alive = false;
-              break;
-            }
             if ((spin & 15) == 0) {
-              if (port::now_ns() - start > a.timeout_ns) {
-                report(a.status, kStatusTimeout, peer, port::block_index());
+              // A line of this epoch with another flag: a differing call.
+              const bool differs = ll_differs(la[u][k], f);
+              if (differs || port::now_ns() - start > a.timeout_ns) {
+                report(a.status, differs ? kStatusMismatch : kStatusTimeout, peer, port::block_index());
                 alive = false;
                 break;
               }
-              if (agree.watch(peer, port::block_index(), spin)) {
+              // Another thread of the launch has given up (status set).
+              if ((spin & 1023) == 0 && a.status != nullptr && port::load_status(a.status) != 0) {
                 alive = false;
                 break;
               }

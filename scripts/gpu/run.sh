@@ -38,6 +38,18 @@ for s in $STEPS; do
     step bench
     timeout 150 .gpu/intranode bench --backend cuda --world "$WORLD" --graph -b 1K -e 256M -f 4 --iters 50 --warmup 10 --plot "$OUT/bench-graph.svg" 2>&1 | tee "$OUT/bench-graph.txt"
     timeout 120 .gpu/intranode bench --backend cuda --world "$WORLD" -b 1K -e 64K -f 4 --iters 50 --warmup 10 --algo auto 2>&1 | tee "$OUT/bench-eager.txt" ;;
+  faults)
+    # Kernel-level faults on the device: mismatched calls, a stalled rank
+    # and a killed rank in the middle of an all-reduce.
+    step faults
+    timeout 420 .gpu/intranode conformance --backend cuda --world "$WORLDS" --faults --trials "${TRIALS:-20}" \
+      --run 'faults/(mismatched-calls|stall-allreduce|kill-allreduce)' 2>&1 | tee "$OUT/faults.txt" | grep -v '^pass' ;;
+  rendezvous)
+    # Where Rendezvous spends its time: the phases each rank logs at debug
+    # level, from a short bench run.
+    step rendezvous
+    timeout 120 .gpu/intranode bench --backend cuda --world "$WORLD" -b 1K -e 1K --iters 5 --warmup 1 -v 2>&1 \
+      | tee "$OUT/rendezvous.txt" | grep -E 'rendezvous|phase' | head -60 ;;
   anchor)
     step anchor
     timeout 200 python3 scripts/gpu/anchor.py 2>&1 | tee "$OUT/anchor.csv" ;;

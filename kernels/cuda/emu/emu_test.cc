@@ -493,15 +493,24 @@ void mismatched_calls() {
     uint32_t grid;
   };
   const uint64_t ll = ll_max(2) / 4, push = push_max(2) / 4;
+  // slow: the rank (if any) on the LL path against a peer on another path.
+  // LL spins do not watch callIn (register pressure), so that rank learns
+  // of the difference only at its deadline; the host then reads the
+  // records (collective.ErrMismatch either way).
   struct Mis {
     const char* what;
     Side a, b;
+    int slow = -1;
+    // lagging: some LL threads wait for lines the peer never writes and
+    // stop when they next poll the status word, which the emulator's
+    // threads, yielding on two cores, take long to reach.
+    bool lagging = false;
   } cases[] = {
-      {"LL count", {Algo::kOneShot, ll / 2, kSum, 1, 1}, {Algo::kOneShot, ll / 4, kSum, 1, 1}},
+      {"LL count", {Algo::kOneShot, ll / 2, kSum, 1, 1}, {Algo::kOneShot, ll / 4, kSum, 1, 1}, -1, true},
       {"LL op", {Algo::kOneShot, 40, kSum, 1, 1}, {Algo::kOneShot, 40, kMax, 1, 1}},
       {"LL skipped call", {Algo::kOneShot, 40, kSum, 1, 1}, {Algo::kOneShot, 40, kSum, 2, 1}},
-      {"LL vs two-shot", {Algo::kOneShot, 40, kSum, 1, 1}, {Algo::kTwoShot, 40, kSum, 1, 3}},
-      {"LL vs push", {Algo::kOneShot, ll / 2, kSum, 1, 2}, {Algo::kOneShot, push / 2, kSum, 1, 3}},
+      {"LL vs two-shot", {Algo::kOneShot, 40, kSum, 1, 1}, {Algo::kTwoShot, 40, kSum, 1, 3}, 0},
+      {"LL vs push", {Algo::kOneShot, ll / 2, kSum, 1, 2}, {Algo::kOneShot, push / 2, kSum, 1, 3}, 0},
       {"push count", {Algo::kOneShot, push / 2, kSum, 1, 2}, {Algo::kOneShot, push / 2 + 4, kSum, 1, 2}},
       {"classic count", {Algo::kOneShot, push + 64, kSum, 1, 2}, {Algo::kOneShot, push + 128, kSum, 1, 2}},
       {"two-shot skipped call", {Algo::kTwoShot, 1000, kSum, 1, 2}, {Algo::kTwoShot, 1000, kSum, 2, 2}},
@@ -520,7 +529,7 @@ void mismatched_calls() {
         const Side& sd = side[r];
         launch({r}, sd.grid, 64, [&](int rr) {
           kernel_for<kF32>(sd.algo)(g.buf_ptrs.data(), g.pad_ptrs.data(), ins[rr], outs[rr], sd.count,
-                                    rr, 2, kF32, sd.op, &g.status[rr], 20'000'000'000ull, 0,
+                                    rr, 2, kF32, sd.op, &g.status[rr], 2'000'000'000ull, 0,
                                     call_tag(sd.seq, sd.algo, sd.count, kF32, sd.op));
         });
       });
@@ -529,7 +538,8 @@ void mismatched_calls() {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (int r = 0; r < 2; ++r) {
       const uint32_t code = g.status[r] & 0xff, peer = g.status[r] >> 8 & 0xff;
-      CHECK(code == kStatusMismatch && peer == uint32_t(1 - r), "mismatch %s: rank %d status %#x (%.2fs)",
+      const uint32_t want = r == m.slow ? kStatusTimeout : kStatusMismatch;
+      CHECK(code == want && peer == uint32_t(1 - r), "mismatch %s: rank %d status %#x (%.2fs)",
             m.what, r, g.status[r], secs);
       const uint64_t* rec = reinterpret_cast<const uint64_t*>(g.pads[r]->p + kRecordOffset);
       CHECK(rec[0] == call_tag(side[r].seq, side[r].algo, side[r].count, kF32, side[r].op) &&
@@ -537,7 +547,7 @@ void mismatched_calls() {
             "mismatch %s: rank %d record %#llx %llu", m.what, r, (unsigned long long)rec[0],
             (unsigned long long)rec[1]);
     }
-    CHECK(secs < 10.0, "mismatch %s: took %.2fs, the deadline is 20s", m.what, secs);
+    CHECK(m.slow >= 0 || m.lagging || secs < 1.5, "mismatch %s: took %.2fs, the deadline is 2s", m.what, secs);
   }
 }
 
