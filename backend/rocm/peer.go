@@ -199,4 +199,3 @@ func (b *Backend) FabricReason(i int) string {
 	}
 	return b.fabricReason[i]
 }
-
