@@ -46,13 +46,7 @@ func (d misroutedDevice) Import(ctx context.Context, h backend.Handle) (backend.
 func TestPeerAccessThroughMappings(t *testing.T) {
 	for _, world := range []int{2, 4} {
 		t.Run("working", func(t *testing.T) {
-			fb, err := fake.New(fake.WithDevices(world))
-			require.NoError(t, err)
-			defer fb.Close()
-			devs := make([]int, world)
-			for i := range devs {
-				devs[i] = i
-			}
+			fb, devs := fakeDevices(t, world)
 			mems, errs := rendezvousAll(t, mappedBackend{Backend: fb}, devs, nil)
 			for r := range world {
 				require.NoError(t, errs[r], "rank %d", r)
@@ -62,13 +56,7 @@ func TestPeerAccessThroughMappings(t *testing.T) {
 			barrierAll(t, mems)
 		})
 		t.Run("misrouted", func(t *testing.T) {
-			fb, err := fake.New(fake.WithDevices(world))
-			require.NoError(t, err)
-			defer fb.Close()
-			devs := make([]int, world)
-			for i := range devs {
-				devs[i] = i
-			}
+			fb, devs := fakeDevices(t, world)
 			_, errs := rendezvousAll(t, mappedBackend{Backend: fb, misroute: true}, devs, func(int) []symmetric.Option {
 				return []symmetric.Option{symmetric.WithTimeout(2 * time.Second)}
 			})
@@ -93,4 +81,18 @@ func barrierAll(t *testing.T, mems []*symmetric.Memory) {
 		errs = append(errs, <-errc)
 	}
 	require.NoError(t, errors.Join(errs...))
+}
+
+// fakeDevices is a fake backend of n devices, closed with the test, and
+// the list of them.
+func fakeDevices(t *testing.T, n int) (backend.Backend, []int) {
+	t.Helper()
+	fb, err := fake.New(fake.WithDevices(n))
+	require.NoError(t, err)
+	t.Cleanup(func() { fb.Close() })
+	devs := make([]int, n)
+	for i := range devs {
+		devs[i] = i
+	}
+	return fb, devs
 }
