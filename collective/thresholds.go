@@ -51,11 +51,17 @@ func (t Thresholds) Select(n int) Algo {
 //	twoshot  10.07 10.28 10.31 11.07 11.47 15.44 30.15
 //	NCCL     19.17 9.85  11.71 31.93 27.70 35.40 40.69
 //
+// cuda, world 8, 8×H200 (NVSwitch), one run, second session
+// (docs/results/2026-11-22-session2-h200x8; the one-shot at 4K and NCCL at
+// 1K are single-run outliers against their neighbours):
+//
+//	bytes    1K    4K    16K   64K   256K  1M    4M
+//	oneshot  9.06  42.61 10.88 12.14 16.89 37.69 107.30
+//	twoshot  11.99 13.35 13.24 15.23 37.72 21.02 39.65
+//	NCCL     37.54 16.66 28.41 38.42 39.54 42.61 67.31
+//
 // Our kernels beat NCCL at every size that fits the 10 MiB buffer at
-// worlds 2 and 4, so beyond the buffer (None by capacity) is NCCL's. World 8
-// was not measured on CUDA (no 8-GPU host lent): its entry extrapolates
-// world 4 (one-shot reads twice the peers) and hands messages above 1 MiB to
-// NCCL until a measurement replaces it.
+// worlds 2, 4 and 8, so beyond the buffer (None by capacity) is NCCL's.
 //
 // fake, world 2, float, 2-core development machine (docs/PERFORMANCE.md):
 //
@@ -74,7 +80,7 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 	case backendName == "cuda" && world <= 4:
 		return Thresholds{OneShotMax: 256 << 10}
 	case backendName == "cuda":
-		return Thresholds{OneShotMax: 128 << 10, KernelMax: 1 << 20}
+		return Thresholds{OneShotMax: 256 << 10}
 	}
 	return Thresholds{OneShotMax: 16 << 10}
 }
