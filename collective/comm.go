@@ -369,13 +369,28 @@ func (c *Comm) setupMemory(ctx context.Context, tm *phases.Timer) error {
 	// device; loading them a second time would only cost rendezvous time.
 	c.module = mem.Module()
 	c.fns = map[string]backend.Function{}
-	if c.status, err = dev.AllocHost(ctx, 64); err != nil {
-		return fmt.Errorf("collective: status word: %w", err)
-	}
-	if c.stream, err = dev.NewStream(ctx); err != nil {
-		return fmt.Errorf("collective: stream: %w", err)
+	if err := c.openControl(ctx); err != nil {
+		return err
 	}
 	tm.Mark("status+stream")
+	return nil
+}
+
+// openControl gives the comm what every all-reduce path needs on its
+// device besides memory, where it lacks them: the kernels' status word and
+// the stream for internal work.
+func (c *Comm) openControl(ctx context.Context) error {
+	var err error
+	if c.status == nil {
+		if c.status, err = c.dev.AllocHost(ctx, 64); err != nil {
+			return fmt.Errorf("collective: status word: %w", err)
+		}
+	}
+	if c.stream == nil {
+		if c.stream, err = c.dev.NewStream(ctx); err != nil {
+			return fmt.Errorf("collective: stream: %w", err)
+		}
+	}
 	return nil
 }
 

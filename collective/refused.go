@@ -50,17 +50,9 @@ func (c *Comm) keepForFallback(ctx context.Context, refusal error) bool {
 			return false
 		}
 	}
-	if c.status == nil {
-		if c.status, err = c.dev.AllocHost(ctx, 64); err != nil {
-			c.log.Debug("fallback-only comm: status word", "err", err)
-			return false
-		}
-	}
-	if c.stream == nil {
-		if c.stream, err = c.dev.NewStream(ctx); err != nil {
-			c.log.Debug("fallback-only comm: stream", "err", err)
-			return false
-		}
+	if err = c.openControl(ctx); err != nil {
+		c.log.Debug("fallback-only comm", "err", err)
+		return false
 	}
 	c.refused = refusal
 	c.log.Debug("intra-node comm kept for the backend's all-reduce only", "group", c.name)

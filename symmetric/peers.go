@@ -150,24 +150,24 @@ func (m *Memory) probeMappings(ctx context.Context, infos []peerInfo, check func
 	wait := min(maxProbeWait, TimeoutFor(ctx, m.opts.timeout)/2)
 	bctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	var out denials
-	if err := m.dev.CopyToDevice(ctx, m.pads[m.rank].Add(kernels.ProbeOffset), probePattern(infos[m.rank].Nonce, m.rank)); err != nil {
+	// A probe that cannot run denies every peer, so that all ranks refuse.
+	denyAll := func(reason string) denials {
+		var out denials
 		for r := range infos {
 			if r != m.rank {
-				out = append(out, denial{Rank: r, Reason: "writing the peer-access probe failed: " + err.Error()})
+				out = append(out, denial{Rank: r, Reason: reason})
 			}
 		}
 		return out
+	}
+	if err := m.dev.CopyToDevice(ctx, m.pads[m.rank].Add(kernels.ProbeOffset), probePattern(infos[m.rank].Nonce, m.rank)); err != nil {
+		return denyAll("writing the peer-access probe failed: " + err.Error())
 	}
 	w, err := m.signalStatus(bctx, "peer-access probe", m.fnBar, -1, kernels.ProbeChannel, m.allMask())
 	if err != nil {
-		for r := range infos {
-			if r != m.rank {
-				out = append(out, denial{Rank: r, Reason: "the peer-access probe could not run: " + err.Error()})
-			}
-		}
-		return out
+		return denyAll("the peer-access probe could not run: " + err.Error())
 	}
+	var out denials
 	if code, peer, _ := kernels.DecodeStatus(w); code != kernels.StatusOK {
 		reason := fmt.Sprintf("its signal through its mapping of rank %d's pad did not arrive within %v (status %#x)", m.rank, wait, w)
 		return denials{{Rank: peer, Reason: reason, Incoming: true}}
