@@ -162,6 +162,14 @@ type LaunchConfig struct {
 	Grid      Dim3
 	Block     Dim3
 	SharedMem uint32
+	// Early lets the kernel start before the work ahead of it on the
+	// stream has finished: the kernel itself waits for that work before it
+	// touches memory the work may write (programmatic dependent launch on
+	// CUDA devices of compute capability 9.0 and newer, where the driver
+	// has cuLaunchKernelEx). Backends and devices without it launch
+	// normally. Only kernels written for it may set it: the intranode
+	// all-reduce kernels are (kernels/abi.go).
+	Early bool
 }
 
 // ModuleSource names a kernel module. A Name alone asks the backend for one

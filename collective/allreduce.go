@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -29,10 +30,16 @@ const (
 	// HCM: reduce inside the quad, then exchange with the cross-quad
 	// neighbour (hybrid cube mesh only).
 	HCM
+	// Pipeline: every rank pushes its input chunk by chunk into the peers'
+	// signal pads and reduces what arrives, many chunks in flight at once.
+	// It needs no symmetric buffer, so it takes any size; it moves as many
+	// bytes as one-shot, which makes it the large-message algorithm of
+	// small worlds (kernels/abi.go, "Pipeline").
+	Pipeline
 )
 
 // Algos lists the kernel algorithms.
-var Algos = []Algo{OneShot, TwoShot, HCM}
+var Algos = []Algo{OneShot, TwoShot, HCM, Pipeline}
 
 // String names the algorithm as tables and flags spell it.
 func (a Algo) String() string {
@@ -43,11 +50,13 @@ func (a Algo) String() string {
 		return "twoshot"
 	case HCM:
 		return "hcm"
+	case Pipeline:
+		return "pipeline"
 	}
 	return "none"
 }
 
-// ParseAlgo parses "none", "oneshot", "twoshot" or "hcm".
+// ParseAlgo parses "none", "oneshot", "twoshot", "hcm" or "pipeline".
 func ParseAlgo(s string) (Algo, error) {
 	switch strings.ToLower(strings.ReplaceAll(s, "-", "")) {
 	case "none":
@@ -58,8 +67,10 @@ func ParseAlgo(s string) (Algo, error) {
 		return TwoShot, nil
 	case "hcm":
 		return HCM, nil
+	case "pipeline":
+		return Pipeline, nil
 	}
-	return None, backend.Errorf(backend.CodeInvalidArgument, "unknown algorithm %q (none, oneshot, twoshot, hcm)", s)
+	return None, backend.Errorf(backend.CodeInvalidArgument, "unknown algorithm %q (none, oneshot, twoshot, hcm, pipeline)", s)
 }
 
 func (a Algo) kernel() kernels.Algo {
@@ -68,15 +79,21 @@ func (a Algo) kernel() kernels.Algo {
 		return kernels.OneShot
 	case TwoShot:
 		return kernels.TwoShot
+	case Pipeline:
+		return kernels.Pipeline
 	}
 	return kernels.HCM
 }
 
 // Capacity is the largest count of dtype elements algo can reduce in one
-// call with this comm's buffer.
+// call with this comm's buffer. Pipeline uses no buffer: its capacity is
+// bounded only by the int type.
 func (c *Comm) Capacity(algo Algo, dtype backend.DType) int {
 	if !dtype.Valid() {
 		return 0
+	}
+	if algo == Pipeline {
+		return math.MaxInt / dtype.Size()
 	}
 	if algo == HCM {
 		return kernels.HCMPartialOffset(c.opts.BufferSize) / dtype.Size()
@@ -102,10 +119,10 @@ func (c *Comm) SelectAllReduceAlgo(count int, dtype backend.DType) Algo {
 		}
 		return None
 	case connectivity.FullyConnected:
-		if count > c.Capacity(OneShot, dtype) {
-			return None
+		if a := c.tab.Select(bytes); count <= c.Capacity(a, dtype) {
+			return a
 		}
-		return c.tab.Select(bytes)
+		return None
 	}
 	return None
 }
@@ -241,7 +258,7 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 	if algo == HCM && c.topo != connectivity.HybridCubeMesh {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: HCM needs a hybrid cube mesh, topology is %v", c.topo)
 	}
-	if algo > HCM {
+	if algo > Pipeline {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: unknown algorithm %d", algo)
 	}
 	timeout := symmetric.TimeoutFor(ctx, c.opts.Timeout)

@@ -31,11 +31,19 @@ func TestThresholdsSelect(t *testing.T) {
 		require.Equal(t, tc.want, tab.Select(tc.n), "n=%d", tc.n)
 	}
 	require.Equal(t, TwoShot, Thresholds{OneShotMax: 10}.Select(1<<30), "no kernel limit")
+	pipe := Thresholds{OneShotMax: 1024, PipelineMin: 4096, KernelMax: 1 << 20}
+	for _, tc := range []struct {
+		n    int
+		want Algo
+	}{{1024, OneShot}, {4095, TwoShot}, {4096, Pipeline}, {1 << 20, Pipeline}, {1<<20 + 1, None}} {
+		require.Equal(t, tc.want, pipe.Select(tc.n), "pipeline table, n=%d", tc.n)
+	}
 	for _, w := range []int{2, 4, 8} {
 		for _, b := range []string{"cuda", "fake", "rocm"} {
 			tab := DefaultThresholds(b, w)
 			require.Positive(t, tab.OneShotMax)
 			require.True(t, tab.KernelMax == 0 || tab.KernelMax >= tab.OneShotMax)
+			require.True(t, tab.PipelineMin == 0 || tab.PipelineMin > tab.OneShotMax)
 		}
 	}
 }
@@ -78,4 +86,19 @@ func TestGroupMatrixOverlap(t *testing.T) {
 	require.Equal(t, connectivity.Unknown, topo)
 	_, err = detect(m, []int{0, 3})
 	require.Error(t, err)
+}
+
+// TestPipelineLaunchConfig: every rank computes the same grid from the size
+// alone, within the channels, with chunk slots the push area holds.
+func TestPipelineLaunchConfig(t *testing.T) {
+	for _, w := range []int{2, 3, 4, 8} {
+		for _, n := range []int{1, 16, 64 << 10, 4 << 20, 256 << 20} {
+			cfg := LaunchConfig("cuda", Pipeline, n, w)
+			g := int(cfg.Grid.X)
+			require.True(t, g >= 1 && g <= kernels.KernelChannels, "world %d, %d bytes: grid %d", w, n, g)
+			require.Positive(t, kernels.PipelineChunk(w, g), "world %d, %d bytes: grid %d", w, n, g)
+			require.True(t, cfg.Early)
+		}
+	}
+	require.Equal(t, uint32(kernels.KernelChannels), LaunchConfig("cuda", Pipeline, 256<<20, 2).Grid.X)
 }

@@ -16,13 +16,21 @@ type Thresholds struct {
 	// the vendor library; larger messages select None. 0 means no limit
 	// (a backend without a vendor library, or kernels faster throughout).
 	KernelMax int
+	// PipelineMin is the smallest message, in bytes, for which Pipeline is
+	// the fastest; 0 means never. Pipeline has no buffer limit, so it also
+	// takes the messages over the buffer that would otherwise go to None.
+	PipelineMin int
 }
 
-// Select returns the faster path for a message of n bytes.
+// Select returns the faster path for a message of n bytes. A caller must
+// still check the choice against the buffer (Comm.Capacity): over it,
+// only Pipeline and None remain.
 func (t Thresholds) Select(n int) Algo {
 	switch {
 	case t.KernelMax > 0 && n > t.KernelMax:
 		return None
+	case t.PipelineMin > 0 && n >= t.PipelineMin:
+		return Pipeline
 	case n <= t.OneShotMax:
 		return OneShot
 	}
@@ -32,17 +40,20 @@ func (t Thresholds) Select(n int) Algo {
 // DefaultThresholds returns the measured crossovers for a backend and world
 // size. The tables: bf16, graph replay, µs per call (slowest rank), our
 // kernels and NCCL through the same binary in one run (`intranode bench
-// --backend cuda --graph`, docs/results/2026-11-22-h200{x2,x4}-final):
+// --backend cuda --graph`, docs/results/2026-11-22-h200{x2,x4}-final and,
+// for world 2, docs/results/2026-11-22-session3-h200x2/runC):
 //
-// cuda, world 2, 2×H200:
+// cuda, world 2, 2×H200 (early launch, warm graph replays):
 //
-//	bytes    1K    4K    16K   64K   256K  1M    4M
-//	oneshot  5.40  5.50  6.27  6.80  7.52  10.03 22.50
-//	twoshot  8.90  9.07  9.90  9.98  10.84 12.23 22.31
-//	NCCL     6.92  24.13 7.37  24.41 9.07  14.08 33.03
+//	bytes     1K    4K    16K   64K   256K  1M    2M    4M    16M   64M    128M   256M
+//	oneshot   2.93  3.04  3.79  4.00  4.78  8.00        19.60
+//	twoshot   7.14  7.11  7.65  7.94  8.37  10.49       20.70
+//	pipeline                                      15.83 18.36 61.41 238.55 472.48 937.03
+//	NCCL      6.01  6.22  6.84  7.15  8.67  14.19 27.13 32.45 76.60 247.06 464.68 886.41
 //
-// (docs/PERFORMANCE-kernels.md has the finer sweep behind the 2 MiB
-// one-shot limit.)
+// (the 2 MiB one-shot, 13.1–14.0 µs, is from the finer sweep of
+// docs/PERFORMANCE-kernels.md.) One-shot to 2 MiB, Pipeline from 4 MiB to
+// 64 MiB, NCCL above.
 //
 // cuda, world 4, 4×H200:
 //
@@ -76,7 +87,7 @@ func (t Thresholds) Select(n int) Algo {
 func DefaultThresholds(backendName string, world int) Thresholds {
 	switch {
 	case backendName == "cuda" && world <= 2:
-		return Thresholds{OneShotMax: 2 << 20}
+		return Thresholds{OneShotMax: 2 << 20, PipelineMin: 4 << 20, KernelMax: 64 << 20}
 	case backendName == "cuda" && world <= 4:
 		return Thresholds{OneShotMax: 256 << 10}
 	case backendName == "cuda":
@@ -91,6 +102,7 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 // blocks (block b meets block b of the other ranks on channel b); every
 // rank computes the same grid from the same size, which the kernels
 // require. The fake runs each kernel on one goroutine and ignores it.
+// Every all-reduce launch asks for an early start (backend.LaunchConfig.Early).
 //
 // Bytes per block, measured on 2×H200 (docs/PERFORMANCE-kernels.md): the
 // one-shot's LL path runs one block up to 16 KiB and 2 KiB per block above
@@ -119,7 +131,19 @@ func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.Launc
 		per, work = block*vec, bytes/world
 	case HCM:
 		maxBlocks = 32
+	case Pipeline:
+		// Up to 128 blocks, one 32 KiB chunk slot per block and step at
+		// world 2 (the push area's 8 MiB half cut into 128 block regions
+		// of two slots). 128 blocks moved 286 GB/s at 256 MiB, 64 blocks
+		// 269, 32 blocks 234 (docs/PERFORMANCE-kernels.md).
+		per = 64 << 10
+		for maxBlocks > 1 && kernels.PipelineChunk(world, maxBlocks) == 0 {
+			maxBlocks /= 2
+		}
 	}
 	blocks := max(1, min((work+per-1)/per, maxBlocks))
-	return backend.LaunchConfig{Grid: backend.D1(uint32(blocks)), Block: backend.D1(block)}
+	// Early: the kernels wait for the work ahead on the stream themselves
+	// (kernels/abi.go), so where the backend has programmatic dependent
+	// launch their start-up overlaps the end of that work.
+	return backend.LaunchConfig{Grid: backend.D1(uint32(blocks)), Block: backend.D1(block), Early: true}
 }

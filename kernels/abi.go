@@ -43,6 +43,15 @@
 // so the first failure wins, and returns without trapping. The host reads
 // and clears the status word after synchronising.
 //
+// # Early launch
+//
+// The all-reduce kernels may be launched early (backend.LaunchConfig.Early:
+// programmatic dependent launch on CUDA): they may start while the work
+// ahead of them on the stream still runs. Until that work has finished they
+// read only their parameters and the pointer tables (Bufs, Pads, written
+// by the host before any of the stream's work) and write nothing; the
+// signal kernels are never launched early.
+//
 // # Call agreement
 //
 // Ranks must make the same all-reduce calls in the same order. Every
@@ -169,6 +178,30 @@
 // only once it has finished step 5. So when a call returns on a rank, its
 // buffer is its own again, as after every other algorithm.
 //
+// Pipeline (any count; no symmetric buffer): the push path in chunks, for
+// messages larger than the push area. It reads E and leaves E+1 like the
+// LL and push paths and writes only into half s of the peers' push areas,
+// so the epoch argument above covers it. A launch of G blocks cuts each
+// sender's region of a slot (OneShotPushMax(World) bytes at PushData(World,
+// s, src, dst)) into G block regions of B = (OneShotPushMax(World)/G) &^ 15
+// bytes, and each block region into two chunk slots of C =
+// PipelineChunk(World, G) = (B/2) &^ 15 bytes (kernels given a grid that
+// leaves C < 16 report StatusBadArgs). The data, the input padded with
+// zeros to a multiple of 16 bytes, is cut into chunks of C bytes; block b
+// (channel b) moves chunks c = b, b+G, b+2G, …, its j-th in slot j mod 2
+// at PipelineSlot(World, s, src, dst, b, G, j mod 2) of the receiver's pad:
+//  1. write chunk c into that slot of every peer's pad;
+//  2. Barrier(b, all) (its first one carries the call agreement);
+//  3. output[chunk c] = reduce over r of (r == me ? input : the chunk in
+//     the slot of r's at my own pad).
+//
+// Step j+2 rewrites slot j mod 2 only after the barrier of step j+1, which
+// the peer reaches only once it has reduced chunk j; a rank reads input
+// chunk c (step 1) before it writes output chunk c (step 3), so input and
+// output may be the same memory. Every rank must launch the same grid (the
+// host computes it from the size alone); a kernel run on one host thread
+// (the fake) is a grid of one.
+//
 // HCM (World == 8, hybrid cube mesh, count*size <= buffer/2): Extra packs
 // the three quad peers in bytes 0–2, the cross-quad neighbour in byte 3 and,
 // in bits 32–63, half: the byte offset of the partial sums in every buffer
@@ -281,6 +314,27 @@ func PushData(world, s, src, dst int) int {
 	return PushOffset + (s*(world-1)+idx)*OneShotPushMax(world)
 }
 
+// PipelineChunk is the byte size of one chunk slot of the Pipeline kernel
+// launched with grid blocks: 0 when the grid is too large for the push
+// area at this world size.
+func PipelineChunk(world, grid int) int {
+	if grid < 1 {
+		return 0
+	}
+	c := (OneShotPushMax(world) / grid &^ 15) / 2 &^ 15
+	if c < 16 {
+		return 0
+	}
+	return c
+}
+
+// PipelineSlot is the byte offset, in the receiving rank dst's pad, of chunk
+// slot k (0 or 1) of block b that rank src writes in epoch slot s, for a
+// Pipeline launch of grid blocks.
+func PipelineSlot(world, s, src, dst, b, grid, k int) int {
+	return PushData(world, s, src, dst) + b*(OneShotPushMax(world)/grid&^15) + k*PipelineChunk(world, grid)
+}
+
 // OneShotPath names the path a one-shot kernel takes for n bytes.
 func OneShotPath(n, world int) string {
 	switch {
@@ -333,13 +387,15 @@ func AlgoID(a Algo) uint32 {
 		return 2
 	case HCM:
 		return 3
+	case Pipeline:
+		return 4
 	}
 	return 0
 }
 
 // AlgoByID is the inverse of AlgoID ("" for an unknown number).
 func AlgoByID(id uint32) Algo {
-	for _, a := range []Algo{OneShot, TwoShot, HCM} {
+	for _, a := range []Algo{OneShot, TwoShot, HCM, Pipeline} {
 		if AlgoID(a) == id {
 			return a
 		}
@@ -449,9 +505,10 @@ type Algo string
 
 // The kernel algorithms.
 const (
-	OneShot Algo = "one_shot"
-	TwoShot Algo = "two_shot"
-	HCM     Algo = "hcm"
+	OneShot  Algo = "one_shot"
+	TwoShot  Algo = "two_shot"
+	HCM      Algo = "hcm"
+	Pipeline Algo = "pipeline"
 )
 
 // AllReduceKernel names the kernel of an algorithm for one element type,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 
@@ -36,7 +37,17 @@ func init() {
 type deviceEntry struct {
 	ordinal int // CUdevice
 	info    backend.DeviceInfo
+	// early: launches asking for backend.LaunchConfig.Early get
+	// programmatic stream serialization (compute capability 9.0 or newer,
+	// cuLaunchKernelEx present, not turned off by EnvEarlyLaunch).
+	early bool
 }
+
+// EnvEarlyLaunch, set to 0, turns early launches (backend.LaunchConfig.Early,
+// programmatic dependent launch) off: every kernel then waits for the work
+// ahead of it on its stream to finish before it starts. For comparing the
+// two in `intranode bench`; the default is on where the device has it.
+const EnvEarlyLaunch = "INTRANODE_CUDA_EARLY_LAUNCH"
 
 // Backend is the CUDA backend: devices through the CUDA driver API, links and
 // fabric state through NVML. It is safe for concurrent use.
@@ -164,7 +175,7 @@ func describeDevice(i int) (deviceEntry, error) {
 		UUID:         formatUUID(uuid),
 		MemoryBytes:  mem,
 		Architecture: fmt.Sprintf("sm_%d%d", major, minor),
-	}}, nil
+	}, early: major >= 9 && hasLaunchEx() && os.Getenv(EnvEarlyLaunch) != "0"}, nil
 }
 
 // formatUUID spells a device UUID as NVML and nvidia-smi do.

@@ -520,17 +520,29 @@ func moduleUnload(ctx ctxHandle, m moduleHandle) error {
 
 // launch enqueues fn on s with the packed parameter buffer params, which
 // the driver copies before returning (so it may live on the stack).
-func launch(ctx ctxHandle, fn funcHandle, cfg backend.LaunchConfig, s streamHandle, params []byte) error {
+// early asks for programmatic stream serialization (backend.LaunchConfig.Early);
+// the caller has checked that the device has it.
+func launch(ctx ctxHandle, fn funcHandle, cfg backend.LaunchConfig, s streamHandle, params []byte, early bool) error {
 	var p unsafe.Pointer
 	if len(params) > 0 {
 		p = unsafe.Pointer(&params[0])
 	}
+	var e int
+	if early {
+		e = 1
+	}
 	r := C.inu_launch(C.uintptr_t(ctx), C.uintptr_t(fn),
 		C.uint(cfg.Grid.X), C.uint(cfg.Grid.Y), C.uint(cfg.Grid.Z),
 		C.uint(cfg.Block.X), C.uint(cfg.Block.Y), C.uint(cfg.Block.Z),
-		C.uint(cfg.SharedMem), C.uintptr_t(s), p, C.size_t(len(params)))
+		C.uint(cfg.SharedMem), C.uintptr_t(s), p, C.size_t(len(params)), C.int(e))
+	if e != 0 {
+		return check("cuLaunchKernelEx", r)
+	}
 	return check("cuLaunchKernel", r)
 }
+
+// hasLaunchEx tells whether the driver has cuLaunchKernelEx.
+func hasLaunchEx() bool { return C.inu_has_launch_ex() != 0 }
 
 func beginCapture(ctx ctxHandle, s streamHandle) error {
 	return check("cuStreamBeginCapture_v2", C.inu_begin_capture(C.uintptr_t(ctx), C.uintptr_t(s)))

@@ -25,6 +25,28 @@ typedef struct {
 	int id;
 } CUmemLocation;
 
+// cuLaunchKernelEx's configuration (CUDA 11.8+): one attribute, programmatic
+// stream serialization (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION).
+enum { INU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+
+typedef struct {
+	int id;
+	char pad[4];
+	union {
+		char pad[64];
+		int programmaticStreamSerializationAllowed;
+	} value;
+} CUlaunchAttribute;
+
+typedef struct {
+	unsigned int gridDimX, gridDimY, gridDimZ;
+	unsigned int blockDimX, blockDimY, blockDimZ;
+	unsigned int sharedMemBytes;
+	CUstream hStream;
+	CUlaunchAttribute *attrs;
+	unsigned int numAttrs;
+} CUlaunchConfig;
+
 typedef struct {
 	int type;
 	int requestedHandleTypes;
@@ -119,6 +141,9 @@ static struct {
 	CUresult (*ModuleUnload)(CUmodule);
 	CUresult (*LaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
 	                         unsigned int, unsigned int, unsigned int, CUstream, void **, void **);
+	// Optional (nil on drivers before CUDA 11.8): launches that may overlap
+	// the previous kernel on the stream.
+	CUresult (*LaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
 	CUresult (*StreamBeginCapture)(CUstream, int);
 	CUresult (*StreamEndCapture)(CUstream, CUgraph *);
 	CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
@@ -219,9 +244,14 @@ int inu_load(const char *path, char *err, size_t errlen) {
 		}
 		*entries[i].slot = sym;
 	}
+	// Optional entry points: their absence only turns a feature off.
+	dlerror();
+	cu.LaunchKernelEx = dlsym(lib, "cuLaunchKernelEx");
 	cu_lib = lib;
 	return 0;
 }
+
+int inu_has_launch_ex(void) { return cu.LaunchKernelEx != NULL; }
 
 const char *inu_error_name(CUresult r) {
 	const char *s = NULL;
@@ -626,22 +656,26 @@ CUresult inu_module_unload(uintptr_t ctx, uintptr_t module) {
 
 CUresult inu_launch(uintptr_t ctx, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
                     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                    uintptr_t stream, void *params, size_t size) {
+                    uintptr_t stream, void *params, size_t size, int early) {
 	SET_CTX(ctx);
-	if (size == 0) {
-		return cu.LaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream,
-		                       NULL, NULL);
-	}
-	// The driver copies the parameter buffer before cuLaunchKernel returns,
-	// so params may live on the caller's stack.
+	// The driver copies the parameter buffer before the launch returns, so
+	// params may live on the caller's stack.
 	size_t sz = size;
 	void *extra[] = {
 		CU_LAUNCH_PARAM_BUFFER_POINTER, params,
 		CU_LAUNCH_PARAM_BUFFER_SIZE, &sz,
 		CU_LAUNCH_PARAM_END,
 	};
-	return cu.LaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream,
-	                       NULL, extra);
+	void **ex = size == 0 ? NULL : extra;
+	if (early && cu.LaunchKernelEx != NULL) {
+		CUlaunchAttribute attr;
+		memset(&attr, 0, sizeof(attr));
+		attr.id = INU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+		attr.value.programmaticStreamSerializationAllowed = 1;
+		CUlaunchConfig cfg = {gx, gy, gz, bx, by, bz, shared, (CUstream)stream, &attr, 1};
+		return cu.LaunchKernelEx(&cfg, (CUfunction)fn, NULL, ex);
+	}
+	return cu.LaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, NULL, ex);
 }
 
 CUresult inu_begin_capture(uintptr_t ctx, uintptr_t stream) {

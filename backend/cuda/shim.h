@@ -122,7 +122,10 @@ CUresult inu_module_function(uintptr_t ctx, uintptr_t module, const char *name, 
 CUresult inu_module_unload(uintptr_t ctx, uintptr_t module);
 CUresult inu_launch(uintptr_t ctx, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
                     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                    uintptr_t stream, void *params, size_t size);
+                    uintptr_t stream, void *params, size_t size, int early);
+// inu_has_launch_ex tells whether the driver has cuLaunchKernelEx, which
+// early launches (programmatic stream serialization) need.
+int inu_has_launch_ex(void);
 
 CUresult inu_begin_capture(uintptr_t ctx, uintptr_t stream);
 CUresult inu_end_capture(uintptr_t ctx, uintptr_t stream, uintptr_t *graph, uintptr_t *exec, int *stage);

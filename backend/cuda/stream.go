@@ -92,7 +92,8 @@ func (s *stream) Launch(fn backend.Function, cfg backend.LaunchConfig, args ...b
 	}
 	buf := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), size)
 	packParams(buf, args)
-	if err := launch(s.d.ctx, f.h, cfg, s.h, buf); err != nil {
+	early := cfg.Early && s.d.b.devices[s.d.index].early
+	if err := launch(s.d.ctx, f.h, cfg, s.h, buf, early); err != nil {
 		return wrap(err, "cuda: device %d: launching %s (grid %v, block %v, %d shared bytes)", s.d.index, f.name, cfg.Grid, cfg.Block, cfg.SharedMem)
 	}
 	return nil

@@ -328,7 +328,7 @@ func (s *stream) Launch(fn backend.Function, cfg backend.LaunchConfig, args ...b
 	ctx, cancel := s.c.background()
 	defer cancel()
 	_, err := call[launchReq, empty](ctx, s.c, mLaunch, &launchReq{Stream: s.id, Func: f.id, Grid: cfg.Grid, Block: cfg.Block,
-		SharedMem: cfg.SharedMem, Args: wire})
+		SharedMem: cfg.SharedMem, Early: cfg.Early, Args: wire})
 	return err
 }
 

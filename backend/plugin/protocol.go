@@ -183,6 +183,7 @@ type launchReq struct {
 	Grid      backend.Dim3
 	Block     backend.Dim3
 	SharedMem uint32
+	Early     bool
 	Args      []wireArg
 }
 

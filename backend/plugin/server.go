@@ -484,7 +484,7 @@ func (s *server) launch(_ context.Context, req *launchReq) (*empty, error) {
 			return nil, backend.Errorf(backend.CodeInvalidArgument, "plugin: kernel argument %d has size %d (want 4 or 8)", i, a.Size)
 		}
 	}
-	cfg := backend.LaunchConfig{Grid: req.Grid, Block: req.Block, SharedMem: req.SharedMem}
+	cfg := backend.LaunchConfig{Grid: req.Grid, Block: req.Block, SharedMem: req.SharedMem, Early: req.Early}
 	return &empty{}, st.Launch(fn, cfg, args...)
 }
 

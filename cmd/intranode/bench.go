@@ -49,10 +49,11 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	factor := fs.Int("f", 4, "size multiplication factor between rows")
 	dtypeS := fs.String("dtype", "bfloat16", "element type: float, half, bfloat16, double, int32")
 	opS := fs.String("op", "sum", "reduction: sum, max, min")
-	algoS := fs.String("algo", "all", "all, auto (SelectAllReduceAlgo), or a list of oneshot,twoshot,hcm,nccl")
+	algoS := fs.String("algo", "all", "all, auto (SelectAllReduceAlgo), or a list of oneshot,twoshot,hcm,pipeline,nccl")
 	iters := fs.Int("iters", 20, "timed iterations per row")
 	warmup := fs.Int("warmup", 5, "untimed iterations before timing")
 	graph := fs.Bool("graph", false, "capture the timed iterations into a graph and replay it")
+	replays := fs.Int("replays", 5, "timed runs of the iterations per row (each after a barrier); the median is reported")
 	inPlace := fs.Bool("inplace", false, "also measure in-place")
 	buffer := fs.String("buffer", "10M", "symmetric buffer per rank")
 	procs := fs.Bool("procs", true, "run ranks as separate processes (false: goroutines)")
@@ -64,11 +65,15 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *replays < 1 {
+		return fmt.Errorf("%w: --replays %d: need at least 1", errUsage, *replays)
+	}
 	cfg, err := benchSetup(c.backend, *world, *minB, *maxB, *factor, *dtypeS, *opS, *algoS, *iters, *warmup, *buffer)
 	if err != nil {
 		return err
 	}
 	cfg.Graph, cfg.InPlace, cfg.Timeout, cfg.Store = *graph, *inPlace, *timeout, *storeURL
+	cfg.Replays = *replays
 	if err := checkStoreURL(cfg.Store, *procs); err != nil {
 		return err
 	}
@@ -184,7 +189,7 @@ func benchSetup(backendName string, world int, minB, maxB string, factor int, dt
 	var algos []string
 	switch algoS {
 	case "all":
-		algos = []string{"oneshot", "twoshot", "hcm", "nccl"}
+		algos = []string{"oneshot", "twoshot", "hcm", "pipeline", "nccl"}
 	case "auto":
 		algos = []string{"auto"}
 	default:
@@ -388,8 +393,8 @@ func writeTable(w io.Writer, cfg benchConfig, procs bool, openUS, rendezvousUS f
 	if cfg.Graph {
 		graph = "graph replay"
 	}
-	fmt.Fprintf(w, "# intranode bench: backend %s, world %d (%s), %s, iters %d, warmup %d, buffer %d bytes\n",
-		cfg.Backend, cfg.World, mode, graph, cfg.Iters, cfg.Warmup, cfg.BufferSize)
+	fmt.Fprintf(w, "# intranode bench: backend %s, world %d (%s), %s, iters %d, warmup %d, median of %d replays, buffer %d bytes\n",
+		cfg.Backend, cfg.World, mode, graph, cfg.Iters, cfg.Warmup, max(cfg.Replays, 1), cfg.BufferSize)
 	fmt.Fprintf(w, "# first Rendezvous (topology, %d-byte symmetric buffer, exchange, mapping): %.1f ms, slowest rank\n",
 		cfg.BufferSize, rendezvousUS/1e3)
 	fmt.Fprintf(w, "# (before it, opening the device and so creating its driver context: %.1f ms, slowest rank)\n", openUS/1e3)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/intranode/intranode/backend"
@@ -19,18 +20,22 @@ const benchRankCommand = "__bench-rank"
 
 // benchConfig is what every rank runs; the parent passes it as JSON.
 type benchConfig struct {
-	Backend    string           `json:"backend"`
-	World      int              `json:"world"`
-	Sizes      []int            `json:"sizes"`
-	DType      backend.DType    `json:"dtype"`
-	Op         backend.ReduceOp `json:"op"`
-	Algos      []string         `json:"algos"` // "oneshot", "twoshot", "hcm", "auto"
-	Iters      int              `json:"iters"`
-	Warmup     int              `json:"warmup"`
-	Graph      bool             `json:"graph"`
-	InPlace    bool             `json:"inplace"`
-	BufferSize int              `json:"buffer_size"`
-	Timeout    time.Duration    `json:"timeout"`
+	Backend string           `json:"backend"`
+	World   int              `json:"world"`
+	Sizes   []int            `json:"sizes"`
+	DType   backend.DType    `json:"dtype"`
+	Op      backend.ReduceOp `json:"op"`
+	Algos   []string         `json:"algos"` // "oneshot", "twoshot", "hcm", "auto"
+	Iters   int              `json:"iters"`
+	Warmup  int              `json:"warmup"`
+	Graph   bool             `json:"graph"`
+	// Replays is how many times the timed iterations run, each after a
+	// barrier; the median is reported. A graph is replayed once untimed
+	// first (its first launch uploads it to the device).
+	Replays    int           `json:"replays"`
+	InPlace    bool          `json:"inplace"`
+	BufferSize int           `json:"buffer_size"`
+	Timeout    time.Duration `json:"timeout"`
 	// Store is the rendezvous store URL every rank opens; Prefix keeps
 	// this run's keys apart from anything else in that store.
 	Store  string `json:"store"`
@@ -259,10 +264,7 @@ func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, see
 	if err := m.c.CheckStatus(); err != nil {
 		return 0, 0, err
 	}
-	if err := m.c.Barrier(ctx); err != nil {
-		return 0, 0, err
-	}
-	elapsed, err := m.timed(ctx, func() error {
+	enqueue := func() error {
 		if graph != nil {
 			return graph.Launch(m.s)
 		}
@@ -272,10 +274,29 @@ func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, see
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return 0, 0, err
 	}
+	if graph != nil {
+		// The first launch of a graph uploads it: not part of a replay.
+		if err := enqueue(); err != nil {
+			return 0, 0, err
+		}
+	}
+	times := make([]time.Duration, 0, max(m.cfg.Replays, 1))
+	for range max(m.cfg.Replays, 1) {
+		if err := m.s.Synchronize(ctx); err != nil {
+			return 0, 0, err
+		}
+		if err := m.c.Barrier(ctx); err != nil {
+			return 0, 0, err
+		}
+		elapsed, err := m.timed(ctx, enqueue)
+		if err != nil {
+			return 0, 0, err
+		}
+		times = append(times, elapsed)
+	}
+	slices.Sort(times)
+	elapsed := times[len(times)/2]
 	if err := m.c.CheckStatus(); err != nil {
 		return 0, 0, err
 	}

@@ -86,8 +86,8 @@ func TestBenchInProcess(t *testing.T) {
 		require.Equal(t, "0", f[9], "wrong elements in %q", line)
 		rows++
 	}
-	// 8, 64, 512, 4096, 32768 bytes × oneshot, twoshot × out, in place.
-	require.Equal(t, 5*2*2, rows)
+	// 8, 64, 512, 4096, 32768 bytes × oneshot, twoshot, pipeline × out, in place.
+	require.Equal(t, 5*3*2, rows)
 }
 
 func TestBenchProcessesJSON(t *testing.T) {

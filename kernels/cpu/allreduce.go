@@ -111,6 +111,9 @@ func setupAllReduce(ctx context.Context, mem Memory, a kernels.AllReduceArgs, al
 	k := &allReduce{launch: l, algo: algo, a: a, world: int(a.World), size: size, n: int(a.Count) * size}
 	k.mask = uint32(1)<<a.World - 1
 	span := k.n
+	if algo == kernels.Pipeline {
+		span = 0 // no symmetric buffer: any count
+	}
 	if algo == kernels.HCM {
 		if err := k.setupHCM(); err != nil {
 			return nil, err
@@ -145,7 +148,7 @@ func setupAllReduce(ctx context.Context, mem Memory, a kernels.AllReduceArgs, al
 	if k.out, err = mem.Bytes(a.Output, k.n); err != nil {
 		return nil, l.badArgsWrap(err, "output %#x, %d bytes", uint64(a.Output), k.n)
 	}
-	if k.outputConflicts() {
+	if algo != kernels.Pipeline && k.outputConflicts() {
 		if algo == kernels.TwoShot {
 			// The result would land after the last barrier, while the peer
 			// may still be reading its own buffer.
@@ -241,6 +244,8 @@ func (k *allReduce) run() error {
 		return k.oneShotPush()
 	case k.algo == kernels.TwoShot:
 		return k.twoShot()
+	case k.algo == kernels.Pipeline:
+		return k.pipeline()
 	}
 	me := k.me
 	if !same(k.in, k.bufs[me]) {

@@ -58,6 +58,7 @@ func algoCases() []algoCase {
 		{kernels.OneShot, 2}, {kernels.OneShot, 4}, {kernels.OneShot, 8},
 		{kernels.TwoShot, 2}, {kernels.TwoShot, 4}, {kernels.TwoShot, 8},
 		{kernels.HCM, 8},
+		{kernels.Pipeline, 2}, {kernels.Pipeline, 3}, {kernels.Pipeline, 8},
 	}
 }
 

@@ -29,7 +29,7 @@ func Kernels() map[string]Func {
 		kernels.PutSignalKernel:  PutSignal,
 		kernels.WaitSignalKernel: WaitSignal,
 	}
-	for _, a := range []kernels.Algo{kernels.OneShot, kernels.TwoShot, kernels.HCM} {
+	for _, a := range []kernels.Algo{kernels.OneShot, kernels.TwoShot, kernels.HCM, kernels.Pipeline} {
 		for _, d := range backend.DTypes {
 			m[kernels.AllReduceKernel(a, d)] = AllReduce(a, d)
 		}

@@ -19,6 +19,8 @@
 //              (kernels.OneShotPath picks the path).
 //   two_shot:  block 512, grid = clamp(ceil(bytes / world / (512 * 16)), 1, 128)
 //   hcm:       block 512, grid = clamp(ceil(bytes / (512 * 16 * 2)), 1, 32)
+//   pipeline:  block 512, any grid <= 128 that leaves kernels.PipelineChunk
+//              >= 16 bytes (collective.LaunchConfig: up to 128 blocks)
 //   barrier, put_signal, wait_signal: grid 1, block 32.
 //
 // A kernel that finds bad arguments or times out stores its status word (CAS
@@ -47,6 +49,7 @@
 INTRANODE_ALL_REDUCE_TYPES(one_shot, intranode::Algo::kOneShot)
 INTRANODE_ALL_REDUCE_TYPES(two_shot, intranode::Algo::kTwoShot)
 INTRANODE_ALL_REDUCE_TYPES(hcm, intranode::Algo::kHCM)
+INTRANODE_ALL_REDUCE_TYPES(pipeline, intranode::Algo::kPipeline)
 
 #undef INTRANODE_ALL_REDUCE_TYPES
 #undef INTRANODE_ALL_REDUCE

@@ -618,7 +618,7 @@ struct Args {
   uint64_t peer_pad;
 };
 
-enum class Algo { kOneShot, kTwoShot, kHCM };
+enum class Algo { kOneShot, kTwoShot, kHCM, kPipeline };
 
 INTRANODE_DEVICE bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
@@ -712,12 +712,15 @@ INTRANODE_DEVICE bool check(Args& a, Algo algo) {
     // A null pad on one thread must stop the whole block.
     ok = port::block_all(ok);
   }
+  // Everything above read only the parameters and the pointer tables; what
+  // follows may touch memory the work ahead on the stream writes.
+  port::wait_dependencies();
   if (!ok && port::thread_index() == 0) {
     report(a.status, kStatusBadArgs, 0, port::block_index());
   }
   if (ok && a.call != 0 && port::thread_index() == 0 && port::block_index() == 0) {
     // kernels.Record: what the host reads to name ranks whose calls differ.
-    const uint32_t id = algo == Algo::kOneShot ? 1 : algo == Algo::kTwoShot ? 2 : 3;
+    const uint32_t id = algo == Algo::kOneShot ? 1 : algo == Algo::kTwoShot ? 2 : algo == Algo::kHCM ? 3 : 4;
     uint64_t* rec = reinterpret_cast<uint64_t*>(a.my_pad + kRecordOffset);
     port::store_word64(rec + 1, a.count);
     port::store_word64(rec + 2, uint64_t(id << 16 | (a.dtype & 0xff) << 8 | (a.op & 0xff)));
@@ -885,13 +888,16 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
   const bool in_aligned = aligned16(a.input);
   const bool out_aligned = aligned16(a.output);
 
-  // The loads that need only the parameters go out first, ahead of check's
-  // table loads and block-wide reduction: the epoch and this thread's first
-  // vectors.
+  // This rank's pad comes from the pointer table, before the work ahead on
+  // the stream has finished (an early launch); the epoch and this thread's
+  // first vectors go out as soon as it has, ahead of check's table loads
+  // and block-wide reduction.
   uint32_t epoch = 0;
   V16 first[U];
-  if (params_ok<DT>(a)) {
-    const uint64_t pad = port::load_arg_u64(a.pads + a.rank);
+  const bool params = params_ok<DT>(a);
+  const uint64_t pad = params ? port::load_arg_u64(a.pads + a.rank) : 0;
+  port::wait_dependencies();
+  if (params) {
     epoch = port::load_plain(reinterpret_cast<const uint32_t*>(pad + kEpochWord));
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -1033,10 +1039,11 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
 }
 
 // push_part writes vectors [lo, hi) of the message (the last one
-// zero-padded) to every peer's push region dst[k].
+// zero-padded) to every peer's push region dst[k], vector i at i - skew.
 template <uint32_t DT, int N>
 INTRANODE_DEVICE void push_part(const Args& a, char* const (&dst)[N > 1 ? N - 1 : 1], int np,
-                                uint64_t nfull, bool in_aligned, uint64_t lo, uint64_t hi) {
+                                uint64_t nfull, bool in_aligned, uint64_t lo, uint64_t hi,
+                                uint64_t skew = 0) {
   constexpr int U = kUnroll<N>;
   constexpr int P = N > 1 ? N - 1 : 1;
   const uint64_t T = port::block_threads();
@@ -1056,7 +1063,7 @@ INTRANODE_DEVICE void push_part(const Args& a, char* const (&dst)[N > 1 ? N - 1 
 #pragma unroll
         for (int k = 0; k < P; ++k) {
           if (k < np) {
-            port::store16(dst[k] + 16 * i, v[u]);
+            port::store16(dst[k] + 16 * (i - skew), v[u]);
           }
         }
       }
@@ -1065,11 +1072,12 @@ INTRANODE_DEVICE void push_part(const Args& a, char* const (&dst)[N > 1 ? N - 1 
 }
 
 // reduce_part reduces vectors [lo, hi) in rank order: this rank's input in
-// its place, peer k's pushed data from src[k] (peer k is rank k + (k >= me)).
+// its place, peer k's pushed data from src[k] (peer k is rank k + (k >= me)),
+// vector i at i - skew.
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void reduce_part(const Args& a, const char* const (&src)[N > 1 ? N - 1 : 1],
                                   int n, uint64_t nfull, bool in_aligned, bool out_aligned,
-                                  uint64_t lo, uint64_t hi) {
+                                  uint64_t lo, uint64_t hi, uint64_t skew = 0) {
   constexpr int U = kUnroll<N>;
   constexpr int P = N > 1 ? N - 1 : 1;
   const int me = int(a.rank);
@@ -1084,7 +1092,7 @@ INTRANODE_DEVICE void reduce_part(const Args& a, const char* const (&src)[N > 1 
 #pragma unroll
         for (int k = 0; k < P; ++k) {
           if (k < np) {
-            pv[u][k] = port::load16(src[k] + 16 * i);
+            pv[u][k] = port::load16(src[k] + 16 * (i - skew));
           }
         }
         own[u] = message_load<DT>(a, i, nfull, in_aligned);
@@ -1169,6 +1177,80 @@ INTRANODE_DEVICE void one_shot_push(const Args& a, int n) {
     }
   }
   reduce_part<DT, OP, N>(a, src, n, nfull, in_aligned, out_aligned, two ? mid : lo, hi);
+  epoch_count_out(a.my_pad, epoch, ticket);
+}
+
+// ---------------------------------------------------------------------------
+// Pipeline (kernels/abi.go): the push path in chunks, through two chunk
+// slots per block in half s of the peers' push areas, for any size. Block
+// b moves chunks b, b+G, ...: push, Barrier on channel b, reduce. The
+// blocks drift apart, so while some reduce others keep the links busy.
+// (A variant with separate pusher and reducer blocks, four slots each and
+// credits on a second channel, moved 243 GB/s at 256 MiB against this
+// one's 286: docs/PERFORMANCE-kernels.md.)
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void pipeline(const Args& a, int n) {
+  constexpr uint64_t E = kVecElems<DT>;
+  constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
+  const int me = int(a.rank);
+  const int np = n - 1;
+  const uint64_t grid = port::grid_blocks();
+  const uint64_t b = port::block_index();
+  const uint64_t region = push_max(a.world);
+  const uint64_t block_region = (region / grid) & ~uint64_t(15);
+  const uint64_t chunk = (block_region / 2) & ~uint64_t(15);  // kernels.PipelineChunk
+  if (chunk < 16) {
+    if (port::thread_index() == 0) {
+      report(a.status, kStatusBadArgs, 0, uint32_t(b));
+    }
+    return;
+  }
+  Team team;
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
+
+  const uint32_t epoch = port::load_plain(reinterpret_cast<const uint32_t*>(a.my_pad + kEpochWord));
+  port::block_sync();  // every thread has read the epoch
+  const uint32_t ticket = epoch_count_in(a.my_pad, epoch);
+  const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
+  char* dst[P];        // this block's region in peer k's pad
+  const char* src[P];  // peer k's block region in my pad
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    dst[k] = nullptr;
+    src[k] = nullptr;
+    if (k < np) {
+      const int r = k + (k >= me);
+      const uint64_t peer_pad = port::load_arg_u64(a.pads + r);
+      const uint64_t to = me < r ? me : me - 1;
+      dst[k] = reinterpret_cast<char*>(peer_pad + kPushOffset + (slot_base + to) * region + b * block_region);
+      src[k] = reinterpret_cast<const char*>(a.my_pad + kPushOffset + (slot_base + k) * region + b * block_region);
+    }
+  }
+
+  const uint64_t nfull = a.count / E;
+  const uint64_t nvec = (a.count + E - 1) / E;
+  const uint64_t cv = chunk / 16;  // vectors per chunk
+  const bool in_aligned = aligned16(a.input);
+  const bool out_aligned = aligned16(a.output);
+  uint64_t slot = 0;  // bytes: 0 or chunk
+  for (uint64_t lo = b * cv; lo < nvec; lo += grid * cv) {
+    const uint64_t hi = min_u64(nvec, lo + cv);
+    char* d[P];
+    const char* q[P];
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      d[k] = dst[k] == nullptr ? nullptr : dst[k] + slot;
+      q[k] = src[k] == nullptr ? nullptr : src[k] + slot;
+    }
+    // Pushing chunk c (reading its input) comes before the barrier and
+    // writing its output after, so in place is safe.
+    push_part<DT, N>(a, d, np, nfull, in_aligned, lo, hi, lo);
+    if (!team.barrier()) {
+      return;
+    }
+    reduce_part<DT, OP, N>(a, q, n, nfull, in_aligned, out_aligned, lo, hi, lo);
+    slot = chunk - slot;
+  }
   epoch_count_out(a.my_pad, epoch, ticket);
 }
 
@@ -1457,6 +1539,24 @@ INTRANODE_DEVICE void one_shot_ll_world(const Args& a) {
 }
 
 template <uint32_t DT, uint32_t OP>
+INTRANODE_DEVICE void pipeline_world(const Args& a) {
+  switch (a.world) {
+    case 2:
+      pipeline<DT, OP, 2>(a, 2);
+      break;
+    case 4:
+      pipeline<DT, OP, 4>(a, 4);
+      break;
+    case 8:
+      pipeline<DT, OP, 8>(a, 8);
+      break;
+    default:
+      pipeline<DT, OP, 8>(a, int(a.world));
+      break;
+  }
+}
+
+template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void two_shot_world(const Args& a) {
   switch (a.world) {
     case 2:
@@ -1486,11 +1586,17 @@ INTRANODE_DEVICE void run(const Args& a, Algo algo) {
     case Algo::kHCM:
       hcm<DT, OP>(a);
       break;
+    case Algo::kPipeline:
+      pipeline_world<DT, OP>(a);
+      break;
   }
 }
 
 template <uint32_t DT>
 INTRANODE_DEVICE void all_reduce(Args a, Algo algo) {
+  // The next early launch on the stream may start now: it waits for this
+  // kernel to finish before it touches memory (port::wait_dependencies).
+  port::allow_dependents();
   // The one-shot's LL path (kernels.OneShotLLMax) checks its arguments
   // itself, after issuing the loads that need none of check's.
   if (algo == Algo::kOneShot && a.count > 0 && a.world >= 1 && a.world <= kMaxRanks &&

@@ -154,6 +154,24 @@ INTRANODE_DEVICE uint32_t load_status(const uint32_t* p) {
 
 INTRANODE_DEVICE int popcount(uint32_t x) { return __popc(x); }
 
+// Programmatic dependent launch (sm_90; backend.LaunchConfig.Early). A
+// kernel launched early may start while the kernel before it on the stream
+// still runs: allow_dependents lets the next early launch begin, and
+// wait_dependencies blocks until the work ahead has finished and its
+// writes are visible. Before wait_dependencies a kernel reads only its
+// parameters and what the host wrote before any of the stream's work (the
+// pointer tables). Both are no-ops on older GPUs and in normal launches.
+INTRANODE_DEVICE void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+INTRANODE_DEVICE void wait_dependencies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // First failure wins: the status word only changes from 0.
 INTRANODE_DEVICE void status_cas(uint32_t* p, uint32_t v) { atomicCAS(p, 0u, v); }
 

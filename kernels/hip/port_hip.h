@@ -76,6 +76,11 @@ INTRANODE_DEVICE uint32_t load_status(const uint32_t* p) {
   return __hip_atomic_load(const_cast<uint32_t*>(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
 }
 INTRANODE_DEVICE int popcount(uint32_t x) { return __builtin_popcount(x); }
+
+// Programmatic dependent launch has no HIP counterpart: kernels on a stream
+// run one after the other.
+INTRANODE_DEVICE void allow_dependents() {}
+INTRANODE_DEVICE void wait_dependencies() {}
 INTRANODE_DEVICE void status_cas(uint32_t* p, uint32_t v) { atomicCAS(p, 0u, v); }
 INTRANODE_DEVICE uint64_t load_arg_u64(const unsigned long long* p) { return *p; }
 

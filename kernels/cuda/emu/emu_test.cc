@@ -184,12 +184,16 @@ AllReduceFn kernel_for(Algo a) {
   PICK(Algo::kOneShot, one_shot)
   PICK(Algo::kTwoShot, two_shot)
   PICK(Algo::kHCM, hcm)
+  PICK(Algo::kPipeline, pipeline)
 #undef PICK
   return nullptr;
 }
 
 const char* algo_name(Algo a) {
-  return a == Algo::kOneShot ? "one_shot" : a == Algo::kTwoShot ? "two_shot" : "hcm";
+  return a == Algo::kOneShot   ? "one_shot"
+         : a == Algo::kTwoShot  ? "two_shot"
+         : a == Algo::kPipeline ? "pipeline"
+                                : "hcm";
 }
 
 // run_case all-reduces twice on a fresh group (so signal counters carry over
@@ -331,7 +335,7 @@ void run_case(Group& g, const Case& c, std::mt19937_64& rng, int calls) {
   }
 }
 
-Algo algos[] = {Algo::kOneShot, Algo::kTwoShot};
+Algo algos[] = {Algo::kOneShot, Algo::kTwoShot, Algo::kPipeline};
 
 template <uint32_t DT>
 void sweep(std::mt19937_64& rng, bool quick) {
@@ -389,14 +393,19 @@ void mixed_sequence(std::mt19937_64& rng) {
     run_case<kF32>(g, {Algo::kOneShot, 4, 1024 + uint64_t(i), grids[(i + 2) % 5], 16, kSum,
                        Mode::kOutOfPlace, false},
                    rng, 1);
+    // The pipeline shares the push area and the epoch with the one-shot.
+    run_case<kI32>(g, {Algo::kPipeline, 4, 3000 + uint64_t(i), grids[(i + 1) % 5], 16, kSum,
+                       Mode::kUserInPlace, false},
+                   rng, 1);
     std::fill(g.status.begin(), g.status.end(), 0);
     launch(all_ranks(4), 1, 32, [&](int r) {
       intranode_barrier(g.pad_ptrs.data(), r, 4, 0, uint32_t(i), 0xf, &g.status[r], kTimeout);
     });
     for (int r = 0; r < 4; ++r) CHECK(g.status[r] == 0, "barrier %d rank %d: %#x", i, r, g.status[r]);
   }
-  // One epoch step per one-shot call on the LL or push path.
-  uint32_t want = 0;
+  // One epoch step per one-shot call on the LL or push path and per
+  // pipeline call.
+  uint32_t want = 5;
   for (int i = 0; i < 5; ++i) {
     want += uint64_t(1000 + i) * 2 <= push_max(4);
     want += uint64_t(1024 + i) * 4 <= push_max(4);
@@ -515,10 +524,14 @@ void mismatched_calls() {
       {"classic count", {Algo::kOneShot, push + 64, kSum, 1, 2}, {Algo::kOneShot, push + 128, kSum, 1, 2}},
       {"two-shot skipped call", {Algo::kTwoShot, 1000, kSum, 1, 2}, {Algo::kTwoShot, 1000, kSum, 2, 2}},
       {"two-shot vs classic", {Algo::kTwoShot, push + 64, kSum, 1, 2}, {Algo::kOneShot, push + 64, kSum, 1, 2}},
+      {"pipeline count", {Algo::kPipeline, push * 2, kSum, 1, 3}, {Algo::kPipeline, push * 2 + 4, kSum, 1, 3}},
+      {"pipeline vs push", {Algo::kPipeline, push / 2, kSum, 1, 2}, {Algo::kOneShot, push / 2, kSum, 1, 2}},
+      {"pipeline vs two-shot", {Algo::kPipeline, 1000, kSum, 1, 2}, {Algo::kTwoShot, 1000, kSum, 1, 2}},
   };
   for (const Mis& m : cases) {
     Group g(2, 1 << 20);
-    std::vector<float> in0(push + 256, 1.0f), in1(push + 256, 2.0f), out0(push + 256), out1(push + 256);
+    const uint64_t len = 2 * push + 256;
+    std::vector<float> in0(len, 1.0f), in1(len, 2.0f), out0(len), out1(len);
     const Side side[2] = {m.a, m.b};
     float* ins[2] = {in0.data(), in1.data()};
     float* outs[2] = {out0.data(), out1.data()};

@@ -107,6 +107,10 @@ inline uint32_t load_status(const uint32_t* p) {
   return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_relaxed);
 }
 inline int popcount(uint32_t x) { return __builtin_popcount(x); }
+
+// Launches run one after the other in the emulator.
+inline void allow_dependents() {}
+inline void wait_dependencies() {}
 inline void status_cas(uint32_t* p, uint32_t v) {
   uint32_t zero = 0;
   std::atomic_ref<uint32_t>(*p).compare_exchange_strong(zero, v);
