@@ -100,5 +100,6 @@ func TestPipelineLaunchConfig(t *testing.T) {
 			require.True(t, cfg.Early)
 		}
 	}
-	require.Equal(t, uint32(kernels.KernelChannels), LaunchConfig("cuda", Pipeline, 256<<20, 2).Grid.X)
+	require.Equal(t, uint32(kernels.KernelChannels), LaunchConfig("cuda", Pipeline, 32<<20, 2).Grid.X)
+	require.Equal(t, uint32(64), LaunchConfig("cuda", Pipeline, 256<<20, 2).Grid.X)
 }

@@ -43,17 +43,17 @@ func (t Thresholds) Select(n int) Algo {
 // --backend cuda --graph`, docs/results/2026-11-22-h200{x2,x4}-final and,
 // for world 2, docs/results/2026-11-22-session3-h200x2/runC):
 //
-// cuda, world 2, 2×H200 (early launch, warm graph replays):
+// cuda, world 2, 2×H200 (early launch, warm graph replays; up to 1 MiB
+// session3 run C, above it run D, the pipeline above 32 MiB run E):
 //
-//	bytes     1K    4K    16K   64K   256K  1M    2M    4M    16M   64M    128M   256M
-//	oneshot   2.93  3.04  3.79  4.00  4.78  8.00        19.60
+//	bytes     1K    4K    16K   64K   256K  1M    2M    4M    16M   64M    256M
+//	oneshot   2.93  3.04  3.79  4.00  4.78  8.67  11.97 20.80
 //	twoshot   7.14  7.11  7.65  7.94  8.37  10.49       20.70
-//	pipeline                                      15.83 18.36 61.41 238.55 472.48 937.03
-//	NCCL      6.01  6.22  6.84  7.15  8.67  14.19 27.13 32.45 76.60 247.06 464.68 886.41
+//	pipeline                                      15.50 18.93 59.76 213.04 810.56
+//	NCCL      6.01  6.22  6.84  7.15  8.67  14.49 27.45 32.44 76.67 244.87 885.57
 //
-// (the 2 MiB one-shot, 13.1–14.0 µs, is from the finer sweep of
-// docs/PERFORMANCE-kernels.md.) One-shot to 2 MiB, Pipeline from 4 MiB to
-// 64 MiB, NCCL above.
+// One-shot to 2 MiB, Pipeline above (any size: it needs no buffer); NCCL
+// is never faster.
 //
 // cuda, world 4, 4×H200:
 //
@@ -87,7 +87,7 @@ func (t Thresholds) Select(n int) Algo {
 func DefaultThresholds(backendName string, world int) Thresholds {
 	switch {
 	case backendName == "cuda" && world <= 2:
-		return Thresholds{OneShotMax: 2 << 20, PipelineMin: 4 << 20, KernelMax: 64 << 20}
+		return Thresholds{OneShotMax: 2 << 20, PipelineMin: 2<<20 + 1}
 	case backendName == "cuda" && world <= 4:
 		return Thresholds{OneShotMax: 256 << 10}
 	case backendName == "cuda":
@@ -132,11 +132,15 @@ func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.Launc
 	case HCM:
 		maxBlocks = 32
 	case Pipeline:
-		// Up to 128 blocks, one 32 KiB chunk slot per block and step at
-		// world 2 (the push area's 8 MiB half cut into 128 block regions
-		// of two slots). 128 blocks moved 286 GB/s at 256 MiB, 64 blocks
-		// 269, 32 blocks 234 (docs/PERFORMANCE-kernels.md).
+		// One chunk of the push area's half (8 MiB at world 2) per block and
+		// step, two slots per block: 128 blocks (32 KiB chunks) up to 32
+		// MiB, 64 blocks (64 KiB chunks) above. On 2×H200, bf16, 256 MiB:
+		// 32 blocks 290 GB/s, 48 311, 64 331, 128 321; 16 MiB: 64 blocks
+		// 62.0 µs, 128 blocks 59.8 (docs/PERFORMANCE-kernels.md).
 		per = 64 << 10
+		if bytes > 32<<20 {
+			maxBlocks = 64
+		}
 		for maxBlocks > 1 && kernels.PipelineChunk(world, maxBlocks) == 0 {
 			maxBlocks /= 2
 		}

@@ -188,19 +188,24 @@
 // PipelineChunk(World, G) = (B/2) &^ 15 bytes (kernels given a grid that
 // leaves C < 16 report StatusBadArgs). The data, the input padded with
 // zeros to a multiple of 16 bytes, is cut into chunks of C bytes; block b
-// (channel b) moves chunks c = b, b+G, b+2G, …, its j-th in slot j mod 2
-// at PipelineSlot(World, s, src, dst, b, G, j mod 2) of the receiver's pad:
-//  1. write chunk c into that slot of every peer's pad;
-//  2. Barrier(b, all) (its first one carries the call agreement);
-//  3. output[chunk c] = reduce over r of (r == me ? input : the chunk in
-//     the slot of r's at my own pad).
+// (channel b) moves chunks c_j = b + j*G, j = 0, 1, …, S-1, chunk c_j in
+// slot j mod 2 at PipelineSlot(World, s, src, dst, b, G, j mod 2) of the
+// receiver's pad. "Write j" stores chunk c_j into that slot of every
+// peer's pad; "signal" is PutSignal(p, b) to every peer p (the first
+// carries the call agreement: Call published before it).
+//  1. write 0, signal;
+//  2. for j < S: WaitSignal(p, b) for every peer p (the first is followed by
+//     the agreement check); write j+1 if j+1 < S; output[chunk c_j] =
+//     reduce over r of (r == me ? input : the chunk in the slot of r's at my
+//     own pad); then, if j+1 < S, signal.
 //
-// Step j+2 rewrites slot j mod 2 only after the barrier of step j+1, which
-// the peer reaches only once it has reduced chunk j; a rank reads input
-// chunk c (step 1) before it writes output chunk c (step 3), so input and
-// output may be the same memory. Every rank must launch the same grid (the
-// host computes it from the size alone); a kernel run on one host thread
-// (the fake) is a grid of one.
+// Write j+1 rewrites slot (j+1) mod 2, which held chunk c_(j-1), after the
+// peer's signal for chunk c_j, which the peer sends only once it has
+// reduced chunk c_(j-1): the signal also frees the slot. A rank reads
+// input chunk c_j (write j) a step before it writes output chunk c_j, so
+// input and output may be the same memory. Every rank must launch the same
+// grid (the host computes it from the size alone); a kernel run on one host
+// thread (the fake) is a grid of one.
 //
 // HCM (World == 8, hybrid cube mesh, count*size <= buffer/2): Extra packs
 // the three quad peers in bytes 0–2, the cross-quad neighbour in byte 3 and,

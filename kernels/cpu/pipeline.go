@@ -6,12 +6,12 @@ import (
 	"github.com/intranode/intranode/kernels"
 )
 
-// pipeline is kernels.Pipeline as a grid of one block: chunks of
-// kernels.PipelineChunk(world, 1) bytes, each pushed into every peer's pad
-// (chunk slot j mod 2 of half s of the push area), then a barrier on
-// channel 0, then reduced from this rank's pad in rank order. The input
-// chunk is read before the barrier and the output chunk written after it,
-// so input and output may be the same memory.
+// pipeline is kernels.Pipeline as a grid of one block (channel 0): chunks
+// of kernels.PipelineChunk(world, 1) bytes in chunk slot j mod 2 of half s
+// of the peers' push areas. Push and signal chunk 0; then for each chunk j:
+// wait for every peer's chunk j, write chunk j+1 into the peers' pads,
+// reduce chunk j from this rank's pad in rank order, signal chunk j+1. Input chunk j is read a step before output chunk j is
+// written, so input and output may be the same memory.
 func (k *allReduce) pipeline() error {
 	me := k.me
 	epochWord := word(k.pads[me], kernels.EpochWord)
@@ -19,31 +19,56 @@ func (k *allReduce) pipeline() error {
 	s := int(epoch & 1)
 	atomic.StoreUint32(epochWord, epoch+1)
 	chunk := kernels.PipelineChunk(k.world, 1)
-	srcs := make([][]byte, k.world)
-	for j, lo := 0, 0; lo < k.n; j, lo = j+1, lo+chunk {
-		hi := min(lo+chunk, k.n)
-		slot := j % 2
+	peers := func(f func(p int)) {
 		for p := range k.world {
-			if p == me {
-				continue
+			if p != me && k.mask&(1<<p) != 0 {
+				f(p)
 			}
-			dst := k.pads[p][kernels.PipelineSlot(k.world, s, me, p, 0, 1, slot):]
+		}
+	}
+	push := func(j int) {
+		lo := j * chunk
+		hi := min(lo+chunk, k.n)
+		peers(func(p int) {
+			dst := k.pads[p][kernels.PipelineSlot(k.world, s, me, p, 0, 1, j%2):]
 			copy(dst[:hi-lo], k.in[lo:hi])
 			// The last chunk is padded with zeros to 16 bytes.
 			clear(dst[hi-lo : (hi-lo+15)&^15])
+		})
+	}
+	signal := func() { peers(func(p int) { k.put(p, allReduceChannel) }) }
+	steps := (k.n + chunk - 1) / chunk
+	if steps > 0 {
+		push(0)
+		signal()
+	}
+	srcs := make([][]byte, k.world)
+	for j := range steps {
+		for p := range k.world {
+			if p != me && k.mask&(1<<p) != 0 {
+				if ok, err := k.wait(p, allReduceChannel); !ok {
+					return err
+				}
+			}
 		}
-		if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
-			return err
+		if j+1 < steps {
+			push(j + 1)
 		}
+		lo := j * chunk
+		hi := min(lo+chunk, k.n)
 		for q := range k.world {
 			if q == me {
 				srcs[q] = k.in[lo:hi]
 				continue
 			}
-			off := kernels.PipelineSlot(k.world, s, q, me, 0, 1, slot)
+			off := kernels.PipelineSlot(k.world, s, q, me, 0, 1, j%2)
 			srcs[q] = k.pads[me][off : off+hi-lo]
 		}
 		reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
+		if j+1 < steps {
+			// Only now: the signal tells the peers that chunk j's slot is free.
+			signal()
+		}
 	}
 	return nil
 }

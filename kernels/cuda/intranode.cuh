@@ -277,6 +277,35 @@ struct Team {
     return *failed == 0;
   }
 
+  // post and receive are the two halves of a barrier, for kernels that do
+  // work between them (the Pipeline). post publishes the block's writes
+  // (and, when asked, the Call first); receive waits for every peer's next
+  // signal (checking the peer's Call when asked) and returns false on every
+  // thread when a link failed.
+  INTRANODE_DEVICE void post(bool publish) {
+    port::block_sync();
+    if (active) {
+      if (publish) {
+        publish_call(peer_pad, rank, call);
+      }
+      link.put();
+    }
+  }
+
+  INTRANODE_DEVICE bool receive(bool agree) {
+    if (active) {
+      const int w = link.wait(timeout_ns, call, my_pad, status, peer, ch);
+      if (w == Link::kWaitTimeout) {
+        report(status, kStatusTimeout, peer, ch);
+      }
+      if (w != Link::kWaitOK || (agree && !call_agrees(my_pad, peer, call, status, ch))) {
+        *failed = 1;
+      }
+    }
+    port::block_sync();
+    return *failed == 0;
+  }
+
   // last_barrier ends a kernel: nothing follows, so only the link threads
   // wait.
   INTRANODE_DEVICE void last_barrier() {
@@ -1183,8 +1212,8 @@ INTRANODE_DEVICE void one_shot_push(const Args& a, int n) {
 // ---------------------------------------------------------------------------
 // Pipeline (kernels/abi.go): the push path in chunks, through two chunk
 // slots per block in half s of the peers' push areas, for any size. Block
-// b moves chunks b, b+G, ...: push, Barrier on channel b, reduce. The
-// blocks drift apart, so while some reduce others keep the links busy.
+// b moves chunks b, b+G, ...: each step reduces one chunk while the next
+// one is on the wire.
 // (A variant with separate pusher and reducer blocks, four slots each and
 // credits on a second channel, moved 243 GB/s at 256 MiB against this
 // one's 286: docs/PERFORMANCE-kernels.md.)
@@ -1232,23 +1261,41 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   const uint64_t cv = chunk / 16;  // vectors per chunk
   const bool in_aligned = aligned16(a.input);
   const bool out_aligned = aligned16(a.output);
-  uint64_t slot = 0;  // bytes: 0 or chunk
-  for (uint64_t lo = b * cv; lo < nvec; lo += grid * cv) {
-    const uint64_t hi = min_u64(nvec, lo + cv);
+  // Chunk j of this block is in slot j mod 2 (byte offset slot). Step j:
+  // wait for the peers' chunk j, push chunk j+1 into the other slot, reduce
+  // chunk j while those stores are on the wire, then signal chunk j+1.
+  const uint64_t step = grid * cv;
+  const auto push_chunk = [&](uint64_t lo, uint64_t slot) {
     char* d[P];
-    const char* q[P];
 #pragma unroll
     for (int k = 0; k < P; ++k) {
       d[k] = dst[k] == nullptr ? nullptr : dst[k] + slot;
-      q[k] = src[k] == nullptr ? nullptr : src[k] + slot;
     }
-    // Pushing chunk c (reading its input) comes before the barrier and
-    // writing its output after, so in place is safe.
-    push_part<DT, N>(a, d, np, nfull, in_aligned, lo, hi, lo);
-    if (!team.barrier()) {
+    push_part<DT, N>(a, d, np, nfull, in_aligned, lo, min_u64(nvec, lo + cv), lo);
+  };
+  if (b * cv < nvec) {
+    push_chunk(b * cv, 0);
+    team.post(true);
+  }
+  uint64_t slot = 0;  // bytes: 0 or chunk
+  for (uint64_t lo = b * cv; lo < nvec; lo += step) {
+    if (!team.receive(lo == b * cv)) {
       return;
     }
-    reduce_part<DT, OP, N>(a, q, n, nfull, in_aligned, out_aligned, lo, hi, lo);
+    const bool more = lo + step < nvec;
+    if (more) {
+      push_chunk(lo + step, chunk - slot);
+    }
+    const char* q[P];
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      q[k] = src[k] == nullptr ? nullptr : src[k] + slot;
+    }
+    // Input chunk j was pushed (read) a step ago, so in place is safe.
+    reduce_part<DT, OP, N>(a, q, n, nfull, in_aligned, out_aligned, lo, min_u64(nvec, lo + cv), lo);
+    if (more) {
+      team.post(false);
+    }
     slot = chunk - slot;
   }
   epoch_count_out(a.my_pad, epoch, ticket);
