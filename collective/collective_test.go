@@ -96,10 +96,10 @@ func TestPipelineLaunchConfig(t *testing.T) {
 			cfg := LaunchConfig("cuda", Pipeline, n, w)
 			g := int(cfg.Grid.X)
 			require.True(t, g >= 1 && g <= kernels.KernelChannels, "world %d, %d bytes: grid %d", w, n, g)
-			require.Positive(t, kernels.PipelineChunk(w, g), "world %d, %d bytes: grid %d", w, n, g)
+			require.Positive(t, kernels.PipelineChunk(n, w, g), "world %d, %d bytes: grid %d", w, n, g)
 			require.True(t, cfg.Early)
 		}
 	}
 	require.Equal(t, uint32(kernels.KernelChannels), LaunchConfig("cuda", Pipeline, 32<<20, 2).Grid.X)
-	require.Equal(t, uint32(64), LaunchConfig("cuda", Pipeline, 256<<20, 2).Grid.X)
+	require.Equal(t, uint32(kernels.KernelChannels), LaunchConfig("cuda", Pipeline, 256<<20, 2).Grid.X)
 }

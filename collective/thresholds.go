@@ -43,14 +43,14 @@ func (t Thresholds) Select(n int) Algo {
 // --backend cuda --graph`, docs/results/2026-11-22-h200{x2,x4}-final and,
 // for world 2, docs/results/2026-11-22-session3-h200x2/runC):
 //
-// cuda, world 2, 2×H200 (early launch, warm graph replays; up to 1 MiB
-// session3 run C, above it run D, the pipeline above 32 MiB run E):
+// cuda, world 2, 2×H200 (early launch, warm graph replays, wide pipeline on
+// 128 blocks: docs/results/2026-11-22-session3-h200x2/runG):
 //
 //	bytes     1K    4K    16K   64K   256K  1M    2M    4M    16M   64M    256M
-//	oneshot   2.93  3.04  3.79  4.00  4.78  8.67  11.97 20.80
-//	twoshot   7.14  7.11  7.65  7.94  8.37  10.49       20.70
-//	pipeline                                      15.50 18.93 59.76 213.04 810.56
-//	NCCL      6.01  6.22  6.84  7.15  8.67  14.49 27.45 32.44 76.67 244.87 885.57
+//	oneshot   2.87  3.04  3.74  3.95  4.82  7.94  11.85 19.88
+//	twoshot   7.05  7.34  7.76  7.93  8.38  10.46       20.77
+//	pipeline  4.06  4.20  4.79  7.70  19.16 19.61 15.33 18.49 59.17 201.79 768.56
+//	NCCL      6.00  6.17  7.02  7.20  8.51  14.00 27.16 32.35 76.16 244.90 886.79
 //
 // One-shot to 2 MiB, Pipeline above (any size: it needs no buffer); NCCL
 // is never faster.
@@ -132,16 +132,13 @@ func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.Launc
 	case HCM:
 		maxBlocks = 32
 	case Pipeline:
-		// One chunk of the push area's half (8 MiB at world 2) per block and
-		// step, two slots per block: 128 blocks (32 KiB chunks) up to 32
-		// MiB, 64 blocks (64 KiB chunks) above. On 2×H200, bf16, 256 MiB:
-		// 32 blocks 290 GB/s, 48 311, 64 331, 128 321; 16 MiB: 64 blocks
-		// 62.0 µs, 128 blocks 59.8 (docs/PERFORMANCE-kernels.md).
+		// Up to 128 blocks, one chunk slot of the push area per block and
+		// step: 32 KiB up to kernels.PipelineWideBytes, 64 KiB above (both
+		// halves of the area). On 2×H200, bf16, 256 MiB: 32 blocks with
+		// 64 KiB chunks 290 GB/s, 48 311, 64 331; 128 blocks with 32 KiB
+		// chunks 321, with 64 KiB chunks 348 (docs/PERFORMANCE-kernels.md).
 		per = 64 << 10
-		if bytes > 32<<20 {
-			maxBlocks = 64
-		}
-		for maxBlocks > 1 && kernels.PipelineChunk(world, maxBlocks) == 0 {
+		for maxBlocks > 1 && kernels.PipelineChunk(bytes, world, maxBlocks) == 0 {
 			maxBlocks /= 2
 		}
 	}

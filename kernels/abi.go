@@ -180,32 +180,40 @@
 //
 // Pipeline (any count; no symmetric buffer): the push path in chunks, for
 // messages larger than the push area. It reads E and leaves E+1 like the
-// LL and push paths and writes only into half s of the peers' push areas,
-// so the epoch argument above covers it. A launch of G blocks cuts each
-// sender's region of a slot (OneShotPushMax(World) bytes at PushData(World,
-// s, src, dst)) into G block regions of B = (OneShotPushMax(World)/G) &^ 15
-// bytes, and each block region into two chunk slots of C =
-// PipelineChunk(World, G) = (B/2) &^ 15 bytes (kernels given a grid that
-// leaves C < 16 report StatusBadArgs). The data, the input padded with
+// LL and push paths. A launch of G blocks cuts each sender's region of a
+// slot (OneShotPushMax(World) bytes at PushData(World, s, src, dst)) into G
+// block regions of B = (OneShotPushMax(World)/G) &^ 15 bytes. Up to
+// PipelineWideBytes, each block region of half s holds two chunk slots of
+// C = (B/2) &^ 15 bytes; over it ("wide"), slot 0 is the block's region of
+// half s and slot 1 the same region of the other half, C = B.
+// PipelineChunk and PipelineSlot give both forms; kernels given a grid
+// that leaves C < 16 report StatusBadArgs. The data, the input padded with
 // zeros to a multiple of 16 bytes, is cut into chunks of C bytes; block b
 // (channel b) moves chunks c_j = b + j*G, j = 0, 1, …, S-1, chunk c_j in
-// slot j mod 2 at PipelineSlot(World, s, src, dst, b, G, j mod 2) of the
-// receiver's pad. "Write j" stores chunk c_j into that slot of every
+// slot j mod 2 at PipelineSlot(n, World, s, src, dst, b, G, j mod 2) of
+// the receiver's pad. "Write j" stores chunk c_j into that slot of every
 // peer's pad; "signal" is PutSignal(p, b) to every peer p (the first
 // carries the call agreement: Call published before it).
 //  1. write 0, signal;
 //  2. for j < S: WaitSignal(p, b) for every peer p (the first is followed by
 //     the agreement check); write j+1 if j+1 < S; output[chunk c_j] =
 //     reduce over r of (r == me ? input : the chunk in the slot of r's at my
-//     own pad); then, if j+1 < S, signal.
+//     own pad); then, if j+1 < S, signal;
+//  3. wide only, when S is even (the last chunk lies in the other half):
+//     signal, then WaitSignal(p, b) for every peer p.
 //
 // Write j+1 rewrites slot (j+1) mod 2, which held chunk c_(j-1), after the
 // peer's signal for chunk c_j, which the peer sends only once it has
-// reduced chunk c_(j-1): the signal also frees the slot. A rank reads
-// input chunk c_j (write j) a step before it writes output chunk c_j, so
-// input and output may be the same memory. Every rank must launch the same
-// grid (the host computes it from the size alone); a kernel run on one host
-// thread (the fake) is a grid of one.
+// reduced chunk c_(j-1): the signal also frees the slot. Chunk c_0 goes to
+// half s, which the epoch argument above frees; in a wide call every later
+// write follows a signal of this call from the peer, which has therefore
+// finished the previous call; and step 3 keeps the next call's push path,
+// which writes half s+1 without a signal, from overwriting a last chunk
+// the peer has not reduced. A rank reads input chunk c_j (write j) a step
+// before it writes output chunk c_j, so input and output may be the same
+// memory. Every rank must launch the same grid (the host computes it from
+// the size alone); a kernel run on one host thread (the fake) is a grid of
+// one.
 //
 // HCM (World == 8, hybrid cube mesh, count*size <= buffer/2): Extra packs
 // the three quad peers in bytes 0–2, the cross-quad neighbour in byte 3 and,
@@ -319,14 +327,21 @@ func PushData(world, s, src, dst int) int {
 	return PushOffset + (s*(world-1)+idx)*OneShotPushMax(world)
 }
 
+// PipelineWideBytes: Pipeline messages of more bytes than this use both
+// halves of the push area (see the package documentation).
+const PipelineWideBytes = 16 << 20
+
 // PipelineChunk is the byte size of one chunk slot of the Pipeline kernel
-// launched with grid blocks: 0 when the grid is too large for the push
-// area at this world size.
-func PipelineChunk(world, grid int) int {
+// for an n-byte message launched with grid blocks: 0 when the grid is too
+// large for the push area at this world size.
+func PipelineChunk(n, world, grid int) int {
 	if grid < 1 {
 		return 0
 	}
-	c := (OneShotPushMax(world) / grid &^ 15) / 2 &^ 15
+	c := OneShotPushMax(world) / grid &^ 15
+	if n <= PipelineWideBytes {
+		c = c / 2 &^ 15
+	}
 	if c < 16 {
 		return 0
 	}
@@ -334,10 +349,14 @@ func PipelineChunk(world, grid int) int {
 }
 
 // PipelineSlot is the byte offset, in the receiving rank dst's pad, of chunk
-// slot k (0 or 1) of block b that rank src writes in epoch slot s, for a
-// Pipeline launch of grid blocks.
-func PipelineSlot(world, s, src, dst, b, grid, k int) int {
-	return PushData(world, s, src, dst) + b*(OneShotPushMax(world)/grid&^15) + k*PipelineChunk(world, grid)
+// slot k (0 or 1) of block b that rank src writes in a Pipeline call of n
+// bytes in epoch slot s, launched with grid blocks.
+func PipelineSlot(n, world, s, src, dst, b, grid, k int) int {
+	half := s
+	if n > PipelineWideBytes && k == 1 {
+		half, k = 1-s, 0
+	}
+	return PushData(world, half, src, dst) + b*(OneShotPushMax(world)/grid&^15) + k*PipelineChunk(n, world, grid)
 }
 
 // OneShotPath names the path a one-shot kernel takes for n bytes.

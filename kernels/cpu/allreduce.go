@@ -29,12 +29,12 @@ const allReduceChannel = 0
 //
 // The buffer size is not among the arguments, so the kernels cannot check
 // count against it: the caller does (count*size <= buffer, or buffer/2 for
-// HCM). HCM keeps its quad partials at the byte offset in bits 32–63 of
-// Extra when the caller sets them (HCMPartialOffset(bufferSize); it must be
-// a multiple of 16 and at least count*size), and otherwise right after the
-// data, at count*size rounded up to 16 — which is never beyond
-// HCMPartialOffset(bufferSize) when the count fits. The CUDA kernels read
-// Extra the same way.
+// HCM; Pipeline uses no buffer and takes any count). HCM keeps its quad
+// partials at the byte offset in bits 32–63 of Extra when the caller sets
+// them (HCMPartialOffset(bufferSize); it must be a multiple of 16 and at
+// least count*size), and otherwise right after the data, at count*size
+// rounded up to 16 — which is never beyond HCMPartialOffset(bufferSize)
+// when the count fits. The CUDA kernels read Extra the same way.
 //
 // An output that overlaps a symmetric buffer is safe: when the algorithm
 // would overwrite data a peer may still read (one-shot in place in the
@@ -48,7 +48,9 @@ const allReduceChannel = 0
 //
 // The one-shot takes the path kernels.OneShotPath names: LL lines or
 // pushed data through the peers' signal pads, or the classic copy-in and
-// two barriers; see package kernels.
+// two barriers; see package kernels. The pipeline (pipeline.go) moves the
+// input in chunks through the same push areas, runs as a grid of one block
+// and, reading no symmetric buffer, lets the output lie anywhere.
 func AllReduce(algo kernels.Algo, dtype backend.DType) Func {
 	name := kernels.AllReduceKernel(algo, dtype)
 	return func(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {

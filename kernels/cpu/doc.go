@@ -1,9 +1,9 @@
 // Package cpu implements the built-in kernels of package kernels as Go
 // functions, for the fake backend: the barrier, put-signal and wait-signal
-// kernels and the one-shot, two-shot and hybrid-cube-mesh all-reduce
-// kernels for every element type. Each follows the algorithm written in
-// package kernels' documentation step for step, so the fake exercises the
-// same synchronisation as the CUDA and HIP kernels.
+// kernels and the one-shot, two-shot, hybrid-cube-mesh and pipeline
+// all-reduce kernels for every element type. Each follows the algorithm
+// written in package kernels' documentation step for step, so the fake
+// exercises the same synchronisation as the CUDA and HIP kernels.
 //
 // A kernel is a Func: it reads its arguments as backend.Args, resolves
 // device pointers through a Memory and runs to completion on the calling

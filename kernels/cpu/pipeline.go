@@ -7,10 +7,12 @@ import (
 )
 
 // pipeline is kernels.Pipeline as a grid of one block (channel 0): chunks
-// of kernels.PipelineChunk(world, 1) bytes in chunk slot j mod 2 of half s
-// of the peers' push areas. Push and signal chunk 0; then for each chunk j:
-// wait for every peer's chunk j, write chunk j+1 into the peers' pads,
-// reduce chunk j from this rank's pad in rank order, signal chunk j+1. Input chunk j is read a step before output chunk j is
+// of kernels.PipelineChunk(n, world, 1) bytes in chunk slot j mod 2 (both
+// in half s, or over kernels.PipelineWideBytes one in each half) of the
+// peers' push areas. Push and signal chunk 0; then for each chunk j: wait
+// for every peer's chunk j, write chunk j+1 into the peers' pads, reduce
+// chunk j from this rank's pad in rank order, signal chunk j+1; a wide call
+// whose last chunk lies in the other half ends with one more exchange. Input chunk j is read a step before output chunk j is
 // written, so input and output may be the same memory.
 func (k *allReduce) pipeline() error {
 	me := k.me
@@ -18,7 +20,7 @@ func (k *allReduce) pipeline() error {
 	epoch := atomic.LoadUint32(epochWord)
 	s := int(epoch & 1)
 	atomic.StoreUint32(epochWord, epoch+1)
-	chunk := kernels.PipelineChunk(k.world, 1)
+	chunk := kernels.PipelineChunk(k.n, k.world, 1)
 	peers := func(f func(p int)) {
 		for p := range k.world {
 			if p != me && k.mask&(1<<p) != 0 {
@@ -30,7 +32,7 @@ func (k *allReduce) pipeline() error {
 		lo := j * chunk
 		hi := min(lo+chunk, k.n)
 		peers(func(p int) {
-			dst := k.pads[p][kernels.PipelineSlot(k.world, s, me, p, 0, 1, j%2):]
+			dst := k.pads[p][kernels.PipelineSlot(k.n, k.world, s, me, p, 0, 1, j%2):]
 			copy(dst[:hi-lo], k.in[lo:hi])
 			// The last chunk is padded with zeros to 16 bytes.
 			clear(dst[hi-lo : (hi-lo+15)&^15])
@@ -61,13 +63,23 @@ func (k *allReduce) pipeline() error {
 				srcs[q] = k.in[lo:hi]
 				continue
 			}
-			off := kernels.PipelineSlot(k.world, s, q, me, 0, 1, j%2)
+			off := kernels.PipelineSlot(k.n, k.world, s, q, me, 0, 1, j%2)
 			srcs[q] = k.pads[me][off : off+hi-lo]
 		}
 		reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
 		if j+1 < steps {
 			// Only now: the signal tells the peers that chunk j's slot is free.
 			signal()
+		}
+	}
+	if k.n > kernels.PipelineWideBytes && steps%2 == 0 {
+		signal()
+		for p := range k.world {
+			if p != me && k.mask&(1<<p) != 0 {
+				if ok, err := k.wait(p, allReduceChannel); !ok {
+					return err
+				}
+			}
 		}
 	}
 	return nil

@@ -12,13 +12,13 @@ import (
 )
 
 // TestPipelineChunks runs the pipeline over several chunk slots (a grid of
-// one moves kernels.PipelineChunk(world, 1) bytes per step), in place and
+// one moves kernels.PipelineChunk(n, world, 1) bytes per step), in place and
 // out of place, back to back with one-shot push calls that share the push
 // area and the epoch, and checks every result exactly and the epoch count.
 func TestPipelineChunks(t *testing.T) {
 	d := backend.Int32
 	for _, world := range []int{2, 4} {
-		chunk := kernels.PipelineChunk(world, 1)
+		chunk := kernels.PipelineChunk(1, world, 1)
 		require.Positive(t, chunk)
 		steps := 3
 		if raceEnabled {
@@ -49,17 +49,48 @@ func TestPipelineChunks(t *testing.T) {
 // sender's region of the push area's half, none past it.
 func TestPipelineLayout(t *testing.T) {
 	for _, tc := range []struct{ world, grid int }{{2, 1}, {2, 64}, {2, 128}, {4, 128}, {8, 128}} {
-		c := kernels.PipelineChunk(tc.world, tc.grid)
+		c := kernels.PipelineChunk(1, tc.world, tc.grid)
 		require.Positive(t, c, "%+v", tc)
 		require.Zero(t, c%16, "%+v", tc)
 		region := kernels.OneShotPushMax(tc.world)
 		for s := range 2 {
 			base := kernels.PushData(tc.world, s, 0, 1)
-			last := kernels.PipelineSlot(tc.world, s, 0, 1, tc.grid-1, tc.grid, 1)
+			last := kernels.PipelineSlot(1, tc.world, s, 0, 1, tc.grid-1, tc.grid, 1)
 			require.LessOrEqual(t, last+c, base+region, "%+v slot %d", tc, s)
-			require.Equal(t, base, kernels.PipelineSlot(tc.world, s, 0, 1, 0, tc.grid, 0), "%+v", tc)
+			require.Equal(t, base, kernels.PipelineSlot(1, tc.world, s, 0, 1, 0, tc.grid, 0), "%+v", tc)
+			// Wide: slot 1 is the same block region in the other half.
+			wide := kernels.PipelineWideBytes + 1
+			require.Equal(t, region/tc.grid&^15, kernels.PipelineChunk(wide, tc.world, tc.grid), "%+v", tc)
+			require.Equal(t, kernels.PushData(tc.world, 1-s, 0, 1)+(tc.grid-1)*(region/tc.grid&^15),
+				kernels.PipelineSlot(wide, tc.world, s, 0, 1, tc.grid-1, tc.grid, 1), "%+v", tc)
 		}
 	}
-	require.Zero(t, kernels.PipelineChunk(8, 1<<20), "a grid too large for the push area")
-	require.Zero(t, kernels.PipelineChunk(2, 0))
+	require.Zero(t, kernels.PipelineChunk(1, 8, 1<<20), "a grid too large for the push area")
+	require.Zero(t, kernels.PipelineChunk(1, 2, 0))
+}
+
+// TestPipelineWide runs wide calls (over kernels.PipelineWideBytes: chunk
+// slots in both halves of the push area) with an even number of chunks, so
+// each ends with the closing exchange, between one-shot push calls on the
+// same pads; the signal counts and the epoch must stay in step.
+func TestPipelineWide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 48 MiB per rank per call")
+	}
+	const world = 2
+	d := backend.Int32
+	n := kernels.PipelineWideBytes + 16<<20 - 100 // six 8 MiB chunks, the last short
+	require.Zero(t, (n/kernels.PipelineChunk(n, world, 1)+1)%2, "an even number of chunks")
+	count := n / d.Size()
+	push := kernels.OneShotLLMax(world)/d.Size() + 7
+	g := newGroup(world, n)
+	pat := makePatterns(d, world, count)
+	for i, pl := range []placement{outOfPlace, inPlace} {
+		g.checkOnce(t, kernels.Pipeline, d, backend.Sum, count, pl, pat, i, fmt.Sprintf("wide pipeline %v", pl))
+		g.checkOnce(t, kernels.OneShot, d, backend.Sum, push, outOfPlace, pat, i+1, "one-shot push after a wide pipeline")
+	}
+	for r := range world {
+		got := binary.LittleEndian.Uint32(g.padBytes[r][kernels.EpochWord:])
+		require.Equal(t, uint32(4), got, "rank %d: epoch", r)
+	}
 }

@@ -73,6 +73,13 @@ constexpr uint64_t kLLMaxBytes = INTRANODE_LL_MAX_BYTES;
 constexpr uint64_t kPushOffset = kLLOffset + kLLSize;
 constexpr uint64_t kPushSize = INTRANODE_PUSH_SIZE;
 constexpr uint64_t kPushMaxBytes = INTRANODE_PUSH_MAX_BYTES;
+// kernels.PipelineWideBytes: Pipeline messages over this use both halves of
+// the push area (chunks twice as large, a closing signal when needed).
+#ifndef INTRANODE_PIPE_WIDE_BYTES
+#define INTRANODE_PIPE_WIDE_BYTES (16ull << 20)
+#endif
+constexpr uint64_t kPipeWideBytes = INTRANODE_PIPE_WIDE_BYTES;
+
 // kernels.PushSplitBytes: push-path messages over this go in two rounds.
 #ifndef INTRANODE_PUSH_SPLIT_BYTES
 #define INTRANODE_PUSH_SPLIT_BYTES (2ull << 20)
@@ -1227,7 +1234,11 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   const uint64_t b = port::block_index();
   const uint64_t region = push_max(a.world);
   const uint64_t block_region = (region / grid) & ~uint64_t(15);
-  const uint64_t chunk = (block_region / 2) & ~uint64_t(15);  // kernels.PipelineChunk
+  // Wide (kernels.PipelineWideBytes): chunk slot 0 is this block's region
+  // of half s, slot 1 the same region of the other half; otherwise both
+  // slots lie in half s.
+  const bool wide = a.count * kElemSize<DT> > kPipeWideBytes;
+  const uint64_t chunk = wide ? block_region : (block_region / 2) & ~uint64_t(15);  // kernels.PipelineChunk
   if (chunk < 16) {
     if (port::thread_index() == 0) {
       report(a.status, kStatusBadArgs, 0, uint32_t(b));
@@ -1241,6 +1252,10 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   port::block_sync();  // every thread has read the epoch
   const uint32_t ticket = epoch_count_in(a.my_pad, epoch);
   const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
+  const int64_t halves = int64_t(a.world - 1) * int64_t(region);  // from one half to the other
+  // Byte offset of chunk slot 1 from slot 0 (negative when wide and s == 1:
+  // the other half lies below).
+  const int64_t slot1 = !wide ? int64_t(chunk) : (epoch & 1) == 0 ? halves : -halves;
   char* dst[P];        // this block's region in peer k's pad
   const char* src[P];  // peer k's block region in my pad
 #pragma unroll
@@ -1265,7 +1280,7 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   // wait for the peers' chunk j, push chunk j+1 into the other slot, reduce
   // chunk j while those stores are on the wire, then signal chunk j+1.
   const uint64_t step = grid * cv;
-  const auto push_chunk = [&](uint64_t lo, uint64_t slot) {
+  const auto push_chunk = [&](uint64_t lo, int64_t slot) {
     char* d[P];
 #pragma unroll
     for (int k = 0; k < P; ++k) {
@@ -1277,14 +1292,15 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
     push_chunk(b * cv, 0);
     team.post(true);
   }
-  uint64_t slot = 0;  // bytes: 0 or chunk
+  int64_t slot = 0;  // byte offset of chunk j's slot: 0 or slot1
+  bool odd = false;   // chunk j is in slot 1
   for (uint64_t lo = b * cv; lo < nvec; lo += step) {
     if (!team.receive(lo == b * cv)) {
       return;
     }
     const bool more = lo + step < nvec;
     if (more) {
-      push_chunk(lo + step, chunk - slot);
+      push_chunk(lo + step, odd ? 0 : slot1);
     }
     const char* q[P];
 #pragma unroll
@@ -1295,8 +1311,17 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
     reduce_part<DT, OP, N>(a, q, n, nfull, in_aligned, out_aligned, lo, min_u64(nvec, lo + cv), lo);
     if (more) {
       team.post(false);
+    } else if (wide && odd) {
+      // The last chunk lies in the other half, where the next call's push
+      // path writes without asking: close with one more signal each way,
+      // sent once it is reduced.
+      team.post(false);
+      if (!team.receive(false)) {
+        return;
+      }
     }
-    slot = chunk - slot;
+    odd = !odd;
+    slot = odd ? slot1 : 0;
   }
   epoch_count_out(a.my_pad, epoch, ticket);
 }
