@@ -55,12 +55,13 @@ func (t Thresholds) Select(n int) Algo {
 // One-shot to 2 MiB, Pipeline above (any size: it needs no buffer); NCCL
 // is never faster.
 //
-// cuda, world 4, 4×H200:
+// cuda, world 4, 4×H200 (third session, docs/results/2026-11-22-session3-h200x4;
+// the pipeline pushes everything to every peer and loses to NCCL from 64 KiB):
 //
-//	bytes    1K    4K    16K   64K   256K  1M    4M
-//	oneshot  6.23  6.92  7.73  8.26  9.95  20.25 52.18
-//	twoshot  10.07 10.28 10.31 11.07 11.47 15.44 30.15
-//	NCCL     19.17 9.85  11.71 31.93 27.70 35.40 40.69
+//	bytes    1K    4K    16K   64K   256K  1M    4M    16M
+//	oneshot  4.51  4.89  5.22  6.52  8.47  16.51 49.38
+//	twoshot  8.67  8.19  8.76  9.79  10.23 15.03 31.07
+//	NCCL     10.12 10.69 11.44 11.52 12.31 19.57 40.58 97.99
 //
 // cuda, world 8, 8×H200 (NVSwitch), one run, second session
 // (docs/results/2026-11-22-session2-h200x8; the one-shot at 4K and NCCL at

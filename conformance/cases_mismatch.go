@@ -44,7 +44,7 @@ func (s callShape) String() string {
 var (
 	mismatchDTypes = []backend.DType{backend.Float32, backend.Float16, backend.BFloat16, backend.Float64, backend.Int32}
 	mismatchOps    = []backend.ReduceOp{backend.Sum, backend.Max, backend.Min}
-	mismatchAlgos  = []collective.Algo{collective.OneShot, collective.TwoShot}
+	mismatchAlgos  = []collective.Algo{collective.OneShot, collective.TwoShot, collective.Pipeline}
 )
 
 // mismatchPlan draws a trial's calls: the shape every rank uses for the
@@ -60,7 +60,7 @@ func mismatchPlan(p FaultPlan, world int) (agreed callShape, warmup int, last []
 		if rng.IntN(3) == 0 {
 			n = 1 + rng.IntN(2048/d.Size())
 		}
-		return callShape{algo: mismatchAlgos[rng.IntN(2)], dtype: d, op: mismatchOps[rng.IntN(3)], count: n}
+		return callShape{algo: mismatchAlgos[rng.IntN(len(mismatchAlgos))], dtype: d, op: mismatchOps[rng.IntN(3)], count: n}
 	}
 	agreed = pick()
 	warmup = rng.IntN(3)
@@ -98,11 +98,11 @@ func variant(rng *rand.Rand, s callShape) callShape {
 		}
 		s.op = o
 	default:
-		if s.algo == collective.OneShot {
-			s.algo = collective.TwoShot
-		} else {
-			s.algo = collective.OneShot
+		a := s.algo
+		for a == s.algo {
+			a = mismatchAlgos[rng.IntN(len(mismatchAlgos))]
 		}
+		s.algo = a
 	}
 	return s
 }

@@ -174,9 +174,10 @@ func TestPipelineExact(t *testing.T) {
 }
 
 // TestPipelineMixedSequence interleaves pipeline calls of zero to three
-// chunk steps with one-shot LL and push calls (one and two rounds) and a
-// two-shot, all on the same pads: the pipeline and the LL and push paths
-// share the epoch and the push area, and every result must be exact.
+// chunk steps with one-shot LL and push calls (one round, and two where
+// the world's push area allows) and a two-shot, all on the same pads: the
+// pipeline and the LL and push paths share the epoch and the push area,
+// and every result must be exact.
 func TestPipelineMixedSequence(t *testing.T) {
 	i32, bf16 := backend.Int32, backend.BFloat16
 	worlds := []int{2, 3, 4, 8}
@@ -233,9 +234,9 @@ func TestPipelineMixedSequence(t *testing.T) {
 // TestPipelineCallAgreement: a pipeline call against a different call of
 // the same sequence number ends on every rank with StatusMismatch naming
 // another rank, without writing the output, and leaves each rank's record
-// of its own call. (Against a one-shot LL rank too: the fake's LL spins
-// watch the peers' Calls like its other spins, where the device's watch
-// only the status word and time out.)
+// of its own call. That includes a one-shot LL rank: the fake's LL spins
+// watch the peers' Calls like its other spins, whereas the device's LL
+// spins watch only the status word and wait for their deadline.
 func TestPipelineCallAgreement(t *testing.T) {
 	bf16 := backend.BFloat16
 	two := pipeChunk(1, 2)/bf16.Size() + 8            // two chunk steps at world 2
