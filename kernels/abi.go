@@ -15,7 +15,7 @@
 //	sent[ch][dst]  at SentOffset  + (ch*MaxRanks+dst)*4   local: signals sent to dst
 //	recv[ch][src]  at RecvOffset  + (ch*MaxRanks+src)*4   local: signals consumed from src
 //	state          at StateOffset, StateSize bytes         per-rank P2P state:
-//	  epoch        at EpochWord                            local: one-shot LL and push calls so far
+//	  epoch        at EpochWord                            local: one-shot LL and push and Pipeline calls so far
 //	  ticket       at TicketWord                           local: device kernels' scratch, 0 between calls
 //	  record       at RecordOffset (RecordSize bytes)      local: this rank's latest call (Record)
 //	  callIn[src][p] at CallInWord(src, p) (uint64)        written by rank src: its Call, p = seq mod 2
@@ -189,12 +189,13 @@
 // PipelineChunk and PipelineSlot give both forms; kernels given a grid
 // that leaves C < 16 report StatusBadArgs. The data, the input padded with
 // zeros to a multiple of 16 bytes, is cut into chunks of C bytes; block b
-// (channel b) moves chunks c_j = b + j*G, j = 0, 1, …, S-1, chunk c_j in
+// (channel b) moves chunks c_j = b + j*G, j = 0, 1, …, S-1 (S is the
+// number of chunks with index b mod G, 0 when there are none), chunk c_j in
 // slot j mod 2 at PipelineSlot(n, World, s, src, dst, b, G, j mod 2) of
 // the receiver's pad. "Write j" stores chunk c_j into that slot of every
 // peer's pad; "signal" is PutSignal(p, b) to every peer p (the first
 // carries the call agreement: Call published before it).
-//  1. write 0, signal;
+//  1. if S > 0: write 0, signal;
 //  2. for j < S: WaitSignal(p, b) for every peer p (the first is followed by
 //     the agreement check); write j+1 if j+1 < S; output[chunk c_j] =
 //     reduce over r of (r == me ? input : the chunk in the slot of r's at my
@@ -254,9 +255,9 @@ const (
 	StateOffset    = 3 * NumChannels * MaxRanks * 4
 	// StateSize is the per-rank P2P state area (kP2pStateSize).
 	StateSize = 2048
-	// EpochWord counts the one-shot LL and push calls made on the pad (uint32);
-	// TicketWord is the device kernel's scratch for updating it once per
-	// launch. Both are local to the rank.
+	// EpochWord counts the one-shot LL and push calls and the Pipeline calls
+	// made on the pad (uint32); TicketWord is the device kernel's scratch for
+	// updating it once per launch. Both are local to the rank.
 	EpochWord  = StateOffset
 	TicketWord = StateOffset + 4
 	// RecordOffset holds the rank's latest Record (RecordSize bytes,
