@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/kernels"
 	"github.com/intranode/intranode/kernels/cpu"
 	hipkernels "github.com/intranode/intranode/kernels/hip"
 )
@@ -965,9 +966,12 @@ func (h *fakeHIP) Launch(dev int, f hipFunction, cfg backend.LaunchConfig, s hip
 	if !ok || fn.dev != dev {
 		return newHIPError("hipModuleLaunchKernel", hipErrorInvalidHandle, "", "")
 	}
-	sizes := signalArgSizes
-	if strings.HasPrefix(fn.name, "intranode_one_shot") || strings.HasPrefix(fn.name, "intranode_two_shot") || strings.HasPrefix(fn.name, "intranode_hcm") {
-		sizes = allReduceArgSizes
+	// Every kernel of the module but the three signal kernels is an
+	// all-reduce (kernels.AllReduceKernel).
+	sizes := allReduceArgSizes
+	switch fn.name {
+	case kernels.BarrierKernel, kernels.PutSignalKernel, kernels.WaitSignalKernel:
+		sizes = signalArgSizes
 	}
 	// The runtime copies the parameters before returning.
 	args, err := decodeParams(bytes.Clone(params), sizes)
