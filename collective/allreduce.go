@@ -292,7 +292,7 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 // launch enqueues one kernel call; the caller holds c.mu.
 func (c *Comm) launch(s backend.Stream, algo Algo, in, out backend.DevicePtr, count int, dtype backend.DType,
 	op backend.ReduceOp, timeoutNs uint64) error {
-	fn, err := c.function(kernels.AllReduceKernel(algo.kernel(), dtype))
+	fn, err := c.allReduceFunction(algo, dtype)
 	if err != nil {
 		return fmt.Errorf("collective: %w", err)
 	}

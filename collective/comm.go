@@ -102,10 +102,14 @@ type Comm struct {
 	mem         *symmetric.Memory
 	module      backend.Module // the built-in kernels, owned by mem
 	fns         map[string]backend.Function
-	status      backend.HostAllocation
-	stream      backend.Stream // for Barrier and internal work
-	tab         Thresholds
-	calls       callState // sequence numbers and the failure that ends the comm (verify.go)
+	// arFns caches the all-reduce kernels by algorithm and dtype, so a call
+	// neither formats the kernel name nor hashes it (eager launches are
+	// bound by the host).
+	arFns  [Pipeline + 1][5]backend.Function
+	status backend.HostAllocation
+	stream backend.Stream // for Barrier and internal work
+	tab    Thresholds
+	calls  callState // sequence numbers and the failure that ends the comm (verify.go)
 }
 
 // New creates a comm for rank of world ranks meeting through st. It does
@@ -369,6 +373,7 @@ func (c *Comm) setupMemory(ctx context.Context, tm *phases.Timer) error {
 	// device; loading them a second time would only cost rendezvous time.
 	c.module = mem.Module()
 	c.fns = map[string]backend.Function{}
+	c.arFns = [Pipeline + 1][5]backend.Function{}
 	if err := c.openControl(ctx); err != nil {
 		return err
 	}
@@ -405,6 +410,20 @@ func (c *Comm) function(name string) (backend.Function, error) {
 	}
 	c.fns[name] = f
 	return f, nil
+}
+
+// allReduceFunction returns the kernel of algo for dtype (both valid).
+func (c *Comm) allReduceFunction(algo Algo, dtype backend.DType) (backend.Function, error) {
+	if int(algo) < len(c.arFns) && int(dtype) < len(c.arFns[algo]) {
+		if f := c.arFns[algo][dtype]; f != nil {
+			return f, nil
+		}
+	}
+	f, err := c.function(kernels.AllReduceKernel(algo.kernel(), dtype))
+	if err == nil && int(algo) < len(c.arFns) && int(dtype) < len(c.arFns[algo]) {
+		c.arFns[algo][dtype] = f
+	}
+	return f, err
 }
 
 // Close releases the comm's memory, streams and (if it opened it) the

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,6 +62,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	asJSON := fs.Bool("json", false, "print JSON instead of the table")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole run")
 	plot := fs.String("plot", "", "also write an SVG chart (latency and bus bandwidth against size) to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write rank 0's Go CPU profile (runtime/pprof) of the whole run to this file")
 	storeURL := storeFlag(fs, "a TCP store this command serves on loopback with --procs, an in-process one without")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -74,6 +76,13 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	}
 	cfg.Graph, cfg.InPlace, cfg.Timeout, cfg.Store = *graph, *inPlace, *timeout, *storeURL
 	cfg.Replays = *replays
+	if *cpuProfile != "" {
+		abs, err := filepath.Abs(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		cfg.CPUProfile = abs
+	}
 	if err := checkStoreURL(cfg.Store, *procs); err != nil {
 		return err
 	}
@@ -237,6 +246,12 @@ func benchGoroutines(ctx context.Context, cfg benchConfig, b backend.Backend, p 
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	// One process: the profile holds every rank.
+	stop, err := startCPUProfile(cfg.CPUProfile)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
 	var mu sync.Mutex
 	var samples []benchSample
 	errs := make([]error, cfg.World)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -32,7 +33,9 @@ type benchConfig struct {
 	// Replays is how many times the timed iterations run, each after a
 	// barrier; the median is reported. A graph is replayed once untimed
 	// first (its first launch uploads it to the device).
-	Replays    int           `json:"replays"`
+	Replays int `json:"replays"`
+	// CPUProfile, when set, is where rank 0 writes its Go CPU profile.
+	CPUProfile string        `json:"cpu_profile,omitempty"`
 	InPlace    bool          `json:"inplace"`
 	BufferSize int           `json:"buffer_size"`
 	Timeout    time.Duration `json:"timeout"`
@@ -78,7 +81,34 @@ func runBenchRank(ctx context.Context, args []string, s streams) error {
 	}
 	defer b.Close()
 	enc := json.NewEncoder(s.Out)
+	if rank == 0 {
+		stop, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	return benchRank(ctx, cfg, rank, st, b, func(smp benchSample) error { return enc.Encode(smp) })
+}
+
+// startCPUProfile writes this process's Go CPU profile to path until stop
+// is called; an empty path profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // rendezvousSample is the Algo of the sample that carries Rendezvous time.

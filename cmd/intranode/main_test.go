@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -182,4 +183,19 @@ func TestBenchStoreURL(t *testing.T) {
 	_, stderr, code = runCLI(t, "bench", "--backend", "fake", "-e", "1K", "--store", "gopher://x")
 	require.Equal(t, 1, code)
 	require.NotEmpty(t, stderr)
+}
+
+// TestBenchCPUProfile: --cpuprofile leaves a pprof profile (gzip-compressed
+// protobuf) from rank 0, in both modes.
+func TestBenchCPUProfile(t *testing.T) {
+	for _, procs := range []string{"--procs=false", "--procs=true"} {
+		path := filepath.Join(t.TempDir(), "cpu.prof")
+		_, stderr, code := runCLI(t, "bench", "--backend", "fake", procs, "-b", "1K", "-e", "1K",
+			"--iters", "2", "--warmup", "1", "--algo", "oneshot", "--cpuprofile", path)
+		require.Equal(t, 0, code, stderr)
+		b, err := os.ReadFile(path)
+		require.NoError(t, err, procs)
+		require.Greater(t, len(b), 2, procs)
+		require.Equal(t, []byte{0x1f, 0x8b}, b[:2], "%s: not a gzip-compressed profile", procs)
+	}
 }
