@@ -217,7 +217,7 @@ func benchSetup(backendName string, world int, minB, maxB string, factor int, dt
 	for n := lo; n <= hi; n *= factor {
 		sizes = append(sizes, n)
 	}
-	return benchConfig{Backend: backendName, World: world, Sizes: sizes, DType: d, Op: op, Algos: algos,
+	return benchConfig{Backend: backendName, World: world, Sizes: sizes, DType: d, Op: op, Algos: algos, Replays: 1,
 		Iters: iters, Warmup: warmup, BufferSize: buf}, nil
 }
 
@@ -409,7 +409,7 @@ func writeTable(w io.Writer, cfg benchConfig, procs bool, openUS, rendezvousUS f
 		graph = "graph replay"
 	}
 	fmt.Fprintf(w, "# intranode bench: backend %s, world %d (%s), %s, iters %d, warmup %d, median of %d replays, buffer %d bytes\n",
-		cfg.Backend, cfg.World, mode, graph, cfg.Iters, cfg.Warmup, max(cfg.Replays, 1), cfg.BufferSize)
+		cfg.Backend, cfg.World, mode, graph, cfg.Iters, cfg.Warmup, cfg.Replays, cfg.BufferSize)
 	fmt.Fprintf(w, "# first Rendezvous (topology, %d-byte symmetric buffer, exchange, mapping): %.1f ms, slowest rank\n",
 		cfg.BufferSize, rendezvousUS/1e3)
 	fmt.Fprintf(w, "# (before it, opening the device and so creating its driver context: %.1f ms, slowest rank)\n", openUS/1e3)

@@ -30,8 +30,8 @@ type benchConfig struct {
 	Iters   int              `json:"iters"`
 	Warmup  int              `json:"warmup"`
 	Graph   bool             `json:"graph"`
-	// Replays is how many times the timed iterations run, each after a
-	// barrier; the median is reported. A graph is replayed once untimed
+	// Replays (at least 1) is how many times the timed iterations run, each
+	// after a barrier; the median is reported. A graph is replayed once untimed
 	// first (its first launch uploads it to the device).
 	Replays int `json:"replays"`
 	// CPUProfile, when set, is where rank 0 writes its Go CPU profile.
@@ -311,8 +311,8 @@ func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, see
 			return 0, 0, err
 		}
 	}
-	times := make([]time.Duration, 0, max(m.cfg.Replays, 1))
-	for range max(m.cfg.Replays, 1) {
+	times := make([]time.Duration, 0, m.cfg.Replays)
+	for range m.cfg.Replays {
 		if err := m.s.Synchronize(ctx); err != nil {
 			return 0, 0, err
 		}

@@ -12,8 +12,9 @@ import (
 // peers' push areas. Push and signal chunk 0; then for each chunk j: wait
 // for every peer's chunk j, write chunk j+1 into the peers' pads, reduce
 // chunk j from this rank's pad in rank order, signal chunk j+1; a wide call
-// whose last chunk lies in the other half ends with one more exchange. Input chunk j is read a step before output chunk j is
-// written, so input and output may be the same memory.
+// whose last chunk lies in the other half ends with one more exchange.
+// Input chunk j is read a step before output chunk j is written, so input
+// and output may be the same memory.
 func (k *allReduce) pipeline() error {
 	me := k.me
 	epochWord := word(k.pads[me], kernels.EpochWord)
@@ -47,10 +48,11 @@ func (k *allReduce) pipeline() error {
 	srcs := make([][]byte, k.world)
 	for j := range steps {
 		for p := range k.world {
-			if p != me && k.mask&(1<<p) != 0 {
-				if ok, err := k.wait(p, allReduceChannel); !ok {
-					return err
-				}
+			if p == me || k.mask&(1<<p) == 0 {
+				continue
+			}
+			if ok, err := k.wait(p, allReduceChannel); !ok {
+				return err
 			}
 		}
 		if j+1 < steps {
@@ -73,13 +75,9 @@ func (k *allReduce) pipeline() error {
 		}
 	}
 	if k.n > kernels.PipelineWideBytes && steps%2 == 0 {
-		signal()
-		for p := range k.world {
-			if p != me && k.mask&(1<<p) != 0 {
-				if ok, err := k.wait(p, allReduceChannel); !ok {
-					return err
-				}
-			}
+		// The closing exchange: one more signal and wait each way.
+		if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+			return err
 		}
 	}
 	return nil

@@ -1557,93 +1557,53 @@ INTRANODE_DEVICE void hcm(const Args& a) {
 // Dispatch: world 2, 4 and 8 get their own code; other worlds use the 8-wide
 // code with a runtime bound.
 
+// by_world calls f(Width<N>{}, n) with the compile-time bound N the world
+// is specialised for (2, 4 and 8; 8 with n = world for any other size).
+template <int N>
+struct Width {
+  static constexpr int value = N;
+};
+
+template <typename F>
+INTRANODE_DEVICE void by_world(uint32_t world, F&& f) {
+  switch (world) {
+    case 2:
+      f(Width<2>{}, 2);
+      break;
+    case 4:
+      f(Width<4>{}, 4);
+      break;
+    case 8:
+      f(Width<8>{}, 8);
+      break;
+    default:
+      f(Width<8>{}, int(world));
+      break;
+  }
+}
+
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void one_shot_world(const Args& a) {
   if (a.count > 0 && a.count <= push_max(a.world) / kElemSize<DT>) {
-    switch (a.world) {
-      case 2:
-        one_shot_push<DT, OP, 2>(a, 2);
-        break;
-      case 4:
-        one_shot_push<DT, OP, 4>(a, 4);
-        break;
-      case 8:
-        one_shot_push<DT, OP, 8>(a, 8);
-        break;
-      default:
-        one_shot_push<DT, OP, 8>(a, int(a.world));
-        break;
-    }
+    by_world(a.world, [&](auto w, int n) { one_shot_push<DT, OP, decltype(w)::value>(a, n); });
     return;
   }
-  switch (a.world) {
-    case 2:
-      one_shot<DT, OP, 2>(a, 2);
-      break;
-    case 4:
-      one_shot<DT, OP, 4>(a, 4);
-      break;
-    case 8:
-      one_shot<DT, OP, 8>(a, 8);
-      break;
-    default:
-      one_shot<DT, OP, 8>(a, int(a.world));
-      break;
-  }
+  by_world(a.world, [&](auto w, int n) { one_shot<DT, OP, decltype(w)::value>(a, n); });
 }
 
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void one_shot_ll_world(const Args& a) {
-  switch (a.world) {
-    case 2:
-      one_shot_ll<DT, OP, 2>(a, 2);
-      break;
-    case 4:
-      one_shot_ll<DT, OP, 4>(a, 4);
-      break;
-    case 8:
-      one_shot_ll<DT, OP, 8>(a, 8);
-      break;
-    default:
-      one_shot_ll<DT, OP, 8>(a, int(a.world));
-      break;
-  }
+  by_world(a.world, [&](auto w, int n) { one_shot_ll<DT, OP, decltype(w)::value>(a, n); });
 }
 
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void pipeline_world(const Args& a) {
-  switch (a.world) {
-    case 2:
-      pipeline<DT, OP, 2>(a, 2);
-      break;
-    case 4:
-      pipeline<DT, OP, 4>(a, 4);
-      break;
-    case 8:
-      pipeline<DT, OP, 8>(a, 8);
-      break;
-    default:
-      pipeline<DT, OP, 8>(a, int(a.world));
-      break;
-  }
+  by_world(a.world, [&](auto w, int n) { pipeline<DT, OP, decltype(w)::value>(a, n); });
 }
 
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void two_shot_world(const Args& a) {
-  switch (a.world) {
-    case 2:
-      two_shot<DT, OP, 2>(a, 2);
-      break;
-    case 4:
-      two_shot<DT, OP, 4>(a, 4);
-      break;
-    case 8:
-      two_shot<DT, OP, 8>(a, 8);
-      break;
-    default:
-      two_shot<DT, OP, 8>(a, int(a.world));
-      break;
-  }
+  by_world(a.world, [&](auto w, int n) { two_shot<DT, OP, decltype(w)::value>(a, n); });
 }
 
 template <uint32_t DT, uint32_t OP>
