@@ -279,7 +279,11 @@ func (h *fakeHIP) reach(dev int, p backend.DevicePtr, n int) ([]byte, int, error
 	defer h.mu.Unlock()
 	for _, m := range h.maps {
 		base := backend.DevicePtr(m.base())
-		if p < base || uint64(p)+uint64(n) > uint64(base)+uint64(len(m.mem)) {
+		end := uint64(base) + uint64(len(m.mem))
+		// A range must start inside the mapping: an empty range at the
+		// first byte of one allocation is not in the allocation that ends
+		// just below it (mmap often places them back to back).
+		if p < base || uint64(p) >= end || uint64(p)+uint64(n) > end {
 			continue
 		}
 		ok := m.kind == "host"
