@@ -182,49 +182,36 @@
 // messages larger than the push area. It reads E and leaves E+1 like the
 // LL and push paths. A launch of G blocks cuts each sender's region of a
 // slot (OneShotPushMax(World) bytes at PushData(World, s, src, dst)) into G
-// block regions of B = (OneShotPushMax(World)/G) &^ 15 bytes. Each block
-// cycles through K = PipelineSlots chunk slots. Up to PipelineWideBytes
-// all K lie in the block's region of half s, C = (B/K) &^ 15 bytes each;
-// over it ("wide"), slots 0 … K/2-1 lie there and slots K/2 … K-1 in the
-// same region of the other half, C = (B/(K/2)) &^ 15. PipelineChunk and
-// PipelineSlot give both forms; kernels given a grid that leaves C < 16
-// report StatusBadArgs. The data, the input padded with zeros to a
-// multiple of 16 bytes, is cut into chunks of C bytes; block b (channel b)
-// moves chunks c_j = b + j*G, j = 0, 1, …, S-1 (S is the number of chunks
-// with index b mod G, 0 when there are none), chunk c_j in slot j mod K
-// at PipelineSlot(n, World, s, src, dst, b, G, j mod K) of the receiver's
-// pad. "Write m" stores chunk c_m into that slot of every peer's pad and
-// then signals, PutSignal(p, b), to every peer p (the first carries the
-// call agreement: Call published before it); a rank's signals are
-// numbered from 0 in that order, one per chunk. "Receive to i" waits,
-// WaitSignal(p, b) for every peer p, until signal i of every peer is in
-// (the first wait is followed by the agreement check). need(m) is m-1 for
-// m ≥ K, 0 for a wide call's K/2 ≤ m < K, and -1 (nothing) otherwise.
-//  1. write m for m = 0, 1, … while m < S, m ≤ K-2 and need(m) = -1;
-//  2. for j < S: receive to j; write m for the next unwritten m while m < S,
-//     m ≤ K-2 and need(m) ≤ j; output[chunk c_j] = reduce over r of
-//     (r == me ? input : the chunk in the slot of r's at my own pad); then,
-//     for the next unwritten m while m < S and m ≤ j+K-1: receive to
-//     need(m), write m;
-//  3. wide only, when one of the chunks c_m, S-K < m < S, lies in the
-//     other half (m mod K ≥ K/2): signal, then WaitSignal(p, b) for every
-//     peer p.
+// block regions of B = (OneShotPushMax(World)/G) &^ 15 bytes. Up to
+// PipelineWideBytes, each block region of half s holds two chunk slots of
+// C = (B/2) &^ 15 bytes; over it ("wide"), slot 0 is the block's region of
+// half s and slot 1 the same region of the other half, C = B.
+// PipelineChunk and PipelineSlot give both forms; kernels given a grid
+// that leaves C < 16 report StatusBadArgs. The data, the input padded with
+// zeros to a multiple of 16 bytes, is cut into chunks of C bytes; block b
+// (channel b) moves chunks c_j = b + j*G, j = 0, 1, …, S-1 (S is the
+// number of chunks with index b mod G, 0 when there are none), chunk c_j in
+// slot j mod 2 at PipelineSlot(n, World, s, src, dst, b, G, j mod 2) of
+// the receiver's pad. "Write j" stores chunk c_j into that slot of every
+// peer's pad; "signal" is PutSignal(p, b) to every peer p (the first
+// carries the call agreement: Call published before it).
+//  1. if S > 0: write 0, signal;
+//  2. for j < S: WaitSignal(p, b) for every peer p (the first is followed by
+//     the agreement check); write j+1 if j+1 < S; output[chunk c_j] =
+//     reduce over r of (r == me ? input : the chunk in the slot of r's at my
+//     own pad); then, if j+1 < S, signal;
+//  3. wide only, when S is even (the last chunk lies in the other half):
+//     signal, then WaitSignal(p, b) for every peer p.
 //
-// A peer's signal m-1 (m ≥ K) comes after its write m-1, which step 2 does
-// only once the peer has reduced chunk c_(m-K): the signal frees the slot
-// chunk c_m takes. Steps 1 and 2 write chunks c_0 … c_(K-2) before any
-// reduce, so signals 0 … K-2 free no slot; those chunks go to slots that
-// no chunk of this call held before. Half s
-// is free at the start by the epoch argument above; a wide call writes the
-// other half only after the peer's first signal of this call, so after
-// the peer has finished the previous call; and step 3 keeps the next
-// call's push path, which writes half s+1 without a signal, from
-// overwriting a chunk of that half the peer has not reduced (its last
-// signal certifies only chunks up to c_(S-K)). A block is thus up to K-1
-// chunks ahead of the one it reduces, and the peer's signal for a slot is
-// in before the block needs it as long as reducing a chunk takes longer
-// than a signal's flight. A rank reads input chunk c_j (write j) before it
-// writes output chunk c_j, so input and output may be the same
+// Write j+1 rewrites slot (j+1) mod 2, which held chunk c_(j-1), after the
+// peer's signal for chunk c_j, which the peer sends only once it has
+// reduced chunk c_(j-1): the signal also frees the slot. Chunk c_0 goes to
+// half s, which the epoch argument above frees; in a wide call every later
+// write follows a signal of this call from the peer, which has therefore
+// finished the previous call; and step 3 keeps the next call's push path,
+// which writes half s+1 without a signal, from overwriting a last chunk
+// the peer has not reduced. A rank reads input chunk c_j (write j) a step
+// before it writes output chunk c_j, so input and output may be the same
 // memory. Every rank must launch the same grid (the host computes it from
 // the size alone); a kernel run on one host thread (the fake) is a grid of
 // one.
@@ -345,11 +332,6 @@ func PushData(world, s, src, dst int) int {
 // halves of the push area (see the package documentation).
 const PipelineWideBytes = 16 << 20
 
-// PipelineSlots is the number of chunk slots each block of a Pipeline call
-// cycles through in a peer's pad (even; see the package documentation):
-// a block writes up to PipelineSlots-1 chunks ahead of the one it reduces.
-const PipelineSlots = 4
-
 // PipelineChunk is the byte size of one chunk slot of the Pipeline kernel
 // for an n-byte message launched with grid blocks: 0 when the grid is too
 // large for the push area at this world size.
@@ -357,11 +339,10 @@ func PipelineChunk(n, world, grid int) int {
 	if grid < 1 {
 		return 0
 	}
-	perHalf := PipelineSlots
-	if n > PipelineWideBytes {
-		perHalf /= 2
+	c := OneShotPushMax(world) / grid &^ 15
+	if n <= PipelineWideBytes {
+		c = c / 2 &^ 15
 	}
-	c := OneShotPushMax(world) / grid &^ 15 / perHalf &^ 15
 	if c < 16 {
 		return 0
 	}
@@ -369,12 +350,12 @@ func PipelineChunk(n, world, grid int) int {
 }
 
 // PipelineSlot is the byte offset, in the receiving rank dst's pad, of chunk
-// slot k (0 ≤ k < PipelineSlots) of block b that rank src writes in a
-// Pipeline call of n bytes in epoch slot s, launched with grid blocks.
+// slot k (0 or 1) of block b that rank src writes in a Pipeline call of n
+// bytes in epoch slot s, launched with grid blocks.
 func PipelineSlot(n, world, s, src, dst, b, grid, k int) int {
 	half := s
-	if n > PipelineWideBytes && k >= PipelineSlots/2 {
-		half, k = 1-s, k-PipelineSlots/2
+	if n > PipelineWideBytes && k == 1 {
+		half, k = 1-s, 0
 	}
 	return PushData(world, half, src, dst) + b*(OneShotPushMax(world)/grid&^15) + k*PipelineChunk(n, world, grid)
 }

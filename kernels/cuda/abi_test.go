@@ -33,7 +33,6 @@ func TestSourceMatchesABI(t *testing.T) {
 	require.Equal(t, kernels.OneShotPushMaxBytes, define("INTRANODE_PUSH_MAX_BYTES"))
 	require.Equal(t, kernels.PushSplitBytes, define("INTRANODE_PUSH_SPLIT_BYTES"))
 	require.Equal(t, kernels.PipelineWideBytes, define("INTRANODE_PIPE_WIDE_BYTES"))
-	constant("#define INTRANODE_PIPE_SLOTS " + strconv.Itoa(kernels.PipelineSlots) + "\n")
 	constant("kNumChannels = " + strconv.Itoa(kernels.NumChannels) + ";")
 	constant("kKernelChannels = " + strconv.Itoa(kernels.KernelChannels) + ";")
 	constant("kStateSize = " + strconv.Itoa(kernels.StateSize) + ";")

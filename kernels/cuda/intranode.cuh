@@ -79,12 +79,6 @@ constexpr uint64_t kPushMaxBytes = INTRANODE_PUSH_MAX_BYTES;
 #define INTRANODE_PIPE_WIDE_BYTES (16ull << 20)
 #endif
 constexpr uint64_t kPipeWideBytes = INTRANODE_PIPE_WIDE_BYTES;
-// kernels.PipelineSlots: chunk slots per block of a Pipeline call.
-#ifndef INTRANODE_PIPE_SLOTS
-#define INTRANODE_PIPE_SLOTS 4
-#endif
-constexpr uint64_t kPipeSlots = INTRANODE_PIPE_SLOTS;
-static_assert(kPipeSlots >= 2 && kPipeSlots % 2 == 0, "an even number of Pipeline chunk slots");
 
 // kernels.PushSplitBytes: push-path messages over this go in two rounds.
 #ifndef INTRANODE_PUSH_SPLIT_BYTES
@@ -1223,31 +1217,28 @@ INTRANODE_DEVICE void one_shot_push(const Args& a, int n) {
 }
 
 // ---------------------------------------------------------------------------
-// Pipeline (kernels/abi.go): the push path in chunks, through kPipeSlots
-// chunk slots per block in the peers' push areas, for any size. Block b
-// moves chunks b, b+G, ...: it writes chunk m as soon as the peer has
-// reduced chunk m - kPipeSlots (whose slot it takes), up to kPipeSlots - 1
-// chunks ahead of the one it reduces, so that a peer's signal is in long
-// before it is needed and the link's round trip stays off the critical
-// path once the pipeline is full. (Two slots and a lockstep, push then
-// reduce per step, moved 321 GB/s at 256 MiB and paid a round trip per
-// step; separate pusher and reducer blocks 243: docs/PERFORMANCE-kernels.md.)
+// Pipeline (kernels/abi.go): the push path in chunks, through two chunk
+// slots per block in half s of the peers' push areas, for any size. Block
+// b moves chunks b, b+G, ...: each step reduces one chunk while the next
+// one is on the wire.
+// (A variant with separate pusher and reducer blocks, four slots each and
+// credits on a second channel, moved 243 GB/s at 256 MiB against this
+// one's 286: docs/PERFORMANCE-kernels.md.)
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   constexpr uint64_t E = kVecElems<DT>;
   constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
-  constexpr int64_t K = int64_t(kPipeSlots);
   const int me = int(a.rank);
   const int np = n - 1;
   const uint64_t grid = port::grid_blocks();
   const uint64_t b = port::block_index();
   const uint64_t region = push_max(a.world);
   const uint64_t block_region = (region / grid) & ~uint64_t(15);
-  // Wide (kernels.PipelineWideBytes): half of the slots lie in this block's
-  // region of half s, half in the same region of the other half; otherwise
-  // all of them lie in half s.
+  // Wide (kernels.PipelineWideBytes): chunk slot 0 is this block's region
+  // of half s, slot 1 the same region of the other half; otherwise both
+  // slots lie in half s.
   const bool wide = a.count * kElemSize<DT> > kPipeWideBytes;
-  const uint64_t chunk = (block_region / (wide ? K / 2 : K)) & ~uint64_t(15);  // kernels.PipelineChunk
+  const uint64_t chunk = wide ? block_region : (block_region / 2) & ~uint64_t(15);  // kernels.PipelineChunk
   if (chunk < 16) {
     if (port::thread_index() == 0) {
       report(a.status, kStatusBadArgs, 0, uint32_t(b));
@@ -1262,14 +1253,9 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   const uint32_t ticket = epoch_count_in(a.my_pad, epoch);
   const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
   const int64_t halves = int64_t(a.world - 1) * int64_t(region);  // from one half to the other
-  // Byte offset of chunk slot k from slot 0 (kernels.PipelineSlot); the
-  // other half lies below when s == 1.
-  const auto slot_offset = [&](int64_t k) -> int64_t {
-    if (!wide || k < K / 2) {
-      return k * int64_t(chunk);
-    }
-    return (k - K / 2) * int64_t(chunk) + ((epoch & 1) == 0 ? halves : -halves);
-  };
+  // Byte offset of chunk slot 1 from slot 0 (negative when wide and s == 1:
+  // the other half lies below).
+  const int64_t slot1 = !wide ? int64_t(chunk) : (epoch & 1) == 0 ? halves : -halves;
   char* dst[P];        // this block's region in peer k's pad
   const char* src[P];  // peer k's block region in my pad
 #pragma unroll
@@ -1290,85 +1276,52 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   const uint64_t cv = chunk / 16;  // vectors per chunk
   const bool in_aligned = aligned16(a.input);
   const bool out_aligned = aligned16(a.output);
+  // Chunk j of this block is in slot j mod 2 (byte offset slot). Step j:
+  // wait for the peers' chunk j, push chunk j+1 into the other slot, reduce
+  // chunk j while those stores are on the wire, then signal chunk j+1.
   const uint64_t step = grid * cv;
-  // This block's chunks j = 0 .. S-1 start at vector (b + j*G) * cv.
-  const int64_t S = b * cv < nvec ? int64_t((nvec - b * cv + step - 1) / step) : 0;
-  // need(m): the last of a peer's signals (numbered from 0, one per chunk it
-  // writes) that must be in before chunk m is written: its signal m-1,
-  // sent once it had reduced chunk m-K, whose slot chunk m takes; for a
-  // first chunk of the other half (wide), the peer's first signal of the
-  // call, sent once it had finished the previous call; none otherwise.
-  const auto need = [&](int64_t m) -> int64_t {
-    if (m >= K) {
-      return m - 1;
-    }
-    return wide && m >= K / 2 ? 0 : -1;
-  };
-  int64_t next = 0;  // the next chunk to write
-  int64_t got = -1;  // the peers' signals in so far, counted from 0
-  const auto write = [&]() {
+  const auto push_chunk = [&](uint64_t lo, int64_t slot) {
     char* d[P];
-    const int64_t off = slot_offset(next % K);
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-      d[k] = dst[k] == nullptr ? nullptr : dst[k] + off;
+      d[k] = dst[k] == nullptr ? nullptr : dst[k] + slot;
     }
-    const uint64_t lo = (b + uint64_t(next) * grid) * cv;
     push_part<DT, N>(a, d, np, nfull, in_aligned, lo, min_u64(nvec, lo + cv), lo);
-    team.post(next == 0);
-    ++next;
   };
-  const auto receive_to = [&](int64_t want) {
-    for (; got < want; ++got) {
-      if (!team.receive(got < 0)) {
-        return false;
-      }
-    }
-    return true;
-  };
-  // Chunks 0 .. K-2 go out at once where their slots are free.
-  while (next < S && next <= K - 2 && need(next) < 0) {
-    write();
+  if (b * cv < nvec) {
+    push_chunk(b * cv, 0);
+    team.post(true);
   }
-  for (int64_t j = 0; j < S; ++j) {
-    if (!receive_to(j)) {
+  int64_t slot = 0;  // byte offset of chunk j's slot: 0 or slot1
+  bool odd = false;   // chunk j is in slot 1
+  for (uint64_t lo = b * cv; lo < nvec; lo += step) {
+    if (!team.receive(lo == b * cv)) {
       return;
     }
-    // Write what the first signal freed (the other half's first slots).
-    while (next < S && next <= K - 2 && need(next) <= got) {
-      write();
+    const bool more = lo + step < nvec;
+    if (more) {
+      push_chunk(lo + step, odd ? 0 : slot1);
     }
     const char* q[P];
-    const int64_t off = slot_offset(j % K);
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-      q[k] = src[k] == nullptr ? nullptr : src[k] + off;
+      q[k] = src[k] == nullptr ? nullptr : src[k] + slot;
     }
-    // Input chunk j was pushed (read) before, so in place is safe.
-    const uint64_t lo = (b + uint64_t(j) * grid) * cv;
+    // Input chunk j was pushed (read) a step ago, so in place is safe.
     reduce_part<DT, OP, N>(a, q, n, nfull, in_aligned, out_aligned, lo, min_u64(nvec, lo + cv), lo);
-    // Then the chunk that takes chunk j's slot (K-1 ahead), once its slot
-    // on the peers is free.
-    while (next < S && next <= j + K - 1) {
-      if (!receive_to(need(next))) {
+    if (more) {
+      team.post(false);
+    } else if (wide && odd) {
+      // The last chunk lies in the other half, where the next call's push
+      // path writes without asking: close with one more signal each way,
+      // sent once it is reduced.
+      team.post(false);
+      if (!team.receive(false)) {
         return;
       }
-      write();
     }
-  }
-  // Wide: a chunk of the other half that a peer may not have reduced when
-  // it finishes (one of the last K-1: its signals after them certify no
-  // reduce) must not meet the next call's push path, which writes that half
-  // without asking: close with one more signal each way.
-  bool close = false;
-  for (int64_t m = S - 1; wide && m >= 0 && m > S - K; --m) {
-    close = close || m % K >= K / 2;
-  }
-  if (close) {
-    team.post(false);
-    if (!receive_to(got + 1)) {
-      return;
-    }
+    odd = !odd;
+    slot = odd ? slot1 : 0;
   }
   epoch_count_out(a.my_pad, epoch, ticket);
 }
