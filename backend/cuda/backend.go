@@ -71,6 +71,9 @@ type Backend struct {
 
 	peers *connectivity.PeerCache
 
+	linksMu sync.Mutex
+	links   *connectivity.Matrix // LinkMatrix's first answer, kept (see LinkMatrix)
+
 	mu      sync.Mutex
 	closed  bool
 	ctxs    []ctxHandle // primary contexts the backend retained for its own checks
@@ -265,10 +268,20 @@ func (b *Backend) DeviceInfo(ctx context.Context, i int) (backend.DeviceInfo, er
 }
 
 // LinkMatrix counts the NVLinks between CUDA devices, read from NVML (see
-// NVLinkMatrix).
+// NVLinkMatrix). NVML is read once per backend, one caller at a time, and
+// every later call returns a copy of that answer: a host's NVLinks do not
+// change while a process runs, and ranks that share one backend (goroutines
+// of one process) must judge the same topology. Read concurrently, NVML
+// answered one of two ranks with a matrix that made the pair unusable
+// (2×H200, docs/results/2026-11-22-session4-h200x2/runN).
 func (b *Backend) LinkMatrix(ctx context.Context) (connectivity.Matrix, error) {
 	if err := b.usable(ctx); err != nil {
 		return connectivity.Matrix{}, err
+	}
+	b.linksMu.Lock()
+	defer b.linksMu.Unlock()
+	if b.links != nil {
+		return b.links.Clone(), nil
 	}
 	if b.nvml == nil {
 		return connectivity.Matrix{}, b.nvmlErr
@@ -282,7 +295,8 @@ func (b *Backend) LinkMatrix(ctx context.Context) (connectivity.Matrix, error) {
 	if err != nil {
 		return connectivity.Matrix{}, fmt.Errorf("cuda: link matrix: %w", err)
 	}
-	return m, nil
+	b.links = &m
+	return m.Clone(), nil
 }
 
 // MulticastSupported reads CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED. It is

@@ -14,6 +14,8 @@ import (
 	_ "embed"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -262,4 +264,56 @@ func TestGPUDeviceCloseReportsLeftovers(t *testing.T) {
 	require.NoError(t, d.Close())
 	_, err = d.Alloc(ctx, 1)
 	require.ErrorIs(t, err, backend.ErrClosed)
+}
+
+// TestGPULinkMatrixConcurrent reads the link matrix from several goroutines
+// at once while others open and close devices, as ranks that share one
+// process and one backend do, and wants the same matrix every time.
+func TestGPULinkMatrixConcurrent(t *testing.T) {
+	b := openGPU(t)
+	ctx := timeout(t)
+	n, err := b.DeviceCount(ctx)
+	require.NoError(t, err)
+	want, err := b.LinkMatrix(ctx)
+	if errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrNotSupported) {
+		t.Skipf("no link matrix here: %v", err)
+	}
+	require.NoError(t, err)
+	const readers, reads = 4, 50
+	errs := make(chan error, readers+n)
+	for range readers {
+		go func() {
+			for range reads {
+				m, err := b.LinkMatrix(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !reflect.DeepEqual(m, want) {
+					errs <- fmt.Errorf("link matrix %v, want %v", m.Links, want.Links)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for i := range n {
+		go func() {
+			for range 5 {
+				d, err := b.Open(ctx, i)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := d.Close(); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range readers + n {
+		require.NoError(t, <-errs)
+	}
 }

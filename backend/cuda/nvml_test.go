@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/connectivity"
 )
 
 // mockLink is one NVLink of a mocked device.
@@ -402,4 +404,52 @@ func TestNVMLFabricState(t *testing.T) {
 
 	_, _, err = nvmlDeviceByBusID(newMockNVML(gpus), "0000:99:00.0")
 	require.True(t, errors.Is(err, backend.ErrNotFound))
+}
+
+// TestLinkMatrixReadOnce: the backend asks NVML once, hands every caller
+// its own copy, and concurrent callers see the same matrix.
+func TestLinkMatrixReadOnce(t *testing.T) {
+	gpus := []mockGPU{
+		{busID: "00000000:19:00.0", links: switchLinks(18)},
+		{busID: "00000000:3B:00.0", links: switchLinks(18)},
+	}
+	lib := newMockNVML(gpus)
+	var mu sync.Mutex
+	reads := 0
+	count := lib.DeviceGetCountFunc
+	lib.DeviceGetCountFunc = func() (int, nvml.Return) {
+		mu.Lock()
+		reads++
+		mu.Unlock()
+		return count()
+	}
+	lib.ExtensionsFunc = func() nvml.ExtendedInterface {
+		return &mock.ExtendedInterface{LookupSymbolFunc: func(string) error { return nil }}
+	}
+	b := &Backend{nvml: lib, devices: []deviceEntry{
+		{info: backend.DeviceInfo{Index: 0, PCIBusID: "0000:19:00.0"}},
+		{info: backend.DeviceInfo{Index: 1, PCIBusID: "0000:3b:00.0"}},
+	}}
+	want := [][]int{{0, 18}, {18, 0}}
+	var wg sync.WaitGroup
+	got := make([]connectivity.Matrix, 8)
+	errs := make([]error, len(got))
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = b.LinkMatrix(t.Context())
+		}()
+	}
+	wg.Wait()
+	for i := range got {
+		require.NoError(t, errs[i])
+		require.Equal(t, want, got[i].Links)
+	}
+	require.Equal(t, 1, reads, "NVML read once")
+	got[0].Links[0][1] = 0
+	again, err := b.LinkMatrix(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, want, again.Links, "a caller's copy is its own")
+	require.Equal(t, 1, reads)
 }

@@ -109,7 +109,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	progress := newProgress(s.Err, total)
 	var samples []benchSample
 	if *procs {
-		samples, err = benchProcesses(ctx, cfg, progress)
+		samples, err = benchProcesses(ctx, cfg, progress, s.Err)
 	} else {
 		samples, err = benchGoroutines(ctx, cfg, b, progress)
 	}
@@ -295,7 +295,10 @@ func rankErrors(errs []error) error {
 	return errors.Join(out...)
 }
 
-func benchProcesses(ctx context.Context, cfg benchConfig, p *progress) ([]benchSample, error) {
+// benchProcesses runs each rank as a child process and collects the samples
+// it prints as JSON lines; any other line a rank prints (a device-side
+// printf, a library's message) goes to other, prefixed with the rank.
+func benchProcesses(ctx context.Context, cfg benchConfig, p *progress, other io.Writer) ([]benchSample, error) {
 	if cfg.Store == "" {
 		srv, err := store.ListenTCP("127.0.0.1:0", store.WithTimeout(cfg.Timeout))
 		if err != nil {
@@ -335,6 +338,9 @@ func benchProcesses(ctx context.Context, cfg benchConfig, p *progress) ([]benchS
 			for sc.Scan() {
 				var smp benchSample
 				if err := json.Unmarshal(sc.Bytes(), &smp); err != nil {
+					mu.Lock()
+					fmt.Fprintf(other, "rank %d: %s\n", r, sc.Bytes())
+					mu.Unlock()
 					continue
 				}
 				mu.Lock()
