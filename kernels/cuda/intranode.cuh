@@ -1074,22 +1074,43 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
   epoch_count_out(a.my_pad, epoch, ticket);
 }
 
+// push_load reads this thread's first vectors of [lo, hi) of the message:
+// those the first round of push_part's loop stores, so that a caller can
+// have them in flight before it may store them (the Pipeline: before the
+// peer's signal frees the slot).
+template <uint32_t DT, int N>
+INTRANODE_DEVICE void push_load(const Args& a, uint64_t nfull, bool in_aligned, uint64_t lo, uint64_t hi,
+                                V16 (&v)[kUnroll<N>]) {
+  constexpr int U = kUnroll<N>;
+  const uint64_t T = port::block_threads();
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const uint64_t i = lo + port::thread_index() + u * T;
+    if (i < hi) {
+      v[u] = message_load<DT>(a, i, nfull, in_aligned);
+    }
+  }
+}
+
 // push_part writes vectors [lo, hi) of the message (the last one
 // zero-padded) to every peer's push region dst[k], vector i at i - skew.
+// With first, the first round stores what push_load read for the same
+// range instead of loading it.
 template <uint32_t DT, int N>
 INTRANODE_DEVICE void push_part(const Args& a, char* const (&dst)[N > 1 ? N - 1 : 1], int np,
                                 uint64_t nfull, bool in_aligned, uint64_t lo, uint64_t hi,
-                                uint64_t skew = 0) {
+                                uint64_t skew = 0, const V16 (*first)[kUnroll<N>] = nullptr) {
   constexpr int U = kUnroll<N>;
   constexpr int P = N > 1 ? N - 1 : 1;
   const uint64_t T = port::block_threads();
   for (uint64_t base = lo + port::thread_index(); base < hi; base += U * T) {
     V16 v[U];
+    const bool loaded = first != nullptr && base == lo + port::thread_index();
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const uint64_t i = base + u * T;
       if (i < hi) {
-        v[u] = message_load<DT>(a, i, nfull, in_aligned);
+        v[u] = loaded ? (*first)[u] : message_load<DT>(a, i, nfull, in_aligned);
       }
     }
 #pragma unroll
@@ -1245,6 +1266,18 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
     }
     return;
   }
+  const uint64_t nfull = a.count / E;
+  const uint64_t nvec = (a.count + E - 1) / E;
+  const uint64_t cv = chunk / 16;  // vectors per chunk
+  const bool in_aligned = aligned16(a.input);
+  const bool out_aligned = aligned16(a.output);
+  // The first round of each chunk's push is loaded a step early: chunk 0's
+  // while the team opens, chunk j+1's before waiting for the signal that
+  // lets this block store it.
+  V16 next[kUnroll<N>];
+  if (b * cv < nvec) {
+    push_load<DT, N>(a, nfull, in_aligned, b * cv, min_u64(nvec, b * cv + cv), next);
+  }
   Team team;
   team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
 
@@ -1271,11 +1304,6 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
     }
   }
 
-  const uint64_t nfull = a.count / E;
-  const uint64_t nvec = (a.count + E - 1) / E;
-  const uint64_t cv = chunk / 16;  // vectors per chunk
-  const bool in_aligned = aligned16(a.input);
-  const bool out_aligned = aligned16(a.output);
   // Chunk j of this block is in slot j mod 2 (byte offset slot). Step j:
   // wait for the peers' chunk j, push chunk j+1 into the other slot, reduce
   // chunk j while those stores are on the wire, then signal chunk j+1.
@@ -1286,7 +1314,7 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
     for (int k = 0; k < P; ++k) {
       d[k] = dst[k] == nullptr ? nullptr : dst[k] + slot;
     }
-    push_part<DT, N>(a, d, np, nfull, in_aligned, lo, min_u64(nvec, lo + cv), lo);
+    push_part<DT, N>(a, d, np, nfull, in_aligned, lo, min_u64(nvec, lo + cv), lo, &next);
   };
   if (b * cv < nvec) {
     push_chunk(b * cv, 0);
@@ -1295,10 +1323,13 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   int64_t slot = 0;  // byte offset of chunk j's slot: 0 or slot1
   bool odd = false;   // chunk j is in slot 1
   for (uint64_t lo = b * cv; lo < nvec; lo += step) {
+    const bool more = lo + step < nvec;
+    if (more) {
+      push_load<DT, N>(a, nfull, in_aligned, lo + step, min_u64(nvec, lo + step + cv), next);
+    }
     if (!team.receive(lo == b * cv)) {
       return;
     }
-    const bool more = lo + step < nvec;
     if (more) {
       push_chunk(lo + step, odd ? 0 : slot1);
     }
