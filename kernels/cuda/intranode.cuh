@@ -907,6 +907,25 @@ INTRANODE_DEVICE void epoch_count_out(uint64_t my_pad, uint32_t epoch, uint32_t 
   }
 }
 
+// load_first reads this thread's first round of vectors of [lo, hi) of
+// the message (vector lo + thread + u*threads for u < kUnroll<N>), the
+// round a block's loop over [lo, hi) would load first, so that a caller can
+// have them in flight before it may use them: the one-shot LL path before
+// check's table loads, the Pipeline before the peer's signal frees a slot.
+template <uint32_t DT, int N>
+INTRANODE_DEVICE void load_first(const Args& a, uint64_t nfull, bool in_aligned, uint64_t lo, uint64_t hi,
+                                 V16 (&v)[kUnroll<N>]) {
+  constexpr int U = kUnroll<N>;
+  const uint64_t T = port::block_threads();
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const uint64_t i = lo + port::thread_index() + u * T;
+    if (i < hi) {
+      v[u] = message_load<DT>(a, i, nfull, in_aligned);
+    }
+  }
+}
+
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
   constexpr uint64_t E = kVecElems<DT>;
@@ -935,13 +954,7 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
   port::wait_dependencies();
   if (params) {
     epoch = port::load_plain(reinterpret_cast<const uint32_t*>(pad + kEpochWord));
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint64_t i = lo + t + u * T;
-      if (i < hi) {
-        first[u] = message_load<DT>(a, i, nfull, in_aligned);
-      }
-    }
+    load_first<DT, N>(a, nfull, in_aligned, lo, hi, first);
   }
   if (!check<DT>(a, Algo::kOneShot)) {
     return;
@@ -1074,27 +1087,9 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
   epoch_count_out(a.my_pad, epoch, ticket);
 }
 
-// push_load reads this thread's first vectors of [lo, hi) of the message:
-// those the first round of push_part's loop stores, so that a caller can
-// have them in flight before it may store them (the Pipeline: before the
-// peer's signal frees the slot).
-template <uint32_t DT, int N>
-INTRANODE_DEVICE void push_load(const Args& a, uint64_t nfull, bool in_aligned, uint64_t lo, uint64_t hi,
-                                V16 (&v)[kUnroll<N>]) {
-  constexpr int U = kUnroll<N>;
-  const uint64_t T = port::block_threads();
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const uint64_t i = lo + port::thread_index() + u * T;
-    if (i < hi) {
-      v[u] = message_load<DT>(a, i, nfull, in_aligned);
-    }
-  }
-}
-
 // push_part writes vectors [lo, hi) of the message (the last one
 // zero-padded) to every peer's push region dst[k], vector i at i - skew.
-// With first, the first round stores what push_load read for the same
+// With first, the first round stores what load_first read for the same
 // range instead of loading it.
 template <uint32_t DT, int N>
 INTRANODE_DEVICE void push_part(const Args& a, char* const (&dst)[N > 1 ? N - 1 : 1], int np,
@@ -1276,7 +1271,7 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   // lets this block store it.
   V16 next[kUnroll<N>];
   if (b * cv < nvec) {
-    push_load<DT, N>(a, nfull, in_aligned, b * cv, min_u64(nvec, b * cv + cv), next);
+    load_first<DT, N>(a, nfull, in_aligned, b * cv, min_u64(nvec, b * cv + cv), next);
   }
   Team team;
   team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
@@ -1325,7 +1320,7 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   for (uint64_t lo = b * cv; lo < nvec; lo += step) {
     const bool more = lo + step < nvec;
     if (more) {
-      push_load<DT, N>(a, nfull, in_aligned, lo + step, min_u64(nvec, lo + step + cv), next);
+      load_first<DT, N>(a, nfull, in_aligned, lo + step, min_u64(nvec, lo + step + cv), next);
     }
     if (!team.receive(lo == b * cv)) {
       return;
