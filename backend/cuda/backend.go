@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 	"github.com/intranode/intranode/connectivity"
 )
 
@@ -57,11 +57,11 @@ const EnvEarlyLaunch = "INTRANODE_CUDA_EARLY_LAUNCH"
 // NVMLDevices, FabricState and PeerTest; and NCCL's all-reduce as the
 // collective layer's fallback (FallbackAllReduce, see nccl.go).
 type Backend struct {
-	log *slog.Logger
+	// Core is the device table, opened devices and peer checks shared
+	// with the ROCm backend.
+	gpu.Core
 
-	// initErr says why the driver cannot be used (it matches
-	// backend.ErrUnavailable); nil when it can.
-	initErr error
+	log     *slog.Logger
 	version int
 	devices []deviceEntry
 
@@ -69,22 +69,11 @@ type Backend struct {
 	nvml    nvml.Interface
 	nvmlErr error
 
-	peers *connectivity.PeerCache
-
 	linksMu sync.Mutex
 	links   *connectivity.Matrix // LinkMatrix's first answer, kept (see LinkMatrix)
 
-	mu      sync.Mutex
-	closed  bool
-	ctxs    []ctxHandle // primary contexts the backend retained for its own checks
-	opened  []int       // open Device handles per device
-	canPeer [][]int8    // cuDeviceCanAccessPeer answers: 0 unknown, 1 yes, -1 no
-
-	details backend.PeerDetails // how each pair's PeerAccess was decided (PeerTest)
-
-	fabricMu     sync.Mutex
-	fabric       []connectivity.Access
-	fabricReason []string
+	ctxMu sync.Mutex
+	ctxs  []ctxHandle // primary contexts the backend retained for its own checks
 
 	// nccl holds the NCCL communicators of FallbackAllReduce (nccl.go).
 	nccl ncclState
@@ -98,20 +87,16 @@ func Open(ctx context.Context) (*Backend, error) {
 		return nil, backend.Errorf(backend.CodeTimeout, "cuda: open: %w", err)
 	}
 	b := &Backend{log: slog.Default().With("backend", Name)}
-	b.initErr = b.initDriver()
-	if b.initErr == nil {
+	initErr := b.initDriver()
+	if initErr == nil {
 		b.initNVML()
 	}
-	n := len(b.devices)
-	b.ctxs = make([]ctxHandle, n)
-	b.opened = make([]int, n)
-	b.canPeer = make([][]int8, n)
-	for i := range b.canPeer {
-		b.canPeer[i] = make([]int8, n)
+	infos := make([]backend.DeviceInfo, len(b.devices))
+	for i, e := range b.devices {
+		infos[i] = e.info
 	}
-	b.fabric = make([]connectivity.Access, n)
-	b.fabricReason = make([]string, n)
-	b.peers = connectivity.NewPeerCache(n, b.queryPeer, nil)
+	b.ctxs = make([]ctxHandle, len(b.devices))
+	b.Init(vendor{b: b}, b.log, initErr, infos)
 	return b, nil
 }
 
@@ -196,45 +181,13 @@ func (b *Backend) initNVML() {
 	b.nvml = lib
 }
 
-// busIDs lists the CUDA devices' PCI bus ids in ordinal order.
-func (b *Backend) busIDs() []string {
-	ids := make([]string, len(b.devices))
-	for i, d := range b.devices {
-		ids[i] = d.info.PCIBusID
-	}
-	return ids
-}
-
-// usable returns the error every method returns before doing anything:
-// closed backend, unusable driver, done context, device index out of range.
-func (b *Backend) usable(ctx context.Context, devs ...int) error {
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
-		return backend.Errorf(backend.CodeClosed, "cuda: backend is closed")
-	}
-	if b.initErr != nil {
-		return b.initErr
-	}
-	if err := ctx.Err(); err != nil {
-		return backend.Errorf(backend.CodeTimeout, "cuda: %w", err)
-	}
-	for _, i := range devs {
-		if i < 0 || i >= len(b.devices) {
-			return backend.Errorf(backend.CodeInvalidArgument, "cuda: device %d out of range [0,%d)", i, len(b.devices))
-		}
-	}
-	return nil
-}
-
 // Name returns "cuda".
 func (b *Backend) Name() string { return Name }
 
 // Probe returns nil when the driver loaded and sees at least one device, and
 // otherwise an error matching backend.ErrUnavailable that says why.
 func (b *Backend) Probe(ctx context.Context) error {
-	if err := b.usable(ctx); err != nil {
+	if err := b.Usable(ctx); err != nil {
 		return err
 	}
 	if len(b.devices) == 0 {
@@ -251,22 +204,6 @@ func (b *Backend) Capabilities() backend.Capability {
 		backend.CapGraphs | backend.CapHostMapped | backend.CapTiming
 }
 
-// DeviceCount is the number of devices CUDA sees.
-func (b *Backend) DeviceCount(ctx context.Context) (int, error) {
-	if err := b.usable(ctx); err != nil {
-		return 0, err
-	}
-	return len(b.devices), nil
-}
-
-// DeviceInfo describes device i, as the CUDA driver reports it.
-func (b *Backend) DeviceInfo(ctx context.Context, i int) (backend.DeviceInfo, error) {
-	if err := b.usable(ctx, i); err != nil {
-		return backend.DeviceInfo{}, err
-	}
-	return b.devices[i].info, nil
-}
-
 // LinkMatrix counts the NVLinks between CUDA devices, read from NVML (see
 // NVLinkMatrix). NVML is read once per backend, one caller at a time, and
 // every later call returns a copy of that answer: a host's NVLinks do not
@@ -275,7 +212,7 @@ func (b *Backend) DeviceInfo(ctx context.Context, i int) (backend.DeviceInfo, er
 // answered one of two ranks with a matrix that made the pair unusable
 // (2×H200, docs/results/2026-11-22-session4-h200x2/runN).
 func (b *Backend) LinkMatrix(ctx context.Context) (connectivity.Matrix, error) {
-	if err := b.usable(ctx); err != nil {
+	if err := b.Usable(ctx); err != nil {
 		return connectivity.Matrix{}, err
 	}
 	b.linksMu.Lock()
@@ -291,7 +228,7 @@ func (b *Backend) LinkMatrix(ctx context.Context) (connectivity.Matrix, error) {
 			return connectivity.Matrix{}, backend.Errorf(backend.CodeNotSupported, "cuda: NVML lacks %s (driver too old): %w", sym, err)
 		}
 	}
-	m, err := NVLinkMatrix(b.nvml, b.busIDs())
+	m, err := NVLinkMatrix(b.nvml, b.BusIDs())
 	if err != nil {
 		return connectivity.Matrix{}, fmt.Errorf("cuda: link matrix: %w", err)
 	}
@@ -303,7 +240,7 @@ func (b *Backend) LinkMatrix(ctx context.Context) (connectivity.Matrix, error) {
 // reported only: the backend never creates multicast objects. Drivers too
 // old to know the attribute report false.
 func (b *Backend) MulticastSupported(ctx context.Context, i int) (bool, error) {
-	if err := b.usable(ctx, i); err != nil {
+	if err := b.Usable(ctx, i); err != nil {
 		return false, err
 	}
 	v, err := deviceAttr(b.devices[i].ordinal, attrMulticastSupported)
@@ -317,20 +254,12 @@ func (b *Backend) MulticastSupported(ctx context.Context, i int) (bool, error) {
 	return v != 0, nil
 }
 
-// Open returns a handle on device i that holds its primary context.
-func (b *Backend) Open(ctx context.Context, i int) (backend.Device, error) {
-	if err := b.usable(ctx, i); err != nil {
-		return nil, err
-	}
-	return newDevice(b, i)
-}
-
 // context returns device i's primary context, retained once for the
 // backend's own checks and released by Close.
 func (b *Backend) context(i int) (ctxHandle, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	b.ctxMu.Lock()
+	defer b.ctxMu.Unlock()
+	if b.ctxs == nil {
 		return 0, backend.Errorf(backend.CodeClosed, "cuda: backend is closed")
 	}
 	if b.ctxs[i] != 0 {
@@ -344,79 +273,17 @@ func (b *Backend) context(i int) (ctxHandle, error) {
 	return c, nil
 }
 
-// canAccessPeer answers cuDeviceCanAccessPeer(i, j), cached.
-func (b *Backend) canAccessPeer(i, j int) (bool, error) {
-	b.mu.Lock()
-	st := b.canPeer[i][j]
-	b.mu.Unlock()
-	if st != 0 {
-		return st > 0, nil
-	}
-	ok, err := canAccessPeer(b.devices[i].ordinal, b.devices[j].ordinal)
-	if err != nil {
-		return false, wrap(err, "cuda: cuDeviceCanAccessPeer(%d, %d)", i, j)
-	}
-	st = -1
-	if ok {
-		st = 1
-	}
-	b.mu.Lock()
-	b.canPeer[i][j] = st
-	b.mu.Unlock()
-	return ok, nil
-}
-
-// accessDevices lists the devices granted access to device i's shareable
-// allocations: i itself and every device this process has open (through
-// this backend) that can reach i's memory as a peer, so that ranks running
-// as goroutines of one process may use the memory without importing it. A
-// process that drives one GPU grants only that GPU; its peers get access
-// when they Import.
-func (b *Backend) accessDevices(i int) ([]int, error) {
-	b.mu.Lock()
-	open := slices.Clone(b.opened)
-	b.mu.Unlock()
-	devs := []int{b.devices[i].ordinal}
-	for p, n := range open {
-		if p == i || n == 0 {
-			continue
-		}
-		ok, err := b.canAccessPeer(p, i)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			devs = append(devs, b.devices[p].ordinal)
-		}
-	}
-	return devs, nil
-}
-
-// deviceOpened and deviceClosed count the open Device handles per device.
-func (b *Backend) deviceOpened(i int) {
-	b.mu.Lock()
-	b.opened[i]++
-	b.mu.Unlock()
-}
-
-func (b *Backend) deviceClosed(i int) {
-	b.mu.Lock()
-	b.opened[i]--
-	b.mu.Unlock()
-}
-
 // Close aborts the NCCL communicators of FallbackAllReduce, releases the
 // contexts the backend retained and shuts NVML down. Devices opened from it
 // keep their own contexts until they are closed.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.MarkClosed() {
 		return nil
 	}
-	b.closed = true
+	b.ctxMu.Lock()
 	ctxs := b.ctxs
-	b.mu.Unlock()
+	b.ctxs = nil
+	b.ctxMu.Unlock()
 	first := b.closeNCCL()
 	for i, c := range ctxs {
 		if c == 0 {

@@ -38,7 +38,7 @@ func (v DriverVersion) String() string {
 // DriverVersion reports the CUDA driver API version and, when NVML is
 // available, the driver version string.
 func (b *Backend) DriverVersion(ctx context.Context) (DriverVersion, error) {
-	if err := b.usable(ctx); err != nil {
+	if err := b.Usable(ctx); err != nil {
 		return DriverVersion{}, err
 	}
 	v := DriverVersion{CUDA: b.version}
@@ -55,7 +55,7 @@ func (b *Backend) DriverVersion(ctx context.Context) (DriverVersion, error) {
 // NVMLVersion reports the NVML library version, or an error matching
 // backend.ErrUnavailable when NVML could not be loaded.
 func (b *Backend) NVMLVersion(ctx context.Context) (string, error) {
-	if err := b.usable(ctx); err != nil {
+	if err := b.Usable(ctx); err != nil {
 		return "", err
 	}
 	if b.nvml == nil {
@@ -71,13 +71,13 @@ func (b *Backend) NVMLVersion(ctx context.Context) (string, error) {
 // NVMLDevices lists the devices NVML sees, each mapped to its CUDA ordinal
 // (-1 for devices CUDA does not see).
 func (b *Backend) NVMLDevices(ctx context.Context) ([]NVMLDevice, error) {
-	if err := b.usable(ctx); err != nil {
+	if err := b.Usable(ctx); err != nil {
 		return nil, err
 	}
 	if b.nvml == nil {
 		return nil, b.nvmlErr
 	}
-	devs, err := NVMLInventory(b.nvml, b.busIDs())
+	devs, err := NVMLInventory(b.nvml, b.BusIDs())
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
@@ -89,7 +89,7 @@ func (b *Backend) NVMLDevices(ctx context.Context) ([]NVMLDevice, error) {
 // fabric handles are or are not used, and how each pair's peer access was
 // decided.
 func (b *Backend) Diagnostics(ctx context.Context) []backend.Diagnostic {
-	if err := b.usable(ctx); err != nil {
+	if err := b.Usable(ctx); err != nil {
 		return []backend.Diagnostic{{Check: "cuda driver", Detail: err.Error(),
 			Hint: "install the NVIDIA driver (libcuda.so.1) and check that a GPU is visible (nvidia-smi)"}}
 	}

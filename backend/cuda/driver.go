@@ -23,22 +23,21 @@ import (
 	"unsafe"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 )
 
 // libcudaName is the driver library the backend opens at run time.
 const libcudaName = "libcuda.so.1"
 
+// driverAPI is the CUDA driver as the shared GPU core uses it
+// (gpu.Runtime): contexts are primary contexts (gpu.Ctx), streams, events,
+// modules, functions and graphs are driver pointers (gpu.Handle). Every
+// shim makes the context current on the calling thread itself.
+type driverAPI struct{}
+
 // Handles are driver-owned pointers; Go only stores them and passes them
 // back to the shims.
-type (
-	ctxHandle    uintptr
-	streamHandle uintptr
-	eventHandle  uintptr
-	moduleHandle uintptr
-	funcHandle   uintptr
-	graphHandle  uintptr
-	execHandle   uintptr
-)
+type ctxHandle = gpu.Ctx
 
 // CUresult values the backend tests for by number.
 const (
@@ -266,21 +265,21 @@ func enablePeer(ctx, peer ctxHandle) error {
 	return check("cuCtxEnablePeerAccess", C.inu_enable_peer(C.uintptr_t(ctx), C.uintptr_t(peer)))
 }
 
-// memAlloc returns zeroed device memory.
-func memAlloc(ctx ctxHandle, n int) (backend.DevicePtr, error) {
+// Malloc returns zeroed device memory.
+func (driverAPI) Malloc(ctx ctxHandle, n int) (backend.DevicePtr, error) {
 	var p C.CUdeviceptr
 	var stage C.int
 	r := C.inu_mem_alloc(C.uintptr_t(ctx), C.size_t(n), &p, &stage)
 	return backend.DevicePtr(p), check(stageOp(stage, "cuMemAlloc_v2", ""), r)
 }
 
-func memFree(ctx ctxHandle, p backend.DevicePtr) error {
+func (driverAPI) Free(ctx ctxHandle, p backend.DevicePtr) error {
 	return check("cuMemFree_v2", C.inu_mem_free(C.uintptr_t(ctx), C.CUdeviceptr(p)))
 }
 
-// hostAlloc returns zeroed, pinned, portable host memory mapped into the
+// HostMalloc returns zeroed, pinned, portable host memory mapped into the
 // device address space.
-func hostAlloc(ctx ctxHandle, n int) (unsafe.Pointer, backend.DevicePtr, error) {
+func (driverAPI) HostMalloc(ctx ctxHandle, n int) (unsafe.Pointer, backend.DevicePtr, error) {
 	var host unsafe.Pointer
 	var dptr C.CUdeviceptr
 	var stage C.int
@@ -288,11 +287,11 @@ func hostAlloc(ctx ctxHandle, n int) (unsafe.Pointer, backend.DevicePtr, error) 
 	return host, backend.DevicePtr(dptr), check(stageOp(stage, "cuMemHostAlloc", ""), r)
 }
 
-func hostFree(ctx ctxHandle, host unsafe.Pointer) error {
+func (driverAPI) HostFree(ctx ctxHandle, host unsafe.Pointer) error {
 	return check("cuMemFreeHost", C.inu_host_free(C.uintptr_t(ctx), host))
 }
 
-func copyHtoD(ctx ctxHandle, dst backend.DevicePtr, src []byte) error {
+func (driverAPI) CopyHtoD(ctx ctxHandle, dst backend.DevicePtr, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
@@ -301,14 +300,14 @@ func copyHtoD(ctx ctxHandle, dst backend.DevicePtr, src []byte) error {
 	return check(stageOp(stage, "", "cuMemcpyHtoD_v2"), r)
 }
 
-func copyDtoH(ctx ctxHandle, dst []byte, src backend.DevicePtr) error {
+func (driverAPI) CopyDtoH(ctx ctxHandle, dst []byte, src backend.DevicePtr) error {
 	if len(dst) == 0 {
 		return nil
 	}
 	return check("cuMemcpyDtoH_v2", C.inu_copy_dtoh(C.uintptr_t(ctx), unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst))))
 }
 
-func copyDtoD(ctx ctxHandle, dst, src backend.DevicePtr, n int) error {
+func (driverAPI) CopyDtoD(ctx ctxHandle, dst, src backend.DevicePtr, n int) error {
 	if n == 0 {
 		return nil
 	}
@@ -317,7 +316,7 @@ func copyDtoD(ctx ctxHandle, dst, src backend.DevicePtr, n int) error {
 	return check(stageOp(stage, "", "cuMemcpyDtoD_v2"), r)
 }
 
-func memset(ctx ctxHandle, dst backend.DevicePtr, v byte, n int) error {
+func (driverAPI) Memset(ctx ctxHandle, dst backend.DevicePtr, v byte, n int) error {
 	if n == 0 {
 		return nil
 	}
@@ -434,65 +433,79 @@ func fabricRoundTrip(ctx ctxHandle, dev int) error {
 	return check(stageOp(stage, "", ""), r)
 }
 
-func streamCreate(ctx ctxHandle) (streamHandle, error) {
+func (driverAPI) StreamCreate(ctx ctxHandle) (gpu.Handle, error) {
 	var s C.uintptr_t
 	err := check("cuStreamCreate", C.inu_stream_create(C.uintptr_t(ctx), &s))
-	return streamHandle(s), err
+	return gpu.Handle(s), err
 }
 
-func streamDestroy(ctx ctxHandle, s streamHandle) error {
+func (driverAPI) StreamDestroy(ctx ctxHandle, s gpu.Handle) error {
 	return check("cuStreamDestroy_v2", C.inu_stream_destroy(C.uintptr_t(ctx), C.uintptr_t(s)))
 }
 
-// streamQuery returns the raw CUresult: resultNotReady is not an error.
-func streamQuery(ctx ctxHandle, s streamHandle) int {
-	return int(C.inu_stream_query(C.uintptr_t(ctx), C.uintptr_t(s)))
+// StreamQuery reports CUDA_ERROR_NOT_READY as not done.
+func (driverAPI) StreamQuery(ctx ctxHandle, s gpu.Handle) (bool, error) {
+	return queryDone("cuStreamQuery", C.inu_stream_query(C.uintptr_t(ctx), C.uintptr_t(s)))
 }
 
-func streamSync(ctx ctxHandle, s streamHandle) error {
+// queryDone turns a query's CUresult into done, not done or an error.
+func queryDone(op string, r C.CUresult) (bool, error) {
+	if r == resultNotReady {
+		return false, nil
+	}
+	return true, check(op, r)
+}
+
+func (driverAPI) StreamSynchronize(ctx ctxHandle, s gpu.Handle) error {
 	return check("cuStreamSynchronize", C.inu_stream_sync(C.uintptr_t(ctx), C.uintptr_t(s)))
 }
 
-func streamWaitEvent(ctx ctxHandle, s streamHandle, ev eventHandle) error {
+func (driverAPI) StreamWaitEvent(ctx ctxHandle, s, ev gpu.Handle) error {
 	return check("cuStreamWaitEvent", C.inu_stream_wait_event(C.uintptr_t(ctx), C.uintptr_t(s), C.uintptr_t(ev)))
 }
 
-func copyDtoDAsync(ctx ctxHandle, dst, src backend.DevicePtr, n int, s streamHandle) error {
+func (driverAPI) CopyDtoDAsync(ctx ctxHandle, dst, src backend.DevicePtr, n int, s gpu.Handle) error {
 	return check("cuMemcpyDtoDAsync_v2", C.inu_copy_dtod_async(C.uintptr_t(ctx), C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(n), C.uintptr_t(s)))
 }
 
-func eventCreate(ctx ctxHandle, flags uint) (eventHandle, error) {
+// EventCreate makes an event; without timing it is created with
+// CU_EVENT_DISABLE_TIMING, which makes recording and waiting cheaper.
+func (driverAPI) EventCreate(ctx ctxHandle, timing bool) (gpu.Handle, error) {
+	var flags uint
+	if !timing {
+		flags = eventFlagDisableTiming
+	}
 	var ev C.uintptr_t
 	err := check("cuEventCreate", C.inu_event_create(C.uintptr_t(ctx), C.uint(flags), &ev))
-	return eventHandle(ev), err
+	return gpu.Handle(ev), err
 }
 
-func eventRecord(ctx ctxHandle, ev eventHandle, s streamHandle) error {
+func (driverAPI) EventRecord(ctx ctxHandle, ev, s gpu.Handle) error {
 	return check("cuEventRecord", C.inu_event_record(C.uintptr_t(ctx), C.uintptr_t(ev), C.uintptr_t(s)))
 }
 
-// eventQuery returns the raw CUresult: resultNotReady is not an error.
-func eventQuery(ctx ctxHandle, ev eventHandle) int {
-	return int(C.inu_event_query(C.uintptr_t(ctx), C.uintptr_t(ev)))
+// EventQuery reports CUDA_ERROR_NOT_READY as not done.
+func (driverAPI) EventQuery(ctx ctxHandle, ev gpu.Handle) (bool, error) {
+	return queryDone("cuEventQuery", C.inu_event_query(C.uintptr_t(ctx), C.uintptr_t(ev)))
 }
 
-func eventSync(ctx ctxHandle, ev eventHandle) error {
+func (driverAPI) EventSynchronize(ctx ctxHandle, ev gpu.Handle) error {
 	return check("cuEventSynchronize", C.inu_event_sync(C.uintptr_t(ctx), C.uintptr_t(ev)))
 }
 
-func eventElapsed(ctx ctxHandle, start, end eventHandle) (float32, error) {
+func (driverAPI) EventElapsed(ctx ctxHandle, start, end gpu.Handle) (float32, error) {
 	var ms C.float
 	err := check("cuEventElapsedTime", C.inu_event_elapsed(C.uintptr_t(ctx), C.uintptr_t(start), C.uintptr_t(end), &ms))
 	return float32(ms), err
 }
 
-func eventDestroy(ctx ctxHandle, ev eventHandle) error {
+func (driverAPI) EventDestroy(ctx ctxHandle, ev gpu.Handle) error {
 	return check("cuEventDestroy_v2", C.inu_event_destroy(C.uintptr_t(ctx), C.uintptr_t(ev)))
 }
 
-// moduleLoad loads a cubin, fatbin or PTX image. PTX must be NUL-terminated,
+// ModuleLoad loads a cubin, fatbin or PTX image. PTX must be NUL-terminated,
 // so the image is copied into C memory with a NUL appended.
-func moduleLoad(ctx ctxHandle, image []byte) (moduleHandle, error) {
+func (driverAPI) ModuleLoad(ctx ctxHandle, image []byte) (gpu.Handle, error) {
 	buf := C.malloc(C.size_t(len(image) + 1))
 	if buf == nil {
 		return 0, backend.Errorf(backend.CodeOutOfMemory, "cannot allocate %d bytes for a module image", len(image)+1)
@@ -503,32 +516,31 @@ func moduleLoad(ctx ctxHandle, image []byte) (moduleHandle, error) {
 	img[len(image)] = 0
 	var m C.uintptr_t
 	err := check("cuModuleLoadData", C.inu_module_load(C.uintptr_t(ctx), buf, &m))
-	return moduleHandle(m), err
+	return gpu.Handle(m), err
 }
 
-func moduleFunction(ctx ctxHandle, m moduleHandle, name string) (funcHandle, error) {
+func (driverAPI) ModuleFunction(ctx ctxHandle, m gpu.Handle, name string) (gpu.Handle, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var f C.uintptr_t
 	err := check("cuModuleGetFunction", C.inu_module_function(C.uintptr_t(ctx), C.uintptr_t(m), cname, &f))
-	return funcHandle(f), err
+	return gpu.Handle(f), err
 }
 
-func moduleUnload(ctx ctxHandle, m moduleHandle) error {
+func (driverAPI) ModuleUnload(ctx ctxHandle, m gpu.Handle) error {
 	return check("cuModuleUnload", C.inu_module_unload(C.uintptr_t(ctx), C.uintptr_t(m)))
 }
 
-// launch enqueues fn on s with the packed parameter buffer params, which
-// the driver copies before returning (so it may live on the stack).
-// early asks for programmatic stream serialization (backend.LaunchConfig.Early);
-// the caller has checked that the device has it.
-func launch(ctx ctxHandle, fn funcHandle, cfg backend.LaunchConfig, s streamHandle, params []byte, early bool) error {
+// Launch enqueues fn on s with the packed parameter buffer params, which
+// the driver copies before returning. cfg.Early asks for programmatic
+// stream serialization; the core sets it only where the device has it.
+func (driverAPI) Launch(ctx ctxHandle, fn gpu.Handle, cfg backend.LaunchConfig, s gpu.Handle, params []byte) error {
 	var p unsafe.Pointer
 	if len(params) > 0 {
 		p = unsafe.Pointer(&params[0])
 	}
 	var e int
-	if early {
+	if cfg.Early {
 		e = 1
 	}
 	r := C.inu_launch(C.uintptr_t(ctx), C.uintptr_t(fn),
@@ -544,22 +556,22 @@ func launch(ctx ctxHandle, fn funcHandle, cfg backend.LaunchConfig, s streamHand
 // hasLaunchEx tells whether the driver has cuLaunchKernelEx.
 func hasLaunchEx() bool { return C.inu_has_launch_ex() != 0 }
 
-func beginCapture(ctx ctxHandle, s streamHandle) error {
+func (driverAPI) BeginCapture(ctx ctxHandle, s gpu.Handle) error {
 	return check("cuStreamBeginCapture_v2", C.inu_begin_capture(C.uintptr_t(ctx), C.uintptr_t(s)))
 }
 
-// endCapture ends the capture on s and instantiates the graph.
-func endCapture(ctx ctxHandle, s streamHandle) (graphHandle, execHandle, error) {
+// EndCapture ends the capture on s and instantiates the graph.
+func (driverAPI) EndCapture(ctx ctxHandle, s gpu.Handle) (gpu.Handle, gpu.Handle, error) {
 	var g, e C.uintptr_t
 	var stage C.int
 	r := C.inu_end_capture(C.uintptr_t(ctx), C.uintptr_t(s), &g, &e, &stage)
-	return graphHandle(g), execHandle(e), check(stageOp(stage, "", ""), r)
+	return gpu.Handle(g), gpu.Handle(e), check(stageOp(stage, "", ""), r)
 }
 
-func graphLaunch(ctx ctxHandle, e execHandle, s streamHandle) error {
+func (driverAPI) GraphLaunch(ctx ctxHandle, e, s gpu.Handle) error {
 	return check("cuGraphLaunch", C.inu_graph_launch(C.uintptr_t(ctx), C.uintptr_t(e), C.uintptr_t(s)))
 }
 
-func graphDestroy(ctx ctxHandle, g graphHandle, e execHandle) error {
+func (driverAPI) GraphDestroy(ctx ctxHandle, g, e gpu.Handle) error {
 	return check("cuGraphExecDestroy", C.inu_graph_destroy(C.uintptr_t(ctx), C.uintptr_t(g), C.uintptr_t(e)))
 }

@@ -136,59 +136,6 @@ func TestDriverErrors(t *testing.T) {
 	require.Equal(t, "cuX: CUresult(7) (7)", (&DriverError{Op: "cuX", Result: 7, Name: "CUresult(7)"}).Error())
 }
 
-func TestPackParamsMatchesMarshalArgs(t *testing.T) {
-	cases := [][]backend.Arg{
-		nil,
-		{backend.U32(7)},
-		{backend.Ptr(0x1000), backend.U32(5), backend.U64(1 << 40)},
-		{backend.U32(1), backend.U32(2), backend.U32(3)},
-		{backend.I32(-1), backend.F64(2.5), backend.F32(1.5), backend.I64(-9)},
-		{backend.U32(1), backend.Ptr(2), backend.U32(3), backend.Ptr(4), backend.U32(5)},
-	}
-	cases = append(cases, exampleAllReduceArgs())
-	var long []backend.Arg
-	for i := range 40 {
-		long = append(long, backend.U32(uint32(i)), backend.U64(uint64(i)<<33))
-	}
-	cases = append(cases, long)
-	for i, args := range cases {
-		want, _ := backend.MarshalArgs(args)
-		n, err := paramSize(args)
-		require.NoError(t, err)
-		require.Equal(t, len(want), n, "case %d", i)
-		got := make([]byte, n)
-		packParams(got, args)
-		require.Equal(t, want, got, "case %d", i)
-	}
-
-	_, err := paramSize([]backend.Arg{backend.U32(1), {}})
-	require.ErrorIs(t, err, backend.ErrInvalidArgument)
-	require.ErrorContains(t, err, "argument 1 has size 0")
-}
-
-// exampleAllReduceArgs is the argument list of the built-in all-reduce
-// kernels (kernels.AllReduceArgs), written out.
-func exampleAllReduceArgs() []backend.Arg {
-	return []backend.Arg{
-		backend.Ptr(0x7f0000000000), backend.Ptr(0x7f0000100000), backend.Ptr(0x7f0000200000), backend.Ptr(0x7f0000300000),
-		backend.U64(4096), backend.U32(1), backend.U32(2), backend.U32(2), backend.U32(0),
-		backend.Ptr(0x7f0000400000), backend.U64(5e9), backend.U64(0),
-	}
-}
-
-func TestPackParamsAllocatesNothing(t *testing.T) {
-	args := exampleAllReduceArgs()
-	allocs := testing.AllocsPerRun(1000, func() {
-		n, err := paramSize(args)
-		if err != nil {
-			panic(err)
-		}
-		var buf [inlineParams]byte
-		packParams(buf[:n], args)
-	})
-	require.Zero(t, allocs)
-}
-
 func TestFormatUUID(t *testing.T) {
 	u := [16]byte{0xde, 0xad, 0xbe, 0xef, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0xa, 0xb}
 	require.Equal(t, "GPU-deadbeef-0001-0203-0405-060708090a0b", formatUUID(u))
@@ -198,12 +145,4 @@ func TestDriverVersionString(t *testing.T) {
 	require.Equal(t, "12.8", DriverVersion{CUDA: 12080}.CUDAString())
 	require.Equal(t, "CUDA 13.0, driver 580.159", DriverVersion{CUDA: 13000, Driver: "580.159"}.String())
 	require.Equal(t, "CUDA 11.4", DriverVersion{CUDA: 11040}.String())
-}
-
-func TestAlignUp(t *testing.T) {
-	const g = 2 << 20
-	require.Equal(t, g, alignUp(1, g))
-	require.Equal(t, g, alignUp(g, g))
-	require.Equal(t, 2*g, alignUp(g+1, g))
-	require.Equal(t, 5, alignUp(5, 0))
 }

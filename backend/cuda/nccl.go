@@ -21,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/symmetric/store"
 )
@@ -473,10 +474,7 @@ func (b *Backend) ncclTimeoutLocked() time.Duration {
 // $INTRANODE_NCCL_LIBRARY) and reports its version, "2.28.9". It needs no
 // GPU. A missing library is an error matching backend.ErrUnavailable.
 func (b *Backend) NCCLVersion() (string, error) {
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
+	if b.Closed() {
 		return "", backend.Errorf(backend.CodeClosed, "cuda: backend is closed")
 	}
 	if err := loadNCCL(b.log); err != nil {
@@ -500,11 +498,11 @@ func (b *Backend) NCCLVersion() (string, error) {
 // matching backend.ErrTimeout.
 func (b *Backend) FallbackAllReduce(s backend.Stream, c *collective.Comm, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp) error {
-	st, ok := s.(*stream)
-	if !ok || st.d.b != b {
+	st, ok := s.(*gpu.Stream)
+	if !ok || st.Device().Core() != &b.Core {
 		return backend.Errorf(backend.CodeInvalidArgument, "cuda: NCCL all-reduce: %T is not a stream of this backend", s)
 	}
-	if err := st.open(); err != nil {
+	if err := st.Usable(); err != nil {
 		return err
 	}
 	if c == nil {
@@ -514,7 +512,7 @@ func (b *Backend) FallbackAllReduce(s backend.Stream, c *collective.Comm, in, ou
 }
 
 // allReduceNCCL is FallbackAllReduce for group g.
-func (b *Backend) allReduceNCCL(st *stream, g ncclGroup, in, out backend.DevicePtr, count int,
+func (b *Backend) allReduceNCCL(st *gpu.Stream, g ncclGroup, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp) error {
 	if count <= 0 {
 		return backend.Errorf(backend.CodeInvalidArgument, "cuda: NCCL all-reduce: count %d must be positive", count)
@@ -531,8 +529,8 @@ func (b *Backend) allReduceNCCL(st *stream, g ncclGroup, in, out backend.DeviceP
 	if err != nil {
 		return err
 	}
-	r := int(C.inu_nccl_allreduce(C.uintptr_t(st.d.ctx), C.uintptr_t(nc.h), C.CUdeviceptr(in), C.CUdeviceptr(out),
-		C.size_t(count), C.int(dt), C.int(rop), C.uintptr_t(st.h)))
+	r := int(C.inu_nccl_allreduce(C.uintptr_t(st.Device().Ctx()), C.uintptr_t(nc.h), C.CUdeviceptr(in), C.CUdeviceptr(out),
+		C.size_t(count), C.int(dt), C.int(rop), C.uintptr_t(st.Handle())))
 	if r == C.INU_NCCL_SUCCESS {
 		return nil
 	}
@@ -544,7 +542,7 @@ func (b *Backend) allReduceNCCL(st *stream, g ncclGroup, in, out backend.DeviceP
 }
 
 // ncclFor returns g's communicator, creating it on first use.
-func (b *Backend) ncclFor(g ncclGroup, st *stream) (*ncclComm, error) {
+func (b *Backend) ncclFor(g ncclGroup, st *gpu.Stream) (*ncclComm, error) {
 	b.nccl.mu.Lock()
 	if b.nccl.closed {
 		b.nccl.mu.Unlock()
@@ -553,11 +551,11 @@ func (b *Backend) ncclFor(g ncclGroup, st *stream) (*ncclComm, error) {
 	timeout := b.ncclTimeoutLocked()
 	nc := b.nccl.comms[g.key]
 	if nc == nil {
-		if st.capturing.Load() {
+		if st.Capturing() {
 			b.nccl.mu.Unlock()
 			return nil, backend.Errorf(backend.CodeInvalidArgument,
 				"cuda: device %d: the NCCL communicator of %s rank %d is created by its first fallback all-reduce, which cannot run while the stream is capturing: make one call before BeginCapture",
-				st.d.index, g.name, g.rank)
+				st.Device().Index(), g.name, g.rank)
 		}
 		if b.nccl.comms == nil {
 			b.nccl.comms = map[any]*ncclComm{}
@@ -566,10 +564,10 @@ func (b *Backend) ncclFor(g ncclGroup, st *stream) (*ncclComm, error) {
 			b.nccl.stop, b.nccl.cancel = context.WithCancel(context.Background())
 		}
 		stop := b.nccl.stop
-		nc = &ncclComm{group: g.name, rank: g.rank, world: g.world, dev: st.d.index, ready: make(chan struct{})}
+		nc = &ncclComm{group: g.name, rank: g.rank, world: g.world, dev: st.Device().Index(), ready: make(chan struct{})}
 		b.nccl.comms[g.key] = nc
 		b.nccl.mu.Unlock()
-		b.createNCCL(stop, g, nc, st.d, timeout)
+		b.createNCCL(stop, g, nc, st.Device(), timeout)
 	} else {
 		b.nccl.mu.Unlock()
 		if err := nc.wait(timeout); err != nil {
@@ -579,9 +577,9 @@ func (b *Backend) ncclFor(g ncclGroup, st *stream) (*ncclComm, error) {
 	if err := nc.err(); err != nil {
 		return nil, err
 	}
-	if nc.dev != st.d.index {
+	if nc.dev != st.Device().Index() {
 		return nil, backend.Errorf(backend.CodeInvalidArgument,
-			"cuda: the NCCL communicator for %s is on device %d, the stream on device %d", nc, nc.dev, st.d.index)
+			"cuda: the NCCL communicator for %s is on device %d, the stream on device %d", nc, nc.dev, st.Device().Index())
 	}
 	return nc, nil
 }
@@ -590,7 +588,7 @@ func (b *Backend) ncclFor(g ncclGroup, st *stream) (*ncclComm, error) {
 // nc.ready. Creation stops early when stop ends (Backend.Close). A
 // communicator that was dropped meanwhile (ReleaseFallback, Close) is
 // released here.
-func (b *Backend) createNCCL(stop context.Context, g ncclGroup, nc *ncclComm, d *device, timeout time.Duration) {
+func (b *Backend) createNCCL(stop context.Context, g ncclGroup, nc *ncclComm, d *gpu.Device, timeout time.Duration) {
 	defer close(nc.ready)
 	err := b.initNCCL(stop, g.store, nc, d, timeout)
 	b.nccl.mu.Lock()
@@ -612,7 +610,7 @@ func (b *Backend) createNCCL(stop context.Context, g ncclGroup, nc *ncclComm, d 
 
 // initNCCL runs the three steps of the NCCL comment, together bounded by
 // timeout and ended early by stop, and fills nc.h, nc.ctx and nc.ordinal.
-func (b *Backend) initNCCL(stop context.Context, st store.Store, nc *ncclComm, d *device, timeout time.Duration) error {
+func (b *Backend) initNCCL(stop context.Context, st store.Store, nc *ncclComm, d *gpu.Device, timeout time.Duration) error {
 	what := "cuda: NCCL communicator for " + nc.String()
 	if nc.group == "" {
 		return backend.Errorf(backend.CodeInvalidArgument, "%s: the comm has not rendezvoused", what)
@@ -629,7 +627,7 @@ func (b *Backend) initNCCL(stop context.Context, st store.Store, nc *ncclComm, d
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	cctx, err := ctxRetain(d.ordinal)
+	cctx, err := ctxRetain(b.devices[d.Index()].ordinal)
 	if err != nil {
 		return wrap(err, "%s: retaining the primary context", what)
 	}
@@ -646,17 +644,17 @@ func (b *Backend) initNCCL(stop context.Context, st store.Store, nc *ncclComm, d
 	select {
 	case res := <-done:
 		if res.err != nil {
-			_ = ctxRelease(d.ordinal)
+			_ = ctxRelease(b.devices[d.Index()].ordinal)
 			return wrapNCCL(res.err, "%s", what)
 		}
-		nc.h, nc.ctx, nc.ordinal = res.h, cctx, d.ordinal
+		nc.h, nc.ctx, nc.ordinal = res.h, cctx, b.devices[d.Index()].ordinal
 		return nil
 	case <-ctx.Done():
 		go func() {
 			if res := <-done; res.h != 0 {
 				_ = C.inu_nccl_abort(C.uintptr_t(cctx), C.uintptr_t(res.h))
 			}
-			_ = ctxRelease(d.ordinal)
+			_ = ctxRelease(b.devices[d.Index()].ordinal)
 		}()
 		return backend.Errorf(backend.CodeTimeout,
 			"%s: ncclCommInitRank did not finish within %v although every rank had joined (did a rank stop?): %w",

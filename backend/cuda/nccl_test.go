@@ -29,6 +29,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/internal/numeric"
 	"github.com/intranode/intranode/symmetric/store"
@@ -772,7 +773,7 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 		return gs
 	}
 	call := func(rk *ncclRank, g ncclGroup, dst backend.DevicePtr, count int, dtype backend.DType, op backend.ReduceOp) error {
-		return b.allReduceNCCL(rk.s.(*stream), g, rk.in.Ptr(), dst, count, dtype, op)
+		return b.allReduceNCCL(rk.s.(*gpu.Stream), g, rk.in.Ptr(), dst, count, dtype, op)
 	}
 	seed := 0
 	allReduce := func(gs []ncclGroup) {

@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 
@@ -426,10 +427,9 @@ func TestLinkMatrixReadOnce(t *testing.T) {
 	lib.ExtensionsFunc = func() nvml.ExtendedInterface {
 		return &mock.ExtendedInterface{LookupSymbolFunc: func(string) error { return nil }}
 	}
-	b := &Backend{nvml: lib, devices: []deviceEntry{
-		{info: backend.DeviceInfo{Index: 0, PCIBusID: "0000:19:00.0"}},
-		{info: backend.DeviceInfo{Index: 1, PCIBusID: "0000:3b:00.0"}},
-	}}
+	infos := []backend.DeviceInfo{{Index: 0, PCIBusID: "0000:19:00.0"}, {Index: 1, PCIBusID: "0000:3b:00.0"}}
+	b := &Backend{nvml: lib, devices: []deviceEntry{{info: infos[0]}, {info: infos[1]}}}
+	b.Init(vendor{b: b}, slog.Default(), nil, infos)
 	want := [][]int{{0, 18}, {18, 0}}
 	var wg sync.WaitGroup
 	got := make([]connectivity.Matrix, 8)

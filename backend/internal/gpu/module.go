@@ -1,22 +1,21 @@
-//go:build cuda
-
-package cuda
+package gpu
 
 import (
 	"encoding/binary"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/intranode/intranode/backend"
 )
 
-// inlineParams is the parameter buffer Launch keeps on the stack; larger
-// argument lists (rare: the built-in kernels need 88 bytes) are allocated.
+// inlineParams is the parameter buffer each stream keeps; larger argument
+// lists (rare: the built-in kernels need 88 bytes) are allocated.
 const inlineParams = 256
 
-// module is a loaded CUDA module.
+// module is a loaded module.
 type module struct {
-	d      *device
-	h      moduleHandle
+	d      *Device
+	h      Handle
 	name   string
 	closed atomic.Bool
 }
@@ -27,11 +26,11 @@ func (m *module) resourceKind() string { return "module" }
 // has none of that name.
 func (m *module) Function(name string) (backend.Function, error) {
 	if m.closed.Load() {
-		return nil, backend.Errorf(backend.CodeClosed, "cuda: device %d: module %s is unloaded", m.d.index, m.name)
+		return nil, m.d.Errorf(backend.CodeClosed, "module %s is unloaded", m.name)
 	}
-	h, err := moduleFunction(m.d.ctx, m.h, name)
+	h, err := m.d.v.ModuleFunction(m.d.ctx, m.h, name)
 	if err != nil {
-		return nil, wrap(err, "cuda: device %d: kernel %q in module %s", m.d.index, name, m.name)
+		return nil, m.d.Wrap(err, "kernel %q in module %s", name, m.name)
 	}
 	return &function{m: m, h: h, name: name}, nil
 }
@@ -41,14 +40,14 @@ func (m *module) Close() error {
 	if !m.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	m.d.untrack(m)
-	return wrap(moduleUnload(m.d.ctx, m.h), "cuda: device %d: unloading module %s", m.d.index, m.name)
+	m.d.res.Remove(m)
+	return m.d.Wrap(m.d.v.ModuleUnload(m.d.ctx, m.h), "unloading module %s", m.name)
 }
 
 // function is a kernel of a loaded module.
 type function struct {
 	m    *module
-	h    funcHandle
+	h    Handle
 	name string
 }
 
@@ -63,11 +62,11 @@ func paramSize(args []backend.Arg) (int, error) {
 	for i, a := range args {
 		sz := a.Size()
 		if sz != 4 && sz != 8 {
-			return 0, backend.Errorf(backend.CodeInvalidArgument, "cuda: kernel argument %d has size %d (want 4 or 8)", i, sz)
+			return 0, backend.Errorf(backend.CodeInvalidArgument, "kernel argument %d has size %d (want 4 or 8)", i, sz)
 		}
-		off = alignUp(off, sz) + sz
+		off = AlignUp(off, sz) + sz
 	}
-	return alignUp(off, 8), nil
+	return AlignUp(off, 8), nil
 }
 
 // packParams writes args into buf (of paramSize bytes) exactly as
@@ -77,7 +76,7 @@ func packParams(buf []byte, args []backend.Arg) {
 	off := 0
 	for _, a := range args {
 		sz := a.Size()
-		off = alignUp(off, sz)
+		off = AlignUp(off, sz)
 		if sz == 4 {
 			binary.LittleEndian.PutUint32(buf[off:], a.U32())
 		} else {
@@ -85,6 +84,14 @@ func packParams(buf []byte, args []backend.Arg) {
 		}
 		off += sz
 	}
+}
+
+// wordBytes views words as bytes.
+func wordBytes(words []uint64) []byte {
+	if len(words) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 8*len(words))
 }
 
 var (

@@ -1,0 +1,41 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/intranode/intranode/backend"
+)
+
+// coder is a vendor's error type (CUDA's DriverError, HIP's HIPError):
+// it classifies its own result.
+type coder interface {
+	error
+	Code() backend.Code
+}
+
+// Wrap attaches a backend code and a message to err; nil stays nil. The
+// code is the one err already carries, else its vendor result's, else
+// backend.CodeInternal.
+func Wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	code := backend.CodeOf(err)
+	var ce coder
+	if code == backend.CodeUnknown && errors.As(err, &ce) {
+		code = ce.Code()
+	}
+	if code == backend.CodeUnknown {
+		code = backend.CodeInternal
+	}
+	return backend.Wrap(code, err, fmt.Sprintf(format, args...))
+}
+
+// AlignUp rounds n up to a multiple of a (a > 0).
+func AlignUp(n, a int) int {
+	if a <= 1 {
+		return n
+	}
+	return (n + a - 1) / a * a
+}
