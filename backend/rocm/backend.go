@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 	"github.com/intranode/intranode/connectivity"
 )
 
@@ -77,13 +78,14 @@ func (s sharing) String() string {
 // doctor` prints: RuntimeVersion, SMILibrary, Links, Sharing, PeerTest and
 // the Diagnostics.
 type Backend struct {
+	// Core is the device table, opened devices and peer checks shared
+	// with the CUDA backend.
+	gpu.Core
+
 	log *slog.Logger
 
 	// hip is nil when the runtime library could not be loaded.
-	hip hipRuntime
-	// initErr says why the runtime cannot be used (it matches
-	// backend.ErrUnavailable); nil when it can.
-	initErr        error
+	hip            hipRuntime
 	runtimeVersion int
 	driverVersion  int
 	devices        []deviceEntry
@@ -94,23 +96,12 @@ type Backend struct {
 	smiErr error
 
 	share sharing
-	peers *connectivity.PeerCache
 
-	mu      sync.Mutex
-	closed  bool
-	opened  []int
-	canPeer [][]int8 // hipDeviceCanAccessPeer answers: 0 unknown, 1 yes, -1 no
-	links   []PairLink
-
-	details backend.PeerDetails // how each pair's PeerAccess was decided (PeerTest)
-
+	mu    sync.Mutex
+	links []PairLink
 	// ipcType is the memory type IPC-shared allocations use: uncached,
 	// or fine-grained once the runtime refused the uncached flag.
 	ipcType memoryType
-
-	fabricMu     sync.Mutex
-	fabric       []connectivity.Access
-	fabricReason []string
 }
 
 // Open returns the ROCm backend. It loads libamdhip64.so and amdsmi (or
@@ -128,8 +119,8 @@ func openWith(ctx context.Context, loadRuntime func() (hipRuntime, error), loadS
 		return nil, backend.Errorf(backend.CodeTimeout, "rocm: open: %w", err)
 	}
 	b := &Backend{log: slog.Default().With("backend", Name), ipcType: memUncached}
-	b.initErr = b.initRuntime(loadRuntime, kfdRoot)
-	if b.initErr == nil && len(b.devices) > 0 {
+	initErr := b.initRuntime(loadRuntime, kfdRoot)
+	if initErr == nil && len(b.devices) > 0 {
 		b.smi, b.smiErr = loadSMI()
 		if b.smiErr != nil {
 			b.smiErr = fmt.Errorf("rocm: %w", b.smiErr)
@@ -138,15 +129,11 @@ func openWith(ctx context.Context, loadRuntime func() (hipRuntime, error), loadS
 		b.share = b.chooseSharing()
 		b.log.Debug("rocm: shareable memory", "mode", b.share.String())
 	}
-	n := len(b.devices)
-	b.opened = make([]int, n)
-	b.canPeer = make([][]int8, n)
-	for i := range b.canPeer {
-		b.canPeer[i] = make([]int8, n)
+	infos := make([]backend.DeviceInfo, len(b.devices))
+	for i, e := range b.devices {
+		infos[i] = e.info
 	}
-	b.fabric = make([]connectivity.Access, n)
-	b.fabricReason = make([]string, n)
-	b.peers = connectivity.NewPeerCache(n, b.queryPeer, nil)
+	b.Init(vendor{hipRuntime: b.hip, b: b}, b.log, initErr, infos)
 	return b, nil
 }
 
@@ -307,38 +294,6 @@ func (b *Backend) chooseSharing() sharing {
 	return ipc
 }
 
-// busIDs lists the devices' PCI bus ids in HIP order.
-func (b *Backend) busIDs() []string {
-	ids := make([]string, len(b.devices))
-	for i, d := range b.devices {
-		ids[i] = d.info.PCIBusID
-	}
-	return ids
-}
-
-// usable returns the error every method returns before doing anything:
-// closed backend, unusable runtime, done context, device index out of range.
-func (b *Backend) usable(ctx context.Context, devs ...int) error {
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
-		return backend.Errorf(backend.CodeClosed, "rocm: backend is closed")
-	}
-	if b.initErr != nil {
-		return b.initErr
-	}
-	if err := ctx.Err(); err != nil {
-		return backend.Errorf(backend.CodeTimeout, "rocm: %w", err)
-	}
-	for _, i := range devs {
-		if i < 0 || i >= len(b.devices) {
-			return backend.Errorf(backend.CodeInvalidArgument, "rocm: device %d out of range [0,%d)", i, len(b.devices))
-		}
-	}
-	return nil
-}
-
 // Name returns "rocm".
 func (b *Backend) Name() string { return Name }
 
@@ -346,7 +301,7 @@ func (b *Backend) Name() string { return Name }
 // device, and otherwise an error matching backend.ErrUnavailable that says
 // why in one line.
 func (b *Backend) Probe(ctx context.Context) error {
-	if err := b.usable(ctx); err != nil {
+	if err := b.Usable(ctx); err != nil {
 		return err
 	}
 	if len(b.devices) == 0 {
@@ -380,7 +335,7 @@ func (b *Backend) Sharing(ctx context.Context) (string, error) {
 
 // RuntimeVersion reports the HIP runtime's library and version.
 func (b *Backend) RuntimeVersion(ctx context.Context) (string, error) {
-	if err := b.usable(ctx); err != nil {
+	if err := b.Usable(ctx); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s, HIP %s, driver %s", b.hip.Library(), runtimeString(b.runtimeVersion), runtimeString(b.driverVersion)), nil
@@ -398,23 +353,6 @@ func (b *Backend) SMILibrary(ctx context.Context) (string, error) {
 	return b.smi.Library(), nil
 }
 
-// DeviceCount is the number of devices HIP sees.
-func (b *Backend) DeviceCount(ctx context.Context) (int, error) {
-	if err := b.usable(ctx); err != nil {
-		return 0, err
-	}
-	return len(b.devices), nil
-}
-
-// DeviceInfo describes device i, as the HIP runtime (and, for the
-// architecture, the kernel driver) reports it.
-func (b *Backend) DeviceInfo(ctx context.Context, i int) (backend.DeviceInfo, error) {
-	if err := b.usable(ctx, i); err != nil {
-		return backend.DeviceInfo{}, err
-	}
-	return b.devices[i].info, nil
-}
-
 // LinkMatrix counts the XGMI links between HIP devices as amdsmi or
 // rocm-smi report them (see XGMIMatrix).
 func (b *Backend) LinkMatrix(ctx context.Context) (connectivity.Matrix, error) {
@@ -424,7 +362,7 @@ func (b *Backend) LinkMatrix(ctx context.Context) (connectivity.Matrix, error) {
 	if b.smi == nil {
 		return connectivity.Matrix{}, b.smiErr
 	}
-	m, pairs, err := XGMIMatrix(b.smi, b.busIDs())
+	m, pairs, err := XGMIMatrix(b.smi, b.BusIDs())
 	if err != nil {
 		return connectivity.Matrix{}, wrap(err, "rocm: link matrix from %s", b.smi.Library())
 	}
@@ -455,89 +393,18 @@ func (b *Backend) Links(ctx context.Context) ([]PairLink, error) {
 // MulticastSupported is false: AMD GPUs have no multicast objects to
 // report (intranode never uses multicast anyway).
 func (b *Backend) MulticastSupported(ctx context.Context, i int) (bool, error) {
-	if err := b.usable(ctx, i); err != nil {
+	if err := b.Usable(ctx, i); err != nil {
 		return false, err
 	}
 	return false, nil
 }
 
-// Open returns a handle on device i.
-func (b *Backend) Open(ctx context.Context, i int) (backend.Device, error) {
-	if err := b.usable(ctx, i); err != nil {
-		return nil, err
-	}
-	return newDevice(b, i)
-}
-
-// canAccessPeer answers hipDeviceCanAccessPeer(i, j), cached.
-func (b *Backend) canAccessPeer(i, j int) (bool, error) {
-	b.mu.Lock()
-	st := b.canPeer[i][j]
-	b.mu.Unlock()
-	if st != 0 {
-		return st > 0, nil
-	}
-	ok, err := b.hip.CanAccessPeer(i, j)
-	if err != nil {
-		return false, wrap(err, "rocm: hipDeviceCanAccessPeer(%d, %d)", i, j)
-	}
-	st = -1
-	if ok {
-		st = 1
-	}
-	b.mu.Lock()
-	b.canPeer[i][j] = st
-	b.mu.Unlock()
-	return ok, nil
-}
-
-// accessDevices lists the devices granted access to device i's
-// descriptor-shared allocations: i itself and every device this process has
-// open that can reach i's memory as a peer, so that ranks running as
-// goroutines of one process may use the memory without importing it.
-func (b *Backend) accessDevices(i int) ([]int, error) {
-	b.mu.Lock()
-	open := slices.Clone(b.opened)
-	b.mu.Unlock()
-	devs := []int{i}
-	for p, n := range open {
-		if p == i || n == 0 {
-			continue
-		}
-		ok, err := b.canAccessPeer(p, i)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			devs = append(devs, p)
-		}
-	}
-	return devs, nil
-}
-
-// deviceOpened and deviceClosed count the open Device handles per device.
-func (b *Backend) deviceOpened(i int) {
-	b.mu.Lock()
-	b.opened[i]++
-	b.mu.Unlock()
-}
-
-func (b *Backend) deviceClosed(i int) {
-	b.mu.Lock()
-	b.opened[i]--
-	b.mu.Unlock()
-}
-
 // Close releases the SMI library. Devices opened from the backend stay
 // usable until they are closed; the HIP runtime stays loaded.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.MarkClosed() {
 		return nil
 	}
-	b.closed = true
-	b.mu.Unlock()
 	if b.smi != nil {
 		return wrap(b.smi.Close(), "rocm: closing %s", b.smi.Library())
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 	"github.com/intranode/intranode/kernels"
 	"github.com/intranode/intranode/kernels/cpu"
 	hipkernels "github.com/intranode/intranode/kernels/hip"
@@ -233,7 +234,7 @@ func (h *fakeHIP) EnablePeerAccess(dev, peer int) error {
 // memfdMap returns n bytes (rounded up to a page) of shared memory and the
 // memfd behind them.
 func memfdMap(n int) (int, []byte, error) {
-	n = alignUp(n, os.Getpagesize())
+	n = gpu.AlignUp(n, os.Getpagesize())
 	fd, err := unix.MemfdCreate("fakehip", unix.MFD_CLOEXEC)
 	if err != nil {
 		return -1, nil, err
@@ -315,7 +316,8 @@ func (h *fakeHIP) alloc(op string, dev, n int, kind string) (backend.DevicePtr, 
 	return h.add(&fakeMapping{mem: mem[:n:n], raw: mem, kind: kind, dev: dev, fd: fd}), nil
 }
 
-func (h *fakeHIP) Malloc(dev, n int) (backend.DevicePtr, error) {
+func (h *fakeHIP) Malloc(c gpu.Ctx, n int) (backend.DevicePtr, error) {
+	dev := int(c)
 	return h.alloc("hipMalloc", dev, n, "device")
 }
 
@@ -326,18 +328,20 @@ func (h *fakeHIP) MallocShareable(dev, n int, t memoryType) (backend.DevicePtr, 
 	return h.alloc("hipExtMallocWithFlags", dev, n, "shareable")
 }
 
-func (h *fakeHIP) Free(dev int, p backend.DevicePtr) error {
+func (h *fakeHIP) Free(c gpu.Ctx, p backend.DevicePtr) error {
+	dev := int(c)
 	if err := h.devErr("hipFree", dev); err != nil {
 		return err
 	}
 	return h.remove("hipFree", p, "device", "shareable")
 }
 
-func (h *fakeHIP) HostMalloc(dev, n int) (unsafe.Pointer, backend.DevicePtr, error) {
+func (h *fakeHIP) HostMalloc(c gpu.Ctx, n int) (unsafe.Pointer, backend.DevicePtr, error) {
+	dev := int(c)
 	if err := h.devErr("hipHostMalloc", dev); err != nil {
 		return nil, 0, err
 	}
-	mem, err := unix.Mmap(-1, 0, alignUp(n, os.Getpagesize()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	mem, err := unix.Mmap(-1, 0, gpu.AlignUp(n, os.Getpagesize()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, 0, newHIPError("hipHostMalloc", hipErrorOutOfMemory, "", err.Error())
 	}
@@ -346,14 +350,16 @@ func (h *fakeHIP) HostMalloc(dev, n int) (unsafe.Pointer, backend.DevicePtr, err
 	return unsafe.Pointer(&m.mem[0]), p, nil
 }
 
-func (h *fakeHIP) HostFree(dev int, host unsafe.Pointer) error {
+func (h *fakeHIP) HostFree(c gpu.Ctx, host unsafe.Pointer) error {
+	dev := int(c)
 	if err := h.devErr("hipHostFree", dev); err != nil {
 		return err
 	}
 	return h.remove("hipHostFree", backend.DevicePtr(uintptr(host)), "host")
 }
 
-func (h *fakeHIP) CopyHtoD(dev int, dst backend.DevicePtr, src []byte) error {
+func (h *fakeHIP) CopyHtoD(c gpu.Ctx, dst backend.DevicePtr, src []byte) error {
+	dev := int(c)
 	if err := h.devErr("hipMemcpyHtoD", dev); err != nil {
 		return err
 	}
@@ -365,7 +371,8 @@ func (h *fakeHIP) CopyHtoD(dev int, dst backend.DevicePtr, src []byte) error {
 	return nil
 }
 
-func (h *fakeHIP) CopyDtoH(dev int, dst []byte, src backend.DevicePtr) error {
+func (h *fakeHIP) CopyDtoH(c gpu.Ctx, dst []byte, src backend.DevicePtr) error {
+	dev := int(c)
 	if err := h.devErr("hipMemcpyDtoH", dev); err != nil {
 		return err
 	}
@@ -393,14 +400,16 @@ func (h *fakeHIP) copyDtoD(op string, dev int, dst, src backend.DevicePtr, n int
 	return nil
 }
 
-func (h *fakeHIP) CopyDtoD(dev int, dst, src backend.DevicePtr, n int) error {
+func (h *fakeHIP) CopyDtoD(c gpu.Ctx, dst, src backend.DevicePtr, n int) error {
+	dev := int(c)
 	if err := h.devErr("hipMemcpyDtoD", dev); err != nil {
 		return err
 	}
 	return h.copyDtoD("hipMemcpyDtoD", dev, dst, src, n)
 }
 
-func (h *fakeHIP) Memset(dev int, dst backend.DevicePtr, v byte, n int) error {
+func (h *fakeHIP) Memset(c gpu.Ctx, dst backend.DevicePtr, v byte, n int) error {
+	dev := int(c)
 	if err := h.devErr("hipMemsetD8", dev); err != nil {
 		return err
 	}
@@ -456,7 +465,7 @@ func (h *fakeHIP) IPCOpenHandle(dev int, hd ipcHandle) (backend.DevicePtr, error
 		return 0, newHIPError("hipIpcOpenMemHandle", hipErrorInvalidHandle, "", err.Error())
 	}
 	defer f.Close()
-	mem, err := unix.Mmap(int(f.Fd()), 0, alignUp(n, os.Getpagesize()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(int(f.Fd()), 0, gpu.AlignUp(n, os.Getpagesize()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return 0, newHIPError("hipIpcOpenMemHandle", hipErrorOutOfMemory, "", err.Error())
 	}
@@ -500,7 +509,7 @@ func (h *fakeHIP) VMMCreate(dev, size int, t memoryType, access []int) (vmmMappi
 	if err := h.fail("hipMemCreate"); err != nil {
 		return vmmMapping{}, err
 	}
-	size = alignUp(size, fakeGranularity)
+	size = gpu.AlignUp(size, fakeGranularity)
 	fd, mem, err := memfdMap(size)
 	if err != nil {
 		return vmmMapping{}, newHIPError("hipMemCreate", hipErrorOutOfMemory, "", err.Error())
@@ -626,7 +635,8 @@ func (h *fakeHIP) stream(op string, dev int, s hipStream) (*fakeStream, error) {
 	return st, nil
 }
 
-func (h *fakeHIP) StreamCreate(dev int) (hipStream, error) {
+func (h *fakeHIP) StreamCreate(c gpu.Ctx) (hipStream, error) {
+	dev := int(c)
 	if err := h.devErr("hipStreamCreateWithFlags", dev); err != nil {
 		return 0, err
 	}
@@ -641,7 +651,8 @@ func (h *fakeHIP) StreamCreate(dev int) (hipStream, error) {
 	return s, nil
 }
 
-func (h *fakeHIP) StreamDestroy(dev int, s hipStream) error {
+func (h *fakeHIP) StreamDestroy(c gpu.Ctx, s hipStream) error {
+	dev := int(c)
 	st, err := h.stream("hipStreamDestroy", dev, s)
 	if err != nil {
 		return err
@@ -653,7 +664,8 @@ func (h *fakeHIP) StreamDestroy(dev int, s hipStream) error {
 	return nil
 }
 
-func (h *fakeHIP) StreamQuery(dev int, s hipStream) (bool, error) {
+func (h *fakeHIP) StreamQuery(c gpu.Ctx, s hipStream) (bool, error) {
+	dev := int(c)
 	st, err := h.stream("hipStreamQuery", dev, s)
 	if err != nil {
 		return false, err
@@ -666,7 +678,8 @@ func (h *fakeHIP) StreamQuery(dev int, s hipStream) (bool, error) {
 	return true, st.sticky
 }
 
-func (h *fakeHIP) StreamSynchronize(dev int, s hipStream) error {
+func (h *fakeHIP) StreamSynchronize(c gpu.Ctx, s hipStream) error {
+	dev := int(c)
 	st, err := h.stream("hipStreamSynchronize", dev, s)
 	if err != nil {
 		return err
@@ -701,7 +714,8 @@ func (h *fakeHIP) event(op string, dev int, e hipEvent) (*fakeEvent, error) {
 	return ev, nil
 }
 
-func (h *fakeHIP) StreamWaitEvent(dev int, s hipStream, e hipEvent) error {
+func (h *fakeHIP) StreamWaitEvent(c gpu.Ctx, s hipStream, e hipEvent) error {
+	dev := int(c)
 	st, err := h.stream("hipStreamWaitEvent", dev, s)
 	if err != nil {
 		return err
@@ -720,7 +734,8 @@ func (h *fakeHIP) StreamWaitEvent(dev int, s hipStream, e hipEvent) error {
 	return nil
 }
 
-func (h *fakeHIP) CopyDtoDAsync(dev int, dst, src backend.DevicePtr, n int, s hipStream) error {
+func (h *fakeHIP) CopyDtoDAsync(c gpu.Ctx, dst, src backend.DevicePtr, n int, s hipStream) error {
+	dev := int(c)
 	st, err := h.stream("hipMemcpyDtoDAsync", dev, s)
 	if err != nil {
 		return err
@@ -729,7 +744,8 @@ func (h *fakeHIP) CopyDtoDAsync(dev int, dst, src backend.DevicePtr, n int, s hi
 	return nil
 }
 
-func (h *fakeHIP) EventCreate(dev int, timing bool) (hipEvent, error) {
+func (h *fakeHIP) EventCreate(c gpu.Ctx, timing bool) (hipEvent, error) {
+	dev := int(c)
 	if err := h.devErr("hipEventCreateWithFlags", dev); err != nil {
 		return 0, err
 	}
@@ -741,7 +757,8 @@ func (h *fakeHIP) EventCreate(dev int, timing bool) (hipEvent, error) {
 	return e, nil
 }
 
-func (h *fakeHIP) EventRecord(dev int, e hipEvent, s hipStream) error {
+func (h *fakeHIP) EventRecord(c gpu.Ctx, e hipEvent, s hipStream) error {
+	dev := int(c)
 	st, err := h.stream("hipEventRecord", dev, s)
 	if err != nil {
 		return err
@@ -759,7 +776,8 @@ func (h *fakeHIP) EventRecord(dev int, e hipEvent, s hipStream) error {
 	return nil
 }
 
-func (h *fakeHIP) EventQuery(dev int, e hipEvent) (bool, error) {
+func (h *fakeHIP) EventQuery(c gpu.Ctx, e hipEvent) (bool, error) {
+	dev := int(c)
 	ev, err := h.event("hipEventQuery", dev, e)
 	if err != nil {
 		return false, err
@@ -767,7 +785,8 @@ func (h *fakeHIP) EventQuery(dev int, e hipEvent) (bool, error) {
 	return ev.completed.Load() >= ev.recorded.Load(), nil
 }
 
-func (h *fakeHIP) EventSynchronize(dev int, e hipEvent) error {
+func (h *fakeHIP) EventSynchronize(c gpu.Ctx, e hipEvent) error {
+	dev := int(c)
 	ev, err := h.event("hipEventSynchronize", dev, e)
 	if err != nil {
 		return err
@@ -778,7 +797,8 @@ func (h *fakeHIP) EventSynchronize(dev int, e hipEvent) error {
 	return nil
 }
 
-func (h *fakeHIP) EventElapsed(dev int, start, end hipEvent) (float32, error) {
+func (h *fakeHIP) EventElapsed(c gpu.Ctx, start, end hipEvent) (float32, error) {
+	dev := int(c)
 	s, err := h.event("hipEventElapsedTime", dev, start)
 	if err != nil {
 		return 0, err
@@ -793,7 +813,8 @@ func (h *fakeHIP) EventElapsed(dev int, start, end hipEvent) (float32, error) {
 	return float32(e.at.Load()-s.at.Load()) / 1e6, nil
 }
 
-func (h *fakeHIP) EventDestroy(dev int, e hipEvent) error {
+func (h *fakeHIP) EventDestroy(c gpu.Ctx, e hipEvent) error {
+	dev := int(c)
 	if _, err := h.event("hipEventDestroy", dev, e); err != nil {
 		return err
 	}
@@ -803,7 +824,8 @@ func (h *fakeHIP) EventDestroy(dev int, e hipEvent) error {
 	return nil
 }
 
-func (h *fakeHIP) BeginCapture(dev int, s hipStream) error {
+func (h *fakeHIP) BeginCapture(c gpu.Ctx, s hipStream) error {
+	dev := int(c)
 	st, err := h.stream("hipStreamBeginCapture", dev, s)
 	if err != nil {
 		return err
@@ -814,7 +836,8 @@ func (h *fakeHIP) BeginCapture(dev int, s hipStream) error {
 	return nil
 }
 
-func (h *fakeHIP) EndCapture(dev int, s hipStream) (hipGraph, hipGraphExec, error) {
+func (h *fakeHIP) EndCapture(c gpu.Ctx, s hipStream) (hipGraph, hipGraphExec, error) {
+	dev := int(c)
 	st, err := h.stream("hipStreamEndCapture", dev, s)
 	if err != nil {
 		return 0, 0, err
@@ -831,7 +854,8 @@ func (h *fakeHIP) EndCapture(dev int, s hipStream) (hipGraph, hipGraphExec, erro
 	return hipGraph(h.next), e, nil
 }
 
-func (h *fakeHIP) GraphLaunch(dev int, e hipGraphExec, s hipStream) error {
+func (h *fakeHIP) GraphLaunch(c gpu.Ctx, e hipGraphExec, s hipStream) error {
+	dev := int(c)
 	st, err := h.stream("hipGraphLaunch", dev, s)
 	if err != nil {
 		return err
@@ -848,7 +872,8 @@ func (h *fakeHIP) GraphLaunch(dev int, e hipGraphExec, s hipStream) error {
 	return nil
 }
 
-func (h *fakeHIP) GraphDestroy(dev int, g hipGraph, e hipGraphExec) error {
+func (h *fakeHIP) GraphDestroy(c gpu.Ctx, g hipGraph, e hipGraphExec) error {
+	dev := int(c)
 	if err := h.devErr("hipGraphExecDestroy", dev); err != nil {
 		return err
 	}
@@ -868,7 +893,8 @@ type fakeFunc struct {
 	run  cpu.Func
 }
 
-func (h *fakeHIP) ModuleLoad(dev int, image []byte) (hipModule, error) {
+func (h *fakeHIP) ModuleLoad(c gpu.Ctx, image []byte) (hipModule, error) {
+	dev := int(c)
 	if err := h.devErr("hipModuleLoadData", dev); err != nil {
 		return 0, err
 	}
@@ -887,7 +913,8 @@ func (h *fakeHIP) ModuleLoad(dev int, image []byte) (hipModule, error) {
 	return m, nil
 }
 
-func (h *fakeHIP) ModuleFunction(dev int, m hipModule, name string) (hipFunction, error) {
+func (h *fakeHIP) ModuleFunction(c gpu.Ctx, m hipModule, name string) (hipFunction, error) {
+	dev := int(c)
 	if err := h.devErr("hipModuleGetFunction", dev); err != nil {
 		return 0, err
 	}
@@ -906,7 +933,8 @@ func (h *fakeHIP) ModuleFunction(dev int, m hipModule, name string) (hipFunction
 	return f, nil
 }
 
-func (h *fakeHIP) ModuleUnload(dev int, m hipModule) error {
+func (h *fakeHIP) ModuleUnload(c gpu.Ctx, m hipModule) error {
+	dev := int(c)
 	if err := h.devErr("hipModuleUnload", dev); err != nil {
 		return err
 	}
@@ -931,7 +959,7 @@ func decodeParams(params []byte, sizes []int) ([]backend.Arg, error) {
 	var args []backend.Arg
 	off := 0
 	for _, sz := range sizes {
-		off = alignUp(off, sz)
+		off = gpu.AlignUp(off, sz)
 		if off+sz > len(params) {
 			return nil, fmt.Errorf("parameter buffer of %d bytes ends inside argument %d", len(params), len(args))
 		}
@@ -942,7 +970,7 @@ func decodeParams(params []byte, sizes []int) ([]backend.Arg, error) {
 		}
 		off += sz
 	}
-	if want := alignUp(off, 8); len(params) != want {
+	if want := gpu.AlignUp(off, 8); len(params) != want {
 		return nil, fmt.Errorf("parameter buffer of %d bytes, the kernel takes %d", len(params), want)
 	}
 	return args, nil
@@ -959,7 +987,8 @@ func (v fakeView) Bytes(p backend.DevicePtr, n int) ([]byte, error) {
 	return b, err
 }
 
-func (h *fakeHIP) Launch(dev int, f hipFunction, cfg backend.LaunchConfig, s hipStream, params []byte) error {
+func (h *fakeHIP) Launch(c gpu.Ctx, f hipFunction, cfg backend.LaunchConfig, s hipStream, params []byte) error {
+	dev := int(c)
 	st, err := h.stream("hipModuleLaunchKernel", dev, s)
 	if err != nil {
 		return err

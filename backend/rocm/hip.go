@@ -3,13 +3,12 @@
 package rocm
 
 import (
-	"unsafe"
-
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 )
 
 // The HIP runtime as the backend uses it, split by concern into a few small
-// interfaces. The backend is written against them only: hip_cgo.go binds
+// interfaces. The backend and the shared GPU core are written against them only: hip_cgo.go binds
 // them to libamdhip64.so, one C call per operation with the device made
 // current inside it, and the tests bind them to a fake runtime in Go. Every
 // method that works on a device takes its ordinal and makes it current
@@ -18,12 +17,12 @@ import (
 
 // Runtime-owned handles. Go stores them and passes them back, nothing more.
 type (
-	hipStream    uintptr
-	hipEvent     uintptr
-	hipModule    uintptr
-	hipFunction  uintptr
-	hipGraph     uintptr
-	hipGraphExec uintptr
+	hipStream    = gpu.Handle
+	hipEvent     = gpu.Handle
+	hipModule    = gpu.Handle
+	hipFunction  = gpu.Handle
+	hipGraph     = gpu.Handle
+	hipGraphExec = gpu.Handle
 )
 
 // ipcHandle is a hipIpcMemHandle_t: 64 opaque bytes naming an allocation
@@ -117,24 +116,12 @@ type hipDevices interface {
 	EnablePeerAccess(dev, peer int) error
 }
 
-// hipMemory allocates, copies and shares device memory. Synchronous copies
-// and memsets return once the device has finished them; new memory is
-// zeroed.
-type hipMemory interface {
-	Malloc(dev, n int) (backend.DevicePtr, error)
+// hipShare makes and shares memory another process can import. New memory
+// is zeroed.
+type hipShare interface {
 	// MallocShareable allocates memory of the given type with
 	// hipExtMallocWithFlags (memUncached or memFineGrained).
 	MallocShareable(dev, n int, t memoryType) (backend.DevicePtr, error)
-	Free(dev int, p backend.DevicePtr) error
-	// HostMalloc returns pinned host memory mapped into the device's
-	// address space, portable across devices.
-	HostMalloc(dev, n int) (host unsafe.Pointer, dptr backend.DevicePtr, err error)
-	HostFree(dev int, host unsafe.Pointer) error
-	CopyHtoD(dev int, dst backend.DevicePtr, src []byte) error
-	CopyDtoH(dev int, dst []byte, src backend.DevicePtr) error
-	CopyDtoD(dev int, dst, src backend.DevicePtr, n int) error
-	Memset(dev int, dst backend.DevicePtr, v byte, n int) error
-
 	// IPCGetHandle exports an allocation made by MallocShareable.
 	IPCGetHandle(dev int, p backend.DevicePtr) (ipcHandle, error)
 	// IPCOpenHandle maps an allocation exported by another process; HIP
@@ -162,49 +149,11 @@ type hipMemory interface {
 	VMMRelease(dev int, m vmmMapping) error
 }
 
-// hipStreams queues work: streams, events and graphs. Query methods report
-// not-ready as done == false, not as an error.
-type hipStreams interface {
-	// StreamCreate creates a non-blocking stream.
-	StreamCreate(dev int) (hipStream, error)
-	StreamDestroy(dev int, s hipStream) error
-	StreamQuery(dev int, s hipStream) (done bool, err error)
-	StreamSynchronize(dev int, s hipStream) error
-	StreamWaitEvent(dev int, s hipStream, e hipEvent) error
-	CopyDtoDAsync(dev int, dst, src backend.DevicePtr, n int, s hipStream) error
-	EventCreate(dev int, timing bool) (hipEvent, error)
-	EventRecord(dev int, e hipEvent, s hipStream) error
-	EventQuery(dev int, e hipEvent) (done bool, err error)
-	EventSynchronize(dev int, e hipEvent) error
-	// EventElapsed is the time from start to end in milliseconds.
-	EventElapsed(dev int, start, end hipEvent) (float32, error)
-	EventDestroy(dev int, e hipEvent) error
-	// BeginCapture starts a relaxed-mode capture (the only mode that lets
-	// the capture end on another OS thread).
-	BeginCapture(dev int, s hipStream) error
-	// EndCapture ends the capture and instantiates the graph.
-	EndCapture(dev int, s hipStream) (hipGraph, hipGraphExec, error)
-	GraphLaunch(dev int, e hipGraphExec, s hipStream) error
-	GraphDestroy(dev int, g hipGraph, e hipGraphExec) error
-}
-
-// hipModules loads code objects and launches their kernels.
-type hipModules interface {
-	// ModuleLoad loads a code object or offload bundle with
-	// hipModuleLoadData.
-	ModuleLoad(dev int, image []byte) (hipModule, error)
-	ModuleFunction(dev int, m hipModule, name string) (hipFunction, error)
-	ModuleUnload(dev int, m hipModule) error
-	// Launch enqueues f on s with the packed parameter buffer params
-	// (HIP_LAUNCH_PARAM_BUFFER_POINTER), which the runtime copies before
-	// returning.
-	Launch(dev int, f hipFunction, cfg backend.LaunchConfig, s hipStream, params []byte) error
-}
-
 // hipRuntime is the whole HIP runtime the backend needs.
 type hipRuntime interface {
+	// Runtime is the part the shared GPU core drives; its Ctx is the
+	// device ordinal.
+	gpu.Runtime
 	hipDevices
-	hipMemory
-	hipStreams
-	hipModules
+	hipShare
 }

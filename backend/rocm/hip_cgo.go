@@ -26,6 +26,7 @@ import (
 	"unsafe"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 )
 
 // libHIPName is the HIP runtime library the backend opens at run time.
@@ -279,7 +280,8 @@ func (h *cgoHIP) EnablePeerAccess(dev, peer int) error {
 	return err
 }
 
-func (h *cgoHIP) Malloc(dev, n int) (backend.DevicePtr, error) {
+func (h *cgoHIP) Malloc(c gpu.Ctx, n int) (backend.DevicePtr, error) {
+	dev := int(c)
 	var p C.uint64_t
 	var stage C.int
 	r := C.inh_malloc(C.int(dev), C.size_t(n), 0, 0, &p, &stage)
@@ -297,11 +299,13 @@ func (h *cgoHIP) MallocShareable(dev, n int, t memoryType) (backend.DevicePtr, e
 	return backend.DevicePtr(p), check(stageOp(stage, "hipExtMallocWithFlags", ""), r)
 }
 
-func (h *cgoHIP) Free(dev int, p backend.DevicePtr) error {
+func (h *cgoHIP) Free(c gpu.Ctx, p backend.DevicePtr) error {
+	dev := int(c)
 	return check("hipFree", C.inh_free(C.int(dev), C.uint64_t(p)))
 }
 
-func (h *cgoHIP) HostMalloc(dev, n int) (unsafe.Pointer, backend.DevicePtr, error) {
+func (h *cgoHIP) HostMalloc(c gpu.Ctx, n int) (unsafe.Pointer, backend.DevicePtr, error) {
+	dev := int(c)
 	var host unsafe.Pointer
 	var dptr C.uint64_t
 	var stage C.int
@@ -309,11 +313,13 @@ func (h *cgoHIP) HostMalloc(dev, n int) (unsafe.Pointer, backend.DevicePtr, erro
 	return host, backend.DevicePtr(dptr), check(stageOp(stage, "hipHostMalloc", ""), r)
 }
 
-func (h *cgoHIP) HostFree(dev int, host unsafe.Pointer) error {
+func (h *cgoHIP) HostFree(c gpu.Ctx, host unsafe.Pointer) error {
+	dev := int(c)
 	return check("hipHostFree", C.inh_host_free(C.int(dev), host))
 }
 
-func (h *cgoHIP) CopyHtoD(dev int, dst backend.DevicePtr, src []byte) error {
+func (h *cgoHIP) CopyHtoD(c gpu.Ctx, dst backend.DevicePtr, src []byte) error {
+	dev := int(c)
 	if len(src) == 0 {
 		return nil
 	}
@@ -322,7 +328,8 @@ func (h *cgoHIP) CopyHtoD(dev int, dst backend.DevicePtr, src []byte) error {
 	return check(stageOp(stage, "", "hipMemcpyHtoD"), r)
 }
 
-func (h *cgoHIP) CopyDtoH(dev int, dst []byte, src backend.DevicePtr) error {
+func (h *cgoHIP) CopyDtoH(c gpu.Ctx, dst []byte, src backend.DevicePtr) error {
+	dev := int(c)
 	if len(dst) == 0 {
 		return nil
 	}
@@ -331,7 +338,8 @@ func (h *cgoHIP) CopyDtoH(dev int, dst []byte, src backend.DevicePtr) error {
 	return check(stageOp(stage, "", "hipMemcpyDtoH"), r)
 }
 
-func (h *cgoHIP) CopyDtoD(dev int, dst, src backend.DevicePtr, n int) error {
+func (h *cgoHIP) CopyDtoD(c gpu.Ctx, dst, src backend.DevicePtr, n int) error {
+	dev := int(c)
 	if n == 0 {
 		return nil
 	}
@@ -340,7 +348,8 @@ func (h *cgoHIP) CopyDtoD(dev int, dst, src backend.DevicePtr, n int) error {
 	return check(stageOp(stage, "", "hipMemcpyDtoD"), r)
 }
 
-func (h *cgoHIP) Memset(dev int, dst backend.DevicePtr, v byte, n int) error {
+func (h *cgoHIP) Memset(c gpu.Ctx, dst backend.DevicePtr, v byte, n int) error {
+	dev := int(c)
 	if n == 0 {
 		return nil
 	}
@@ -447,17 +456,20 @@ func (h *cgoHIP) VMMRelease(dev int, m vmmMapping) error {
 	return check(stageOp(stage, "", ""), r)
 }
 
-func (h *cgoHIP) StreamCreate(dev int) (hipStream, error) {
+func (h *cgoHIP) StreamCreate(c gpu.Ctx) (hipStream, error) {
+	dev := int(c)
 	var s C.uintptr_t
 	err := check("hipStreamCreateWithFlags", C.inh_stream_create(C.int(dev), &s))
 	return hipStream(s), err
 }
 
-func (h *cgoHIP) StreamDestroy(dev int, s hipStream) error {
+func (h *cgoHIP) StreamDestroy(c gpu.Ctx, s hipStream) error {
+	dev := int(c)
 	return check("hipStreamDestroy", C.inh_stream_destroy(C.int(dev), C.uintptr_t(s)))
 }
 
-func (h *cgoHIP) StreamQuery(dev int, s hipStream) (bool, error) {
+func (h *cgoHIP) StreamQuery(c gpu.Ctx, s hipStream) (bool, error) {
+	dev := int(c)
 	r := C.inh_stream_query(C.int(dev), C.uintptr_t(s))
 	if r == C.INH_ERROR_NOT_READY {
 		return false, nil
@@ -465,19 +477,23 @@ func (h *cgoHIP) StreamQuery(dev int, s hipStream) (bool, error) {
 	return true, check("hipStreamQuery", r)
 }
 
-func (h *cgoHIP) StreamSynchronize(dev int, s hipStream) error {
+func (h *cgoHIP) StreamSynchronize(c gpu.Ctx, s hipStream) error {
+	dev := int(c)
 	return check("hipStreamSynchronize", C.inh_stream_sync(C.int(dev), C.uintptr_t(s)))
 }
 
-func (h *cgoHIP) StreamWaitEvent(dev int, s hipStream, e hipEvent) error {
+func (h *cgoHIP) StreamWaitEvent(c gpu.Ctx, s hipStream, e hipEvent) error {
+	dev := int(c)
 	return check("hipStreamWaitEvent", C.inh_stream_wait_event(C.int(dev), C.uintptr_t(s), C.uintptr_t(e)))
 }
 
-func (h *cgoHIP) CopyDtoDAsync(dev int, dst, src backend.DevicePtr, n int, s hipStream) error {
+func (h *cgoHIP) CopyDtoDAsync(c gpu.Ctx, dst, src backend.DevicePtr, n int, s hipStream) error {
+	dev := int(c)
 	return check("hipMemcpyDtoDAsync", C.inh_copy_dtod_async(C.int(dev), C.uint64_t(dst), C.uint64_t(src), C.size_t(n), C.uintptr_t(s)))
 }
 
-func (h *cgoHIP) EventCreate(dev int, timing bool) (hipEvent, error) {
+func (h *cgoHIP) EventCreate(c gpu.Ctx, timing bool) (hipEvent, error) {
+	dev := int(c)
 	var flags C.uint
 	if !timing {
 		flags = C.INH_EVENT_DISABLE_TIMING
@@ -487,11 +503,13 @@ func (h *cgoHIP) EventCreate(dev int, timing bool) (hipEvent, error) {
 	return hipEvent(e), err
 }
 
-func (h *cgoHIP) EventRecord(dev int, e hipEvent, s hipStream) error {
+func (h *cgoHIP) EventRecord(c gpu.Ctx, e hipEvent, s hipStream) error {
+	dev := int(c)
 	return check("hipEventRecord", C.inh_event_record(C.int(dev), C.uintptr_t(e), C.uintptr_t(s)))
 }
 
-func (h *cgoHIP) EventQuery(dev int, e hipEvent) (bool, error) {
+func (h *cgoHIP) EventQuery(c gpu.Ctx, e hipEvent) (bool, error) {
+	dev := int(c)
 	r := C.inh_event_query(C.int(dev), C.uintptr_t(e))
 	if r == C.INH_ERROR_NOT_READY {
 		return false, nil
@@ -499,36 +517,43 @@ func (h *cgoHIP) EventQuery(dev int, e hipEvent) (bool, error) {
 	return true, check("hipEventQuery", r)
 }
 
-func (h *cgoHIP) EventSynchronize(dev int, e hipEvent) error {
+func (h *cgoHIP) EventSynchronize(c gpu.Ctx, e hipEvent) error {
+	dev := int(c)
 	return check("hipEventSynchronize", C.inh_event_sync(C.int(dev), C.uintptr_t(e)))
 }
 
-func (h *cgoHIP) EventElapsed(dev int, start, end hipEvent) (float32, error) {
+func (h *cgoHIP) EventElapsed(c gpu.Ctx, start, end hipEvent) (float32, error) {
+	dev := int(c)
 	var ms C.float
 	err := check("hipEventElapsedTime", C.inh_event_elapsed(C.int(dev), C.uintptr_t(start), C.uintptr_t(end), &ms))
 	return float32(ms), err
 }
 
-func (h *cgoHIP) EventDestroy(dev int, e hipEvent) error {
+func (h *cgoHIP) EventDestroy(c gpu.Ctx, e hipEvent) error {
+	dev := int(c)
 	return check("hipEventDestroy", C.inh_event_destroy(C.int(dev), C.uintptr_t(e)))
 }
 
-func (h *cgoHIP) BeginCapture(dev int, s hipStream) error {
+func (h *cgoHIP) BeginCapture(c gpu.Ctx, s hipStream) error {
+	dev := int(c)
 	return check("hipStreamBeginCapture", C.inh_begin_capture(C.int(dev), C.uintptr_t(s)))
 }
 
-func (h *cgoHIP) EndCapture(dev int, s hipStream) (hipGraph, hipGraphExec, error) {
+func (h *cgoHIP) EndCapture(c gpu.Ctx, s hipStream) (hipGraph, hipGraphExec, error) {
+	dev := int(c)
 	var g, e C.uintptr_t
 	var stage C.int
 	r := C.inh_end_capture(C.int(dev), C.uintptr_t(s), &g, &e, &stage)
 	return hipGraph(g), hipGraphExec(e), check(stageOp(stage, "", ""), r)
 }
 
-func (h *cgoHIP) GraphLaunch(dev int, e hipGraphExec, s hipStream) error {
+func (h *cgoHIP) GraphLaunch(c gpu.Ctx, e hipGraphExec, s hipStream) error {
+	dev := int(c)
 	return check("hipGraphLaunch", C.inh_graph_launch(C.int(dev), C.uintptr_t(e), C.uintptr_t(s)))
 }
 
-func (h *cgoHIP) GraphDestroy(dev int, g hipGraph, e hipGraphExec) error {
+func (h *cgoHIP) GraphDestroy(c gpu.Ctx, g hipGraph, e hipGraphExec) error {
+	dev := int(c)
 	return check("hipGraphExecDestroy", C.inh_graph_destroy(C.int(dev), C.uintptr_t(g), C.uintptr_t(e)))
 }
 
@@ -540,7 +565,8 @@ var cgoModules struct {
 	images map[hipModule]unsafe.Pointer
 }
 
-func (h *cgoHIP) ModuleLoad(dev int, image []byte) (hipModule, error) {
+func (h *cgoHIP) ModuleLoad(c gpu.Ctx, image []byte) (hipModule, error) {
+	dev := int(c)
 	if len(image) == 0 {
 		return 0, newHIPError("hipModuleLoadData", hipErrorInvalidImage, "", "empty image")
 	}
@@ -563,7 +589,8 @@ func (h *cgoHIP) ModuleLoad(dev int, image []byte) (hipModule, error) {
 	return hipModule(m), nil
 }
 
-func (h *cgoHIP) ModuleFunction(dev int, m hipModule, name string) (hipFunction, error) {
+func (h *cgoHIP) ModuleFunction(c gpu.Ctx, m hipModule, name string) (hipFunction, error) {
+	dev := int(c)
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var f C.uintptr_t
@@ -571,7 +598,8 @@ func (h *cgoHIP) ModuleFunction(dev int, m hipModule, name string) (hipFunction,
 	return hipFunction(f), err
 }
 
-func (h *cgoHIP) ModuleUnload(dev int, m hipModule) error {
+func (h *cgoHIP) ModuleUnload(c gpu.Ctx, m hipModule) error {
+	dev := int(c)
 	err := check("hipModuleUnload", C.inh_module_unload(C.int(dev), C.uintptr_t(m)))
 	cgoModules.mu.Lock()
 	buf := cgoModules.images[m]
@@ -583,7 +611,8 @@ func (h *cgoHIP) ModuleUnload(dev int, m hipModule) error {
 	return err
 }
 
-func (h *cgoHIP) Launch(dev int, f hipFunction, cfg backend.LaunchConfig, s hipStream, params []byte) error {
+func (h *cgoHIP) Launch(c gpu.Ctx, f hipFunction, cfg backend.LaunchConfig, s hipStream, params []byte) error {
+	dev := int(c)
 	var p unsafe.Pointer
 	if len(params) > 0 {
 		p = unsafe.Pointer(&params[0])

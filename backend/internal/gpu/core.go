@@ -242,6 +242,10 @@ func (c *Core) PeerAccess(ctx context.Context, i, j int) (bool, error) {
 	return ok, nil
 }
 
+// PeerState is the cached verdict on the pair (i, j), without checking:
+// connectivity.AccessUnknown until PeerAccess has decided it.
+func (c *Core) PeerState(i, j int) connectivity.Access { return c.peers.State(i, j) }
+
 // PeerTest returns how PeerAccess(i, j) was decided, running the check
 // first if it has not run yet (backend.PeerTester).
 func (c *Core) PeerTest(ctx context.Context, i, j int) (backend.PeerDetail, error) {
