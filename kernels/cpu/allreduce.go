@@ -305,16 +305,20 @@ func (k *allReduce) oneShotLL() error {
 	epoch := atomic.LoadUint32(epochWord)
 	f := kernels.LLFlag(epoch, k.call)
 	s := int(epoch & 1)
-	payload := make([]byte, (k.n+15)&^15)
-	copy(payload, k.in)
-	lines := make([]byte, 2*len(payload))
-	for j := range len(payload) / 8 {
-		copy(lines[16*j:16*j+4], payload[8*j:8*j+4])
-		binary.LittleEndian.PutUint32(lines[16*j+4:], f)
-		copy(lines[16*j+8:16*j+12], payload[8*j+4:8*j+8])
-		binary.LittleEndian.PutUint32(lines[16*j+12:], f)
+	padded := (k.n + 15) &^ 15
+	nlines := padded / 8
+	// half returns payload word i (bytes [4i, 4i+4)), zero past the input.
+	half := func(i int) uint32 {
+		if 4*i+4 <= k.n {
+			return binary.LittleEndian.Uint32(k.in[4*i:])
+		}
+		var w [4]byte
+		if 4*i < k.n {
+			copy(w[:], k.in[4*i:])
+		}
+		return binary.LittleEndian.Uint32(w[:])
 	}
-	last := len(lines) - 8
+	flag := uint64(f) << 32
 	for p := range k.world {
 		if p == me {
 			continue
@@ -323,11 +327,18 @@ func (k *allReduce) oneShotLL() error {
 		// whose call differs in count watches its own last line's half,
 		// which may be any of these.
 		off := kernels.LLLine(k.world, s, me, p, 0)
-		for j := 0; j < len(lines); j += 16 {
-			copy(k.pads[p][off+j:off+j+8], lines[j:j+8])
-			atomic.StoreUint64(word64(k.pads[p], off+j+8), binary.LittleEndian.Uint64(lines[j+8:]))
+		pad := k.pads[p]
+		// First halves in one pass, second halves in another: an atomic
+		// store drains the store buffer, so storing both halves line by
+		// line would wait for every line's cache line in turn.
+		for j := range nlines {
+			*word64(pad, off+16*j) = uint64(half(2*j)) | flag
+		}
+		for j := range nlines {
+			atomic.StoreUint64(word64(pad, off+16*j+8), uint64(half(2*j+1))|flag)
 		}
 	}
+	last := 16*nlines - 8
 	atomic.StoreUint32(epochWord, epoch+1)
 	srcs := make([][]byte, k.world)
 	for q := range k.world {
@@ -349,15 +360,15 @@ func (k *allReduce) oneShotLL() error {
 			_, err := k.differs(q, allReduceChannel)
 			return err
 		}
-		got := make([]byte, len(payload))
-		in := k.pads[me][off : off+len(lines)]
-		for j := range len(payload) / 8 {
-			l := in[16*j : 16*j+16]
-			if binary.LittleEndian.Uint32(l[4:]) != f || binary.LittleEndian.Uint32(l[12:]) != f {
+		got := make([]byte, padded)
+		pad := k.pads[me]
+		for j := range nlines {
+			w0, w1 := *word64(pad, off+16*j), *word64(pad, off+16*j+8)
+			if uint32(w0>>32) != f || uint32(w1>>32) != f {
 				return fmt.Errorf("%s: rank %d: LL line %d from rank %d lacks flag %d", k.kernel, me, j, q, f)
 			}
-			copy(got[8*j:8*j+4], l[0:4])
-			copy(got[8*j+4:8*j+8], l[8:12])
+			binary.LittleEndian.PutUint32(got[8*j:], uint32(w0))
+			binary.LittleEndian.PutUint32(got[8*j+4:], uint32(w1))
 		}
 		srcs[q] = got[:k.n]
 	}
