@@ -189,8 +189,9 @@ func (s *server) shutdown() {
 	}
 }
 
-// The handlers, one per method of the service. Each runs the call on the
-// served backend; errors go back through toStatus with their codes.
+// The handlers the table in service.go does not build from its helpers.
+// Each runs the call on the served backend; errors go back through
+// toStatus with their codes.
 
 func (s *server) hello(_ context.Context, req *helloReq) (*helloReply, error) {
 	if req.Version != ProtocolVersion {
@@ -198,48 +199,6 @@ func (s *server) hello(_ context.Context, req *helloReq) (*helloReply, error) {
 	}
 	s.log.Debug("plugin: host connected", "host_pid", req.HostPID, "backend", s.b.Name())
 	return &helloReply{Version: ProtocolVersion, Name: s.b.Name(), Caps: s.b.Capabilities(), PID: os.Getpid()}, nil
-}
-
-func (s *server) probe(ctx context.Context, _ *empty) (*empty, error) {
-	return &empty{}, s.b.Probe(ctx)
-}
-
-func (s *server) deviceCount(ctx context.Context, _ *empty) (*countReply, error) {
-	n, err := s.b.DeviceCount(ctx)
-	return &countReply{N: n}, err
-}
-
-func (s *server) deviceInfo(ctx context.Context, req *index) (*infoReply, error) {
-	info, err := s.b.DeviceInfo(ctx, req.I)
-	return &infoReply{Info: info}, err
-}
-
-func (s *server) linkMatrix(ctx context.Context, _ *empty) (*matrixReply, error) {
-	m, err := s.b.LinkMatrix(ctx)
-	return &matrixReply{Matrix: m}, err
-}
-
-func (s *server) peerAccess(ctx context.Context, req *pair) (*answer, error) {
-	ok, err := s.b.PeerAccess(ctx, req.I, req.J)
-	return &answer{OK: ok}, err
-}
-
-func (s *server) fabricSupported(ctx context.Context, req *index) (*answer, error) {
-	ok, err := s.b.FabricSupported(ctx, req.I)
-	return &answer{OK: ok}, err
-}
-
-func (s *server) multicastSupported(ctx context.Context, req *index) (*answer, error) {
-	ok, err := s.b.MulticastSupported(ctx, req.I)
-	return &answer{OK: ok}, err
-}
-
-func (s *server) diagnostics(ctx context.Context, _ *empty) (*diagnosticsReply, error) {
-	d, ok := s.b.(backend.Diagnoser)
-	if !ok {
-		return &diagnosticsReply{}, nil
-	}
-	return &diagnosticsReply{Checks: d.Diagnostics(ctx)}, nil
 }
 
 func (s *server) openDevice(ctx context.Context, req *index) (*deviceReply, error) {
@@ -255,10 +214,6 @@ func (s *server) openDevice(ctx context.Context, req *index) (*deviceReply, erro
 	return &deviceReply{ID: id, Info: d.Info(), Granularity: d.Granularity()}, nil
 }
 
-func (s *server) closeDeviceRPC(_ context.Context, req *ref) (*empty, error) {
-	return &empty{}, s.closeDevice(req.ID)
-}
-
 // addAlloc registers an allocation made through device dev, releasing it if
 // the server is shutting down.
 func (s *server) addAlloc(dev uint64, a backend.Allocation) (uint64, error) {
@@ -269,32 +224,9 @@ func (s *server) addAlloc(dev uint64, a backend.Allocation) (uint64, error) {
 	return id, err
 }
 
-func (s *server) alloc(ctx context.Context, req *allocReq) (*allocReply, error) {
-	d, _, err := lookup[backend.Device](s, req.Dev, kindDevice)
-	if err != nil {
-		return nil, err
-	}
-	a, err := d.Alloc(ctx, req.Size)
-	if err != nil {
-		return nil, err
-	}
-	id, err := s.addAlloc(req.Dev, a)
-	if err != nil {
-		return nil, err
-	}
-	return &allocReply{ID: id, Ptr: a.Ptr(), Size: a.Size()}, nil
-}
-
-func (s *server) allocShareable(ctx context.Context, req *allocReq) (*allocReply, error) {
-	d, _, err := lookup[backend.Device](s, req.Dev, kindDevice)
-	if err != nil {
-		return nil, err
-	}
-	a, err := d.AllocShareable(ctx, req.Size, req.Kind)
-	if err != nil {
-		return nil, err
-	}
-	id, err := s.addAlloc(req.Dev, a)
+// allocReply registers a, made through device dev, and describes it.
+func (s *server) allocReply(dev uint64, a backend.Allocation) (*allocReply, error) {
+	id, err := s.addAlloc(dev, a)
 	if err != nil {
 		return nil, err
 	}
@@ -321,11 +253,7 @@ func (s *server) importHandle(ctx context.Context, req *importReq) (*allocReply,
 	if err != nil {
 		return nil, err
 	}
-	id, err := s.addAlloc(req.Dev, a)
-	if err != nil {
-		return nil, err
-	}
-	return &allocReply{ID: id, Ptr: a.Ptr(), Size: a.Size()}, nil
+	return s.allocReply(req.Dev, a)
 }
 
 func (s *server) export(ctx context.Context, req *exportReq) (*exportReply, error) {
@@ -347,23 +275,8 @@ func (s *server) export(ctx context.Context, req *exportReq) (*exportReply, erro
 	return reply, nil
 }
 
-func (s *server) free(_ context.Context, req *ref) (*empty, error) {
-	return &empty{}, s.closeRef(req.ID, kindAlloc)
-}
-
-func (s *server) copyToDevice(ctx context.Context, req *copyToReq) (*empty, error) {
-	d, _, err := lookup[backend.Device](s, req.Dev, kindDevice)
-	if err != nil {
-		return nil, err
-	}
-	return &empty{}, d.CopyToDevice(ctx, req.Dst, req.Data)
-}
-
-func (s *server) copyFromDevice(ctx context.Context, req *copyFromReq) (*copyFromReply, error) {
-	d, _, err := lookup[backend.Device](s, req.Dev, kindDevice)
-	if err != nil {
-		return nil, err
-	}
+// copyFromDevice bounds a copy to one message's payload.
+func copyFromDevice(ctx context.Context, d backend.Device, req *copyFromReq) (*copyFromReply, error) {
 	if req.N < 0 || req.N > copyChunk {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "plugin: copy of %d bytes in one message (at most %d)", req.N, copyChunk)
 	}
@@ -372,65 +285,6 @@ func (s *server) copyFromDevice(ctx context.Context, req *copyFromReq) (*copyFro
 		return nil, err
 	}
 	return &copyFromReply{Data: buf}, nil
-}
-
-func (s *server) memset(ctx context.Context, req *memsetReq) (*empty, error) {
-	d, _, err := lookup[backend.Device](s, req.Dev, kindDevice)
-	if err != nil {
-		return nil, err
-	}
-	return &empty{}, d.Memset(ctx, req.Dst, req.V, req.N)
-}
-
-func (s *server) newStream(ctx context.Context, req *ref) (*ref, error) {
-	d, _, err := lookup[backend.Device](s, req.ID, kindDevice)
-	if err != nil {
-		return nil, err
-	}
-	st, err := d.NewStream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := s.add(entry{kind: kindStream, dev: req.ID, v: st})
-	if err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	return &ref{ID: id}, nil
-}
-
-func (s *server) newEvent(ctx context.Context, req *eventReq) (*ref, error) {
-	d, _, err := lookup[backend.Device](s, req.Dev, kindDevice)
-	if err != nil {
-		return nil, err
-	}
-	ev, err := d.NewEvent(ctx, req.Timing)
-	if err != nil {
-		return nil, err
-	}
-	id, err := s.add(entry{kind: kindEvent, dev: req.Dev, v: ev})
-	if err != nil {
-		_ = ev.Close()
-		return nil, err
-	}
-	return &ref{ID: id}, nil
-}
-
-func (s *server) loadModule(ctx context.Context, req *moduleReq) (*ref, error) {
-	d, _, err := lookup[backend.Device](s, req.Dev, kindDevice)
-	if err != nil {
-		return nil, err
-	}
-	m, err := d.LoadModule(ctx, backend.ModuleSource{Name: req.Name, Image: req.Image})
-	if err != nil {
-		return nil, err
-	}
-	id, err := s.add(entry{kind: kindModule, dev: req.Dev, v: m})
-	if err != nil {
-		_ = m.Close()
-		return nil, err
-	}
-	return &ref{ID: id}, nil
 }
 
 func (s *server) function(_ context.Context, req *functionReq) (*ref, error) {
@@ -488,14 +342,6 @@ func (s *server) launch(_ context.Context, req *launchReq) (*empty, error) {
 	return &empty{}, st.Launch(fn, cfg, args...)
 }
 
-func (s *server) copyAsync(_ context.Context, req *copyAsyncReq) (*empty, error) {
-	st, _, err := lookup[backend.Stream](s, req.Stream, kindStream)
-	if err != nil {
-		return nil, err
-	}
-	return &empty{}, st.CopyAsync(req.Dst, req.Src, req.N)
-}
-
 func (s *server) streamAndEvent(req *streamEventReq) (backend.Stream, backend.Event, error) {
 	st, _, err := lookup[backend.Stream](s, req.Stream, kindStream)
 	if err != nil {
@@ -506,38 +352,6 @@ func (s *server) streamAndEvent(req *streamEventReq) (backend.Stream, backend.Ev
 		return nil, nil, err
 	}
 	return st, ev, nil
-}
-
-func (s *server) record(_ context.Context, req *streamEventReq) (*empty, error) {
-	st, ev, err := s.streamAndEvent(req)
-	if err != nil {
-		return nil, err
-	}
-	return &empty{}, st.Record(ev)
-}
-
-func (s *server) waitEvent(_ context.Context, req *streamEventReq) (*empty, error) {
-	st, ev, err := s.streamAndEvent(req)
-	if err != nil {
-		return nil, err
-	}
-	return &empty{}, st.WaitEvent(ev)
-}
-
-func (s *server) synchronize(ctx context.Context, req *ref) (*empty, error) {
-	st, _, err := lookup[backend.Stream](s, req.ID, kindStream)
-	if err != nil {
-		return nil, err
-	}
-	return &empty{}, st.Synchronize(ctx)
-}
-
-func (s *server) beginCapture(_ context.Context, req *ref) (*empty, error) {
-	st, _, err := lookup[backend.Stream](s, req.ID, kindStream)
-	if err != nil {
-		return nil, err
-	}
-	return &empty{}, st.BeginCapture()
 }
 
 func (s *server) endCapture(_ context.Context, req *ref) (*ref, error) {
@@ -557,27 +371,6 @@ func (s *server) endCapture(_ context.Context, req *ref) (*ref, error) {
 	return &ref{ID: id}, nil
 }
 
-func (s *server) closeStream(_ context.Context, req *ref) (*empty, error) {
-	return &empty{}, s.closeRef(req.ID, kindStream)
-}
-
-func (s *server) eventSynchronize(ctx context.Context, req *ref) (*empty, error) {
-	ev, _, err := lookup[backend.Event](s, req.ID, kindEvent)
-	if err != nil {
-		return nil, err
-	}
-	return &empty{}, ev.Synchronize(ctx)
-}
-
-func (s *server) eventDone(_ context.Context, req *ref) (*answer, error) {
-	ev, _, err := lookup[backend.Event](s, req.ID, kindEvent)
-	if err != nil {
-		return nil, err
-	}
-	done, err := ev.Done()
-	return &answer{OK: done}, err
-}
-
 func (s *server) elapsed(_ context.Context, req *elapsedReq) (*elapsedReply, error) {
 	ev, _, err := lookup[backend.Event](s, req.Event, kindEvent)
 	if err != nil {
@@ -591,10 +384,6 @@ func (s *server) elapsed(_ context.Context, req *elapsedReq) (*elapsedReply, err
 	return &elapsedReply{Nanos: int64(d / time.Nanosecond)}, err
 }
 
-func (s *server) closeEvent(_ context.Context, req *ref) (*empty, error) {
-	return &empty{}, s.closeRef(req.ID, kindEvent)
-}
-
 func (s *server) launchGraph(_ context.Context, req *graphLaunchReq) (*empty, error) {
 	g, _, err := lookup[backend.Graph](s, req.Graph, kindGraph)
 	if err != nil {
@@ -605,8 +394,4 @@ func (s *server) launchGraph(_ context.Context, req *graphLaunchReq) (*empty, er
 		return nil, err
 	}
 	return &empty{}, g.Launch(st)
-}
-
-func (s *server) closeGraph(_ context.Context, req *ref) (*empty, error) {
-	return &empty{}, s.closeRef(req.ID, kindGraph)
 }
