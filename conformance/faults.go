@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +15,7 @@ import (
 	"time"
 
 	"github.com/intranode/intranode/backend"
-	"github.com/intranode/intranode/symmetric/store"
+	"github.com/intranode/intranode/internal/launch"
 )
 
 // Bounds every fault case is held to.
@@ -406,52 +404,30 @@ func runTrialProcesses(ctx context.Context, cfg Config, c Case, world, trial int
 		return outs
 	}
 	timeout := trialTimeout(cfg)
-	storeEnv, stopStore, err := childStore(cfg, true, store.WithTimeout(timeout))
+	g, err := startRanks(ctx, cfg, world, true, timeout, func(int) []string {
+		return []string{envChild + "=" + c.Name, envWorld + "=" + strconv.Itoa(world),
+			envBackend + "=" + cfg.Backend, envTimeout + "=" + timeout.String(),
+			envQuick + "=" + strconv.FormatBool(cfg.Quick), envTrial + "=" + strconv.Itoa(trial),
+			envFaultDeadline + "=" + cfg.FaultDeadline.String()}
+	})
 	if err != nil {
 		return failAll(err)
 	}
-	defer stopStore()
-	exe, err := os.Executable()
-	if err != nil {
-		return failAll(err)
+	if c.Fault.ParentKill {
+		t := time.AfterFunc(plan.KillAfter, func() { _ = g.Signal(plan.Victim, syscall.SIGKILL) })
+		defer t.Stop()
 	}
-	kctx, cancel := context.WithTimeout(ctx, timeout+15*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for r := range world {
-		cmd := exec.CommandContext(kctx, exe, cfg.ChildArgs...)
-		cmd.Env = append(os.Environ(),
-			envChild+"="+c.Name, envRank+"="+strconv.Itoa(r), envWorld+"="+strconv.Itoa(world),
-			envBackend+"="+cfg.Backend, envTimeout+"="+timeout.String(),
-			envQuick+"="+strconv.FormatBool(cfg.Quick), envTrial+"="+strconv.Itoa(trial),
-			envFaultDeadline+"="+cfg.FaultDeadline.String())
-		cmd.Env = append(cmd.Env, storeEnv...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.WaitDelay = 2 * time.Second
-		if err := cmd.Start(); err != nil {
-			outs[r].err = fmt.Errorf("starting rank %d: %w", r, err)
-			continue
-		}
-		if c.Fault.ParentKill && r == plan.Victim {
-			t := time.AfterFunc(plan.KillAfter, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
-			defer t.Stop()
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := cmd.Wait()
-			outs[r] = processOutcome(r, err, out.String(), kctx.Err() != nil)
-		}()
+	for _, x := range g.Wait() {
+		outs[x.Rank] = processOutcome(x)
 	}
-	wg.Wait()
 	return outs
 }
 
 // processOutcome reads how a child rank ended from its exit status and
 // output.
-func processOutcome(rank int, err error, text string, hung bool) rankOutcome {
+func processOutcome(x launch.Result) rankOutcome {
 	var o rankOutcome
+	text := x.Output
 	for _, line := range strings.Split(text, "\n") {
 		_, js, ok := strings.Cut(line, reportMarker)
 		if !ok {
@@ -466,15 +442,9 @@ func processOutcome(rank int, err error, text string, hung bool) rankOutcome {
 		o.skip = &skipError{strings.TrimSpace(firstLine(reason))}
 		return o
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			o.killed = !hung
-		}
-	}
-	o.hung = hung
-	if err != nil {
-		o.err = fmt.Errorf("rank %d process: %w\n%s", rank, err, tail(strings.TrimSpace(text), 4000))
+	o.killed, o.hung = x.Killed, x.TimedOut
+	if x.Err != nil {
+		o.err = fmt.Errorf("rank %d process: %w\n%s", x.Rank, x.Err, tail(strings.TrimSpace(text), 4000))
 	}
 	return o
 }

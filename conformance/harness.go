@@ -1,19 +1,18 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/launch"
 	"github.com/intranode/intranode/symmetric/store"
 )
 
@@ -34,7 +33,6 @@ const (
 // are not meant for users.
 const (
 	envChild   = "INTRANODE_CONFORMANCE_CHILD" // case name
-	envRank    = "INTRANODE_CONFORMANCE_RANK"
 	envWorld   = "INTRANODE_CONFORMANCE_WORLD"
 	envStore   = "INTRANODE_CONFORMANCE_STORE" // address of the parent's TCP store
 	envBackend = "INTRANODE_CONFORMANCE_BACKEND"
@@ -203,56 +201,28 @@ func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int
 // rank; it returns one error per rank carrying the child's output.
 func runProcesses(ctx context.Context, cfg Config, world int, name string) []error {
 	errs := make([]error, world)
-	storeEnv, stopStore, err := childStore(cfg, false, store.WithTimeout(cfg.Timeout))
+	g, err := startRanks(ctx, cfg, world, false, cfg.Timeout, func(int) []string {
+		return []string{envChild + "=" + name, envWorld + "=" + strconv.Itoa(world),
+			envBackend + "=" + cfg.Backend, envTimeout + "=" + cfg.Timeout.String(),
+			envQuick + "=" + strconv.FormatBool(cfg.Quick)}
+	})
 	if err != nil {
 		for r := range errs {
 			errs[r] = err
 		}
 		return errs
 	}
-	defer stopStore()
-	exe, err := os.Executable()
-	if err != nil {
-		for r := range errs {
-			errs[r] = err
+	for _, x := range g.Wait() {
+		text := strings.TrimSpace(x.Output)
+		switch {
+		case strings.Contains(text, skipMarker):
+			_, reason, _ := strings.Cut(text, skipMarker)
+			errs[x.Rank] = skipError{strings.TrimSpace(firstLine(reason))}
+		case x.Err == nil:
+		default:
+			errs[x.Rank] = fmt.Errorf("rank %d process: %w\n%s", x.Rank, x.Err, tail(text, 4000))
 		}
-		return errs
 	}
-	// Children get the case timeout plus a margin to report; the parent
-	// kills them after that so a hung child cannot hang the suite.
-	kctx, cancel := context.WithTimeout(ctx, cfg.Timeout+15*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for r := range world {
-		cmd := exec.CommandContext(kctx, exe, cfg.ChildArgs...)
-		cmd.Env = append(os.Environ(),
-			envChild+"="+name, envRank+"="+strconv.Itoa(r), envWorld+"="+strconv.Itoa(world),
-			envBackend+"="+cfg.Backend, envTimeout+"="+cfg.Timeout.String(),
-			envQuick+"="+strconv.FormatBool(cfg.Quick))
-		cmd.Env = append(cmd.Env, storeEnv...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.WaitDelay = 2 * time.Second
-		if err := cmd.Start(); err != nil {
-			errs[r] = fmt.Errorf("starting rank %d: %w", r, err)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := cmd.Wait()
-			text := strings.TrimSpace(out.String())
-			switch {
-			case strings.Contains(text, skipMarker):
-				_, reason, _ := strings.Cut(text, skipMarker)
-				errs[r] = skipError{strings.TrimSpace(firstLine(reason))}
-			case err == nil:
-			default:
-				errs[r] = fmt.Errorf("rank %d process: %w\n%s", r, err, tail(text, 4000))
-			}
-		}()
-	}
-	wg.Wait()
 	return errs
 }
 
@@ -274,7 +244,7 @@ func MaybeChild() {
 }
 
 func childMain(name string) int {
-	rank, _ := strconv.Atoi(os.Getenv(envRank))
+	rank, _ := launch.Rank()
 	world, _ := strconv.Atoi(os.Getenv(envWorld))
 	timeout, err := time.ParseDuration(os.Getenv(envTimeout))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/intranode/intranode/internal/launch"
 	"github.com/intranode/intranode/symmetric/store"
 )
 
@@ -104,38 +105,44 @@ func urlStores(rawURL string, timeout time.Duration) func(ctx context.Context, w
 	}
 }
 
-// childStore provides the store that the child processes of one case (or
-// fault trial) meet through, and returns the environment that tells them
-// where it is and a function that stops it. With cfg.StoreURL the children
-// open that URL under a fresh prefix; otherwise the parent serves a TCP
-// store on loopback (with opts), secured with a fresh secret if secure,
-// whose address also reaches the cases as Env.StoreAddr.
-func childStore(cfg Config, secure bool, opts ...store.Option) (env []string, stop func(), err error) {
+// startRanks starts world child processes (internal/launch) that meet
+// through the run's store: a TCP store served for the run (with a fresh
+// secret when secure), or Config.StoreURL under a fresh prefix. env gives
+// each rank's own variables; the group is killed after timeout plus a
+// margin to report, so a hung child cannot hang the suite.
+func startRanks(ctx context.Context, cfg Config, world int, secure bool, timeout time.Duration, env func(r int) []string) (*launch.Group, error) {
+	lc := launch.Config{World: world, Args: cfg.ChildArgs, Deadline: timeout + 15*time.Second}
+	var common []string
 	if cfg.StoreURL != "" {
 		prefix, err := freshPrefix()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return []string{envStore + "=", envStoreURL + "=" + cfg.StoreURL, envStorePrefix + "=" + prefix}, func() {}, nil
-	}
-	env = []string{envStoreURL + "=", envStorePrefix + "="}
-	if secure {
-		secret, err := store.NewSecret()
-		if err != nil {
-			return nil, nil, err
+		common = []string{envStore + "=", envStoreURL + "=" + cfg.StoreURL, envStorePrefix + "=" + prefix}
+	} else {
+		lc.ServeStore = true
+		lc.StoreOptions = []store.Option{store.WithTimeout(timeout)}
+		common = []string{envStoreURL + "=", envStorePrefix + "="}
+		if secure {
+			secret, err := store.NewSecret()
+			if err != nil {
+				return nil, err
+			}
+			lc.StoreOptions = append(lc.StoreOptions, store.WithSecret([]byte(secret)))
+			common = append(common, store.EnvSecret+"="+secret)
 		}
-		opts = append(opts, store.WithSecret([]byte(secret)))
-		env = append(env, store.EnvSecret+"="+secret)
 	}
-	srv, err := store.ListenTCP("127.0.0.1:0", opts...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("starting store: %w", err)
+	lc.Env = func(r int, addr string) []string {
+		e := append(slices.Clone(common), env(r)...)
+		if addr != "" {
+			e = append(e, envStore+"="+addr)
+		}
+		return e
 	}
-	env = append(env, envStore+"="+srv.Addr())
-	return env, func() { _ = srv.Close() }, nil
+	return launch.Start(ctx, lc)
 }
 
-// openChildStore opens, in a child process, the store childStore told it
+// openChildStore opens, in a child process, the store startRanks told it
 // of.
 func openChildStore(ctx context.Context, timeout time.Duration) (store.Store, error) {
 	if raw := os.Getenv(envStoreURL); raw != "" {

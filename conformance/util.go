@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/connectivity"

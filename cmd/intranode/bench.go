@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/csv"
@@ -11,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/internal/launch"
 	"github.com/intranode/intranode/symmetric/store"
 )
 
@@ -295,68 +293,49 @@ func rankErrors(errs []error) error {
 	return errors.Join(out...)
 }
 
-// benchProcesses runs each rank as a child process and collects the samples
-// it prints as JSON lines; any other line a rank prints (a device-side
-// printf, a library's message) goes to other, prefixed with the rank.
+// benchProcesses runs each rank as a child process (internal/launch) and
+// collects the samples it prints as JSON lines; any other line a rank
+// prints (a device-side printf, a library's message) goes to other,
+// prefixed with the rank. The first rank to fail ends the others.
 func benchProcesses(ctx context.Context, cfg benchConfig, p *progress, other io.Writer) ([]benchSample, error) {
-	if cfg.Store == "" {
-		srv, err := store.ListenTCP("127.0.0.1:0", store.WithTimeout(cfg.Timeout))
-		if err != nil {
-			return nil, err
-		}
-		defer srv.Close()
-		cfg.Store = "tcp://" + srv.Addr()
-	}
-	exe, err := os.Executable()
+	serve := cfg.Store == ""
+	var samples []benchSample
+	res, err := launch.Run(ctx, launch.Config{
+		World:        cfg.World,
+		Args:         []string{benchRankCommand},
+		ServeStore:   serve,
+		StoreOptions: []store.Option{store.WithTimeout(cfg.Timeout)},
+		Env: func(_ int, addr string) []string {
+			c := cfg
+			if serve {
+				c.Store = "tcp://" + addr
+			}
+			raw, _ := json.Marshal(c)
+			return []string{envBenchConfig + "=" + string(raw)}
+		},
+		Deadline: cfg.Timeout + 10*time.Second,
+		FailFast: true,
+		Lines: func(r int, line []byte) {
+			var smp benchSample
+			if err := json.Unmarshal(line, &smp); err != nil {
+				fmt.Fprintf(other, "rank %d: %s\n", r, line)
+				return
+			}
+			samples = append(samples, smp)
+			if r == 0 {
+				p.step(smp)
+			}
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	raw, _ := json.Marshal(cfg)
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout+10*time.Second)
-	defer cancel()
-	var mu sync.Mutex
-	var samples []benchSample
-	errs := make([]error, cfg.World)
-	var wg sync.WaitGroup
-	for r := range cfg.World {
-		cmd := exec.CommandContext(ctx, exe, benchRankCommand)
-		cmd.Env = append(os.Environ(), envBenchConfig+"="+string(raw), envBenchRank+"="+strconv.Itoa(r))
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		cmd.WaitDelay = 2 * time.Second
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return nil, err
+	errs := make([]error, len(res))
+	for _, x := range res {
+		if x.Err != nil {
+			errs[x.Rank] = fmt.Errorf("%w: %s", x.Err, strings.TrimSpace(x.Output))
 		}
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("starting rank %d: %w", r, err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				var smp benchSample
-				if err := json.Unmarshal(sc.Bytes(), &smp); err != nil {
-					mu.Lock()
-					fmt.Fprintf(other, "rank %d: %s\n", r, sc.Bytes())
-					mu.Unlock()
-					continue
-				}
-				mu.Lock()
-				samples = append(samples, smp)
-				if r == 0 {
-					p.step(smp)
-				}
-				mu.Unlock()
-			}
-			if err := cmd.Wait(); err != nil {
-				errs[r] = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
-				cancel()
-			}
-		}()
 	}
-	wg.Wait()
 	return samples, rankErrors(errs)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/internal/launch"
 	"github.com/intranode/intranode/internal/numeric"
 	"github.com/intranode/intranode/symmetric/store"
 )
@@ -64,9 +65,9 @@ func runBenchRank(ctx context.Context, args []string, s streams) error {
 	if err := json.Unmarshal([]byte(os.Getenv(envBenchConfig)), &cfg); err != nil {
 		return fmt.Errorf("bench rank: bad config: %w", err)
 	}
-	var rank int
-	if _, err := fmt.Sscanf(os.Getenv(envBenchRank), "%d", &rank); err != nil {
-		return fmt.Errorf("bench rank: bad rank: %w", err)
+	rank, ok := launch.Rank()
+	if !ok {
+		return fmt.Errorf("bench rank: no rank in %s (the command is started by intranode bench)", launch.EnvRank)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -120,7 +121,6 @@ const deviceOpenSample = "device-open"
 
 const (
 	envBenchConfig = "INTRANODE_BENCH_CONFIG"
-	envBenchRank   = "INTRANODE_BENCH_RANK"
 )
 
 // benchRank measures every size and algorithm on one rank.

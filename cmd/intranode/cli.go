@@ -16,6 +16,7 @@ import (
 	_ "github.com/intranode/intranode/backend/fake"
 	_ "github.com/intranode/intranode/backend/plugin"
 	_ "github.com/intranode/intranode/kernels/cpu"
+
 	// etcd:// store URLs.
 	_ "github.com/intranode/intranode/symmetric/store/etcdstore"
 )
