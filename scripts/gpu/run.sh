@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU experiment, end to end, on the lent 2×H200 host (see GPU.md):
+# One GPU experiment, end to end, on a lent multi-GPU host:
 # topology, doctor, the CUDA backend's own tests, the conformance suite,
 # our benchmark and the NCCL / PyTorch anchors in the same session.
 # Build first on the development machine:
