@@ -143,43 +143,43 @@ func resultString(r int) string {
 // failed; alloc and cpy name the shim's own allocation and copy calls.
 func stageOp(stage C.int, alloc, cpy string) string {
 	switch stage {
-	case C.INU_STAGE_CTX:
+	case C.GPU_STAGE_BIND:
 		return "cuCtxSetCurrent"
-	case C.INU_STAGE_GRANULARITY:
+	case C.GPU_STAGE_GRANULARITY:
 		return "cuMemGetAllocationGranularity"
-	case C.INU_STAGE_CREATE:
+	case C.GPU_STAGE_CREATE:
 		return "cuMemCreate"
-	case C.INU_STAGE_IMPORT:
+	case C.GPU_STAGE_IMPORT:
 		return "cuMemImportFromShareableHandle"
-	case C.INU_STAGE_RESERVE:
+	case C.GPU_STAGE_RESERVE:
 		return "cuMemAddressReserve"
-	case C.INU_STAGE_MAP:
+	case C.GPU_STAGE_MAP:
 		return "cuMemMap"
-	case C.INU_STAGE_ACCESS:
+	case C.GPU_STAGE_ACCESS:
 		return "cuMemSetAccess"
-	case C.INU_STAGE_MEMSET:
+	case C.GPU_STAGE_MEMSET:
 		return "cuMemsetD8_v2"
-	case C.INU_STAGE_SYNC:
+	case C.GPU_STAGE_SYNC:
 		return "cuStreamSynchronize"
-	case C.INU_STAGE_EXPORT:
+	case C.GPU_STAGE_EXPORT:
 		return "cuMemExportToShareableHandle"
-	case C.INU_STAGE_ALLOC:
+	case C.GPU_STAGE_ALLOC:
 		return alloc
-	case C.INU_STAGE_DEVPTR:
+	case C.GPU_STAGE_DEVPTR:
 		return "cuMemHostGetDevicePointer_v2"
-	case C.INU_STAGE_END_CAPTURE:
+	case C.GPU_STAGE_END_CAPTURE:
 		return "cuStreamEndCapture"
-	case C.INU_STAGE_INSTANTIATE:
+	case C.GPU_STAGE_INSTANTIATE:
 		return "cuGraphInstantiateWithFlags"
-	case C.INU_STAGE_COPY:
+	case C.GPU_STAGE_COPY:
 		return cpy
-	case C.INU_STAGE_CTX_SYNC:
+	case C.GPU_STAGE_DEVICE_SYNC:
 		return "cuCtxSynchronize"
-	case C.INU_STAGE_UNMAP:
+	case C.GPU_STAGE_UNMAP:
 		return "cuMemUnmap"
-	case C.INU_STAGE_ADDRESS_FREE:
+	case C.GPU_STAGE_ADDRESS_FREE:
 		return "cuMemAddressFree"
-	case C.INU_STAGE_RELEASE:
+	case C.GPU_STAGE_RELEASE:
 		return "cuMemRelease"
 	}
 	return fmt.Sprintf("driver call (stage %d)", int(stage))
@@ -267,21 +267,21 @@ func enablePeer(ctx, peer ctxHandle) error {
 
 // Malloc returns zeroed device memory.
 func (driverAPI) Malloc(ctx ctxHandle, n int) (backend.DevicePtr, error) {
-	var p C.CUdeviceptr
+	var p C.uint64_t
 	var stage C.int
 	r := C.inu_mem_alloc(C.uintptr_t(ctx), C.size_t(n), &p, &stage)
 	return backend.DevicePtr(p), check(stageOp(stage, "cuMemAlloc_v2", ""), r)
 }
 
 func (driverAPI) Free(ctx ctxHandle, p backend.DevicePtr) error {
-	return check("cuMemFree_v2", C.inu_mem_free(C.uintptr_t(ctx), C.CUdeviceptr(p)))
+	return check("cuMemFree_v2", C.inu_mem_free(C.uintptr_t(ctx), C.uint64_t(p)))
 }
 
 // HostMalloc returns zeroed, pinned, portable host memory mapped into the
 // device address space.
 func (driverAPI) HostMalloc(ctx ctxHandle, n int) (unsafe.Pointer, backend.DevicePtr, error) {
 	var host unsafe.Pointer
-	var dptr C.CUdeviceptr
+	var dptr C.uint64_t
 	var stage C.int
 	r := C.inu_host_alloc(C.uintptr_t(ctx), C.size_t(n), &host, &dptr, &stage)
 	return host, backend.DevicePtr(dptr), check(stageOp(stage, "cuMemHostAlloc", ""), r)
@@ -296,7 +296,7 @@ func (driverAPI) CopyHtoD(ctx ctxHandle, dst backend.DevicePtr, src []byte) erro
 		return nil
 	}
 	var stage C.int
-	r := C.inu_copy_htod(C.uintptr_t(ctx), C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), &stage)
+	r := C.inu_copy_htod(C.uintptr_t(ctx), C.uint64_t(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), &stage)
 	return check(stageOp(stage, "", "cuMemcpyHtoD_v2"), r)
 }
 
@@ -304,7 +304,9 @@ func (driverAPI) CopyDtoH(ctx ctxHandle, dst []byte, src backend.DevicePtr) erro
 	if len(dst) == 0 {
 		return nil
 	}
-	return check("cuMemcpyDtoH_v2", C.inu_copy_dtoh(C.uintptr_t(ctx), unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst))))
+	var stage C.int
+	r := C.inu_copy_dtoh(C.uintptr_t(ctx), unsafe.Pointer(&dst[0]), C.uint64_t(src), C.size_t(len(dst)), &stage)
+	return check(stageOp(stage, "", "cuMemcpyDtoH_v2"), r)
 }
 
 func (driverAPI) CopyDtoD(ctx ctxHandle, dst, src backend.DevicePtr, n int) error {
@@ -312,7 +314,7 @@ func (driverAPI) CopyDtoD(ctx ctxHandle, dst, src backend.DevicePtr, n int) erro
 		return nil
 	}
 	var stage C.int
-	r := C.inu_copy_dtod(C.uintptr_t(ctx), C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(n), &stage)
+	r := C.inu_copy_dtod(C.uintptr_t(ctx), C.uint64_t(dst), C.uint64_t(src), C.size_t(n), &stage)
 	return check(stageOp(stage, "", "cuMemcpyDtoD_v2"), r)
 }
 
@@ -321,7 +323,7 @@ func (driverAPI) Memset(ctx ctxHandle, dst backend.DevicePtr, v byte, n int) err
 		return nil
 	}
 	var stage C.int
-	r := C.inu_memset(C.uintptr_t(ctx), C.CUdeviceptr(dst), C.uchar(v), C.size_t(n), &stage)
+	r := C.inu_memset(C.uintptr_t(ctx), C.uint64_t(dst), C.uchar(v), C.size_t(n), &stage)
 	return check(stageOp(stage, "", ""), r)
 }
 
@@ -332,11 +334,11 @@ type vmmMapping struct {
 	handle uint64
 }
 
-func (m vmmMapping) c() C.inu_vmm {
-	return C.inu_vmm{ptr: C.CUdeviceptr(m.ptr), size: C.size_t(m.size), handle: C.CUmemGenericAllocationHandle(m.handle)}
+func (m vmmMapping) c() C.gpu_vmm {
+	return C.gpu_vmm{ptr: C.uint64_t(m.ptr), size: C.size_t(m.size), handle: C.uint64_t(m.handle)}
 }
 
-func fromC(v C.inu_vmm) vmmMapping {
+func fromC(v C.gpu_vmm) vmmMapping {
 	return vmmMapping{ptr: backend.DevicePtr(v.ptr), size: int(v.size), handle: uint64(v.handle)}
 }
 
@@ -360,7 +362,7 @@ func vmmGranularity(dev int, handleTypes int) (int, error) {
 // zeroed.
 func vmmCreate(ctx ctxHandle, dev, handleTypes, size int, access []int) (vmmMapping, error) {
 	acc, nacc := accessList(access)
-	var out C.inu_vmm
+	var out C.gpu_vmm
 	var stage C.int
 	r := C.inu_vmm_create(C.uintptr_t(ctx), C.int(dev), C.int(handleTypes), C.size_t(size), &acc[0], nacc, &out, &stage)
 	if err := check(stageOp(stage, "", ""), r); err != nil {
@@ -373,7 +375,7 @@ func vmmCreate(ctx ctxHandle, dev, handleTypes, size int, access []int) (vmmMapp
 // descriptor stays owned by the caller.
 func vmmImportFD(ctx ctxHandle, fd int, size int, access []int) (vmmMapping, error) {
 	acc, nacc := accessList(access)
-	var out C.inu_vmm
+	var out C.gpu_vmm
 	var stage C.int
 	r := C.inu_vmm_import(C.uintptr_t(ctx), handleTypePOSIXFD, C.int(fd), nil, C.size_t(size), &acc[0], nacc, &out, &stage)
 	if err := check(stageOp(stage, "", ""), r); err != nil {
@@ -389,7 +391,7 @@ func vmmImportFabric(ctx ctxHandle, handle []byte, size int, access []int) (vmmM
 		fh[i] = C.uchar(handle[i])
 	}
 	acc, nacc := accessList(access)
-	var out C.inu_vmm
+	var out C.gpu_vmm
 	var stage C.int
 	r := C.inu_vmm_import(C.uintptr_t(ctx), handleTypeFabric, -1, unsafe.Pointer(&fh[0]), C.size_t(size), &acc[0], nacc, &out, &stage)
 	if err := check(stageOp(stage, "", ""), r); err != nil {
@@ -409,13 +411,13 @@ func vmmRelease(ctx ctxHandle, m vmmMapping) error {
 
 func vmmExportFD(ctx ctxHandle, m vmmMapping) (int, error) {
 	var fd C.int
-	err := check("cuMemExportToShareableHandle", C.inu_vmm_export_fd(C.uintptr_t(ctx), C.CUmemGenericAllocationHandle(m.handle), &fd))
+	err := check("cuMemExportToShareableHandle", C.inu_vmm_export_fd(C.uintptr_t(ctx), C.uint64_t(m.handle), &fd))
 	return int(fd), err
 }
 
 func vmmExportFabric(ctx ctxHandle, m vmmMapping) ([]byte, error) {
 	var fh [fabricHandleSize]C.uchar
-	if err := check("cuMemExportToShareableHandle", C.inu_vmm_export_fabric(C.uintptr_t(ctx), C.CUmemGenericAllocationHandle(m.handle), &fh[0])); err != nil {
+	if err := check("cuMemExportToShareableHandle", C.inu_vmm_export_fabric(C.uintptr_t(ctx), C.uint64_t(m.handle), &fh[0])); err != nil {
 		return nil, err
 	}
 	out := make([]byte, fabricHandleSize)
@@ -465,7 +467,7 @@ func (driverAPI) StreamWaitEvent(ctx ctxHandle, s, ev gpu.Handle) error {
 }
 
 func (driverAPI) CopyDtoDAsync(ctx ctxHandle, dst, src backend.DevicePtr, n int, s gpu.Handle) error {
-	return check("cuMemcpyDtoDAsync_v2", C.inu_copy_dtod_async(C.uintptr_t(ctx), C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(n), C.uintptr_t(s)))
+	return check("cuMemcpyDtoDAsync_v2", C.inu_copy_dtod_async(C.uintptr_t(ctx), C.uint64_t(dst), C.uint64_t(src), C.size_t(n), C.uintptr_t(s)))
 }
 
 // EventCreate makes an event; without timing it is created with

@@ -529,7 +529,7 @@ func (b *Backend) allReduceNCCL(st *gpu.Stream, g ncclGroup, in, out backend.Dev
 	if err != nil {
 		return err
 	}
-	r := int(C.inu_nccl_allreduce(C.uintptr_t(st.Device().Ctx()), C.uintptr_t(nc.h), C.CUdeviceptr(in), C.CUdeviceptr(out),
+	r := int(C.inu_nccl_allreduce(C.uintptr_t(st.Device().Ctx()), C.uintptr_t(nc.h), C.uint64_t(in), C.uint64_t(out),
 		C.size_t(count), C.int(dt), C.int(rop), C.uintptr_t(st.Handle())))
 	if r == C.INU_NCCL_SUCCESS {
 		return nil

@@ -7,9 +7,6 @@
 
 #include "shim.h"
 
-#include <dlfcn.h>
-#include <stdio.h>
-#include <string.h>
 
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
@@ -103,13 +100,13 @@ static struct {
 	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
 	CUresult (*DevicePrimaryCtxRelease)(CUdevice);
 	CUresult (*CtxSetCurrent)(CUcontext);
-	CUresult (*CtxSynchronize)(void);
+	CUresult (*Synchronize)(void); // cuCtxSynchronize
 	CUresult (*CtxEnablePeerAccess)(CUcontext, unsigned int);
 	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
 	CUresult (*MemFree)(CUdeviceptr);
-	CUresult (*MemHostAlloc)(void **, size_t, unsigned int);
-	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
-	CUresult (*MemFreeHost)(void *);
+	CUresult (*HostAlloc)(void **, size_t, unsigned int);
+	CUresult (*HostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
+	CUresult (*HostFree)(void *);
 	CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
 	CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
 	CUresult (*MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
@@ -154,24 +151,11 @@ static struct {
 
 static void *cu_lib;
 
-struct entry {
-	void **slot;
-	const char *name;
-};
-
 int inu_load(const char *path, char *err, size_t errlen) {
 	if (cu_lib != NULL) {
 		return 0;
 	}
-	// RTLD_NODELETE: the driver keeps threads and callbacks inside the
-	// library once cuInit has run, so it must never be unmapped.
-	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-	if (lib == NULL) {
-		const char *e = dlerror();
-		snprintf(err, errlen, "%s", e != NULL ? e : "dlopen failed");
-		return 1;
-	}
-	const struct entry entries[] = {
+	static const struct gpu_entry entries[] = {
 		{(void **)&cu.Init, "cuInit"},
 		{(void **)&cu.DriverGetVersion, "cuDriverGetVersion"},
 		{(void **)&cu.GetErrorName, "cuGetErrorName"},
@@ -187,13 +171,13 @@ int inu_load(const char *path, char *err, size_t errlen) {
 		{(void **)&cu.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
 		{(void **)&cu.DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
 		{(void **)&cu.CtxSetCurrent, "cuCtxSetCurrent"},
-		{(void **)&cu.CtxSynchronize, "cuCtxSynchronize"},
+		{(void **)&cu.Synchronize, "cuCtxSynchronize"},
 		{(void **)&cu.CtxEnablePeerAccess, "cuCtxEnablePeerAccess"},
 		{(void **)&cu.MemAlloc, "cuMemAlloc_v2"},
 		{(void **)&cu.MemFree, "cuMemFree_v2"},
-		{(void **)&cu.MemHostAlloc, "cuMemHostAlloc"},
-		{(void **)&cu.MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
-		{(void **)&cu.MemFreeHost, "cuMemFreeHost"},
+		{(void **)&cu.HostAlloc, "cuMemHostAlloc"},
+		{(void **)&cu.HostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
+		{(void **)&cu.HostFree, "cuMemFreeHost"},
 		{(void **)&cu.MemcpyHtoD, "cuMemcpyHtoD_v2"},
 		{(void **)&cu.MemcpyDtoH, "cuMemcpyDtoH_v2"},
 		{(void **)&cu.MemcpyDtoD, "cuMemcpyDtoD_v2"},
@@ -231,23 +215,11 @@ int inu_load(const char *path, char *err, size_t errlen) {
 		{(void **)&cu.GraphExecDestroy, "cuGraphExecDestroy"},
 		{(void **)&cu.GraphDestroy, "cuGraphDestroy"},
 	};
-	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
-		dlerror();
-		void *sym = dlsym(lib, entries[i].name);
-		if (sym == NULL) {
-			const char *e = dlerror();
-			snprintf(err, errlen, "entry point %s missing (%s)", entries[i].name,
-			         e != NULL ? e : "no symbol");
-			memset(&cu, 0, sizeof(cu));
-			dlclose(lib);
-			return 2;
-		}
-		*entries[i].slot = sym;
-	}
+	int r = gpu_load(&cu_lib, path, entries, GPU_LEN(entries), &cu, sizeof(cu), err, errlen);
+	if (r != 0) return r;
 	// Optional entry points: their absence only turns a feature off.
 	dlerror();
-	cu.LaunchKernelEx = dlsym(lib, "cuLaunchKernelEx");
-	cu_lib = lib;
+	cu.LaunchKernelEx = dlsym(cu_lib, "cuLaunchKernelEx");
 	return 0;
 }
 
@@ -269,20 +241,29 @@ const char *inu_error_string(CUresult r) {
 	return s;
 }
 
-// SET_CTX makes ctx current on the calling thread; every shim that works in
-// a context starts with it.
-#define SET_CTX(ctx)                                                     \
-	do {                                                                 \
-		CUresult set_ctx_r = cu.CtxSetCurrent((CUcontext)(ctx));        \
-		if (set_ctx_r != INU_SUCCESS) return set_ctx_r;                  \
-	} while (0)
+// bind makes ctx current on the calling thread; every shim that works in a
+// context starts with it (BIND, shim_impl.h).
+static CUresult bind(uintptr_t ctx) { return cu.CtxSetCurrent((CUcontext)ctx); }
 
-// STEP runs one driver call of a multi-call shim, recording its stage.
-#define STEP(s, call)                                                    \
-	do {                                                                 \
-		*stage = (s);                                                    \
-		r = (call);                                                      \
-	} while (0)
+typedef CUresult gpu_result_t;
+typedef CUdeviceptr gpu_dptr_t;
+typedef CUstream gpu_stream_t;
+typedef CUevent gpu_event_t;
+typedef CUmodule gpu_module_t;
+typedef CUfunction gpu_function_t;
+typedef CUgraph gpu_graph_t;
+typedef CUgraphExec gpu_graph_exec_t;
+typedef CUmemGenericAllocationHandle gpu_mem_handle_t;
+typedef CUmemAllocationProp gpu_mem_prop_t;
+typedef CUmemAccessDesc gpu_mem_access_t;
+#define GPU_FN(name) inu_##name
+#define GPU_CTX_T uintptr_t
+#define GPU_BIND(c) bind(c)
+#define GPU_API cu
+#define GPU_INSTANTIATE(e, g) cu.GraphInstantiateWithFlags((e), (g), 0)
+#define GPU_HOST_ALLOC_FLAGS (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)
+#define GPU_LAUNCH_PARAM_END 0x0
+#include "../internal/gpu/shim_impl.h"
 
 CUresult inu_init(void) { return cu.Init(0); }
 
@@ -320,91 +301,29 @@ CUresult inu_ctx_retain(int dev, uintptr_t *ctx) {
 CUresult inu_ctx_release(int dev) { return cu.DevicePrimaryCtxRelease(dev); }
 
 CUresult inu_enable_peer(uintptr_t ctx, uintptr_t peer) {
-	SET_CTX(ctx);
+	BIND(ctx);
 	CUresult r = cu.CtxEnablePeerAccess((CUcontext)peer, 0);
 	return r == INU_ERROR_PEER_ACCESS_ALREADY_ENABLED ? INU_SUCCESS : r;
 }
 
-// Synchronous copies and memsets run on the legacy default stream and may
-// return before the device has finished (pageable host-to-device copies,
-// device-to-device copies, memsets of device memory). The backend's streams
-// are non-blocking and do not wait for the legacy stream, so these shims
-// synchronise it before returning: the contract says "synchronously".
-
-CUresult inu_mem_alloc(uintptr_t ctx, size_t n, CUdeviceptr *ptr, int *stage) {
+CUresult inu_mem_alloc(uintptr_t ctx, size_t n, uint64_t *ptr, int *stage) {
 	CUresult r;
-	*stage = INU_STAGE_CTX;
-	SET_CTX(ctx);
-	STEP(INU_STAGE_ALLOC, cu.MemAlloc(ptr, n));
+	CUdeviceptr p = 0;
+	BIND_STAGED(ctx);
+	STEP(GPU_STAGE_ALLOC, cu.MemAlloc(&p, n));
 	if (r != INU_SUCCESS) return r;
-	STEP(INU_STAGE_MEMSET, cu.MemsetD8(*ptr, 0, n));
-	if (r == INU_SUCCESS) STEP(INU_STAGE_SYNC, cu.StreamSynchronize(NULL));
+	SYNCED(GPU_STAGE_MEMSET, cu.MemsetD8(p, 0, n));
 	if (r != INU_SUCCESS) {
-		cu.MemFree(*ptr);
-		*ptr = 0;
-	}
-	return r;
-}
-
-CUresult inu_mem_free(uintptr_t ctx, CUdeviceptr ptr) {
-	SET_CTX(ctx);
-	return cu.MemFree(ptr);
-}
-
-CUresult inu_host_alloc(uintptr_t ctx, size_t n, void **host, CUdeviceptr *dptr, int *stage) {
-	CUresult r;
-	*stage = INU_STAGE_CTX;
-	SET_CTX(ctx);
-	STEP(INU_STAGE_ALLOC, cu.MemHostAlloc(host, n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
-	if (r != INU_SUCCESS) return r;
-	STEP(INU_STAGE_DEVPTR, cu.MemHostGetDevicePointer(dptr, *host, 0));
-	if (r != INU_SUCCESS) {
-		cu.MemFreeHost(*host);
-		*host = NULL;
+		cu.MemFree(p);
 		return r;
 	}
-	memset(*host, 0, n);
-	return INU_SUCCESS;
-}
-
-CUresult inu_host_free(uintptr_t ctx, void *host) {
-	SET_CTX(ctx);
-	return cu.MemFreeHost(host);
-}
-
-CUresult inu_copy_htod(uintptr_t ctx, CUdeviceptr dst, const void *src, size_t n, int *stage) {
-	CUresult r;
-	*stage = INU_STAGE_CTX;
-	SET_CTX(ctx);
-	STEP(INU_STAGE_COPY, cu.MemcpyHtoD(dst, src, n));
-	if (r != INU_SUCCESS) return r;
-	STEP(INU_STAGE_SYNC, cu.StreamSynchronize(NULL));
+	*ptr = p;
 	return r;
 }
 
-CUresult inu_copy_dtoh(uintptr_t ctx, void *dst, CUdeviceptr src, size_t n) {
-	SET_CTX(ctx);
-	return cu.MemcpyDtoH(dst, src, n);
-}
-
-CUresult inu_copy_dtod(uintptr_t ctx, CUdeviceptr dst, CUdeviceptr src, size_t n, int *stage) {
-	CUresult r;
-	*stage = INU_STAGE_CTX;
-	SET_CTX(ctx);
-	STEP(INU_STAGE_COPY, cu.MemcpyDtoD(dst, src, n));
-	if (r != INU_SUCCESS) return r;
-	STEP(INU_STAGE_SYNC, cu.StreamSynchronize(NULL));
-	return r;
-}
-
-CUresult inu_memset(uintptr_t ctx, CUdeviceptr dst, unsigned char v, size_t n, int *stage) {
-	CUresult r;
-	*stage = INU_STAGE_CTX;
-	SET_CTX(ctx);
-	STEP(INU_STAGE_MEMSET, cu.MemsetD8(dst, v, n));
-	if (r != INU_SUCCESS) return r;
-	STEP(INU_STAGE_SYNC, cu.StreamSynchronize(NULL));
-	return r;
+CUresult inu_mem_free(uintptr_t ctx, uint64_t ptr) {
+	BIND(ctx);
+	return cu.MemFree(ptr);
 }
 
 static void device_prop(CUmemAllocationProp *prop, int dev, int handle_types) {
@@ -421,124 +340,29 @@ CUresult inu_vmm_granularity(int dev, int handle_types, size_t *granularity) {
 	return cu.MemGetAllocationGranularity(granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
 }
 
-// map_and_grant reserves an address range for handle h, maps it and grants
-// read/write access to the listed devices. On failure it undoes its own
-// steps (not the handle).
-static CUresult map_and_grant(CUmemGenericAllocationHandle h, size_t size, size_t align,
-                              const int *access, int naccess, inu_vmm *out, int *stage) {
-	CUresult r;
-	CUdeviceptr ptr = 0;
-	CUmemAccessDesc desc[MAX_ACCESS];
-	if (naccess < 1 || naccess > MAX_ACCESS) {
-		*stage = INU_STAGE_ACCESS;
-		return 1; // CUDA_ERROR_INVALID_VALUE
-	}
-	STEP(INU_STAGE_RESERVE, cu.MemAddressReserve(&ptr, size, align, 0, 0));
-	if (r != INU_SUCCESS) return r;
-	STEP(INU_STAGE_MAP, cu.MemMap(ptr, size, 0, h, 0));
-	if (r != INU_SUCCESS) {
-		cu.MemAddressFree(ptr, size);
-		return r;
-	}
-	for (int i = 0; i < naccess; i++) {
-		desc[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		desc[i].location.id = access[i];
-		desc[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	}
-	STEP(INU_STAGE_ACCESS, cu.MemSetAccess(ptr, size, desc, (size_t)naccess));
-	if (r != INU_SUCCESS) {
-		cu.MemUnmap(ptr, size);
-		cu.MemAddressFree(ptr, size);
-		return r;
-	}
-	out->ptr = ptr;
-	out->size = size;
-	out->handle = h;
-	return INU_SUCCESS;
-}
-
 CUresult inu_vmm_create(uintptr_t ctx, int dev, int handle_types, size_t size,
-                        const int *access, int naccess, inu_vmm *out, int *stage) {
-	CUresult r;
+                        const int *access, int naccess, gpu_vmm *out, int *stage) {
 	CUmemAllocationProp prop;
-	size_t gran = 0;
-	CUmemGenericAllocationHandle h = 0;
-	*stage = INU_STAGE_CTX;
-	SET_CTX(ctx);
+	BIND_STAGED(ctx);
 	device_prop(&prop, dev, handle_types);
-	STEP(INU_STAGE_GRANULARITY,
-	     cu.MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-	if (r != INU_SUCCESS) return r;
-	if (gran > 0) size = (size + gran - 1) / gran * gran;
-	STEP(INU_STAGE_CREATE, cu.MemCreate(&h, size, &prop, 0));
-	if (r != INU_SUCCESS) return r;
-	r = map_and_grant(h, size, gran, access, naccess, out, stage);
-	if (r != INU_SUCCESS) {
-		cu.MemRelease(h);
-		return r;
-	}
-	STEP(INU_STAGE_MEMSET, cu.MemsetD8(out->ptr, 0, size));
-	if (r == INU_SUCCESS) STEP(INU_STAGE_SYNC, cu.StreamSynchronize(NULL));
-	if (r != INU_SUCCESS) {
-		cu.MemUnmap(out->ptr, size);
-		cu.MemAddressFree(out->ptr, size);
-		cu.MemRelease(h);
-		memset(out, 0, sizeof(*out));
-	}
-	return r;
+	return vmm_create(&prop, size, access, naccess, out, stage);
 }
 
 CUresult inu_vmm_import(uintptr_t ctx, int handle_type, int fd, const void *fabric,
-                        size_t size, const int *access, int naccess, inu_vmm *out, int *stage) {
-	CUresult r;
-	CUmemGenericAllocationHandle h = 0;
+                        size_t size, const int *access, int naccess, gpu_vmm *out, int *stage) {
 	CUmemFabricHandle fh;
-	void *os_handle;
-	*stage = INU_STAGE_CTX;
-	SET_CTX(ctx);
+	void *os_handle = (void *)(uintptr_t)fd;
+	BIND_STAGED(ctx);
 	if (handle_type == INU_HANDLE_FABRIC) {
 		memcpy(fh.data, fabric, sizeof(fh.data));
 		os_handle = &fh;
-	} else {
-		os_handle = (void *)(uintptr_t)fd;
 	}
-	STEP(INU_STAGE_IMPORT, cu.MemImportFromShareableHandle(&h, os_handle, handle_type));
-	if (r != INU_SUCCESS) return r;
-	r = map_and_grant(h, size, 0, access, naccess, out, stage);
-	if (r != INU_SUCCESS) cu.MemRelease(h);
-	return r;
+	return vmm_import(os_handle, handle_type, size, access, naccess, out, stage);
 }
 
-CUresult inu_vmm_release(uintptr_t ctx, inu_vmm *m, int *stage) {
-	CUresult r, first = INU_SUCCESS;
-	*stage = INU_STAGE_CTX;
-	SET_CTX(ctx);
-	// Work still queued against the range must finish before it is
-	// unmapped. Every step runs; the first failure is reported.
-#define KEEP_FIRST(s, call)                                              \
-	do {                                                                 \
-		r = (call);                                                      \
-		if (r != INU_SUCCESS && first == INU_SUCCESS) {                  \
-			first = r;                                                   \
-			*stage = (s);                                                \
-		}                                                                \
-	} while (0)
-	KEEP_FIRST(INU_STAGE_CTX_SYNC, cu.CtxSynchronize());
-	KEEP_FIRST(INU_STAGE_UNMAP, cu.MemUnmap(m->ptr, m->size));
-	KEEP_FIRST(INU_STAGE_ADDRESS_FREE, cu.MemAddressFree(m->ptr, m->size));
-	KEEP_FIRST(INU_STAGE_RELEASE, cu.MemRelease(m->handle));
-#undef KEEP_FIRST
-	return first;
-}
-
-CUresult inu_vmm_export_fd(uintptr_t ctx, CUmemGenericAllocationHandle h, int *fd) {
-	SET_CTX(ctx);
-	return cu.MemExportToShareableHandle(fd, h, INU_HANDLE_POSIX_FD, 0);
-}
-
-CUresult inu_vmm_export_fabric(uintptr_t ctx, CUmemGenericAllocationHandle h, unsigned char *out) {
+CUresult inu_vmm_export_fabric(uintptr_t ctx, uint64_t h, unsigned char *out) {
 	CUmemFabricHandle fh;
-	SET_CTX(ctx);
+	BIND(ctx);
 	CUresult r = cu.MemExportToShareableHandle(&fh, h, INU_HANDLE_FABRIC, 0);
 	if (r == INU_SUCCESS) memcpy(out, fh.data, sizeof(fh.data));
 	return r;
@@ -550,123 +374,29 @@ CUresult inu_fabric_roundtrip(uintptr_t ctx, int dev, int *stage) {
 	size_t gran = 0;
 	CUmemGenericAllocationHandle h = 0, imported = 0;
 	CUmemFabricHandle fh;
-	*stage = INU_STAGE_CTX;
-	SET_CTX(ctx);
+	BIND_STAGED(ctx);
 	device_prop(&prop, dev, INU_HANDLE_FABRIC);
-	STEP(INU_STAGE_GRANULARITY,
+	STEP(GPU_STAGE_GRANULARITY,
 	     cu.MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 	if (r != INU_SUCCESS) return r;
-	STEP(INU_STAGE_CREATE, cu.MemCreate(&h, gran, &prop, 0));
+	STEP(GPU_STAGE_CREATE, cu.MemCreate(&h, gran, &prop, 0));
 	if (r != INU_SUCCESS) return r;
-	STEP(INU_STAGE_EXPORT, cu.MemExportToShareableHandle(&fh, h, INU_HANDLE_FABRIC, 0));
+	STEP(GPU_STAGE_EXPORT, cu.MemExportToShareableHandle(&fh, h, INU_HANDLE_FABRIC, 0));
 	if (r == INU_SUCCESS) {
-		STEP(INU_STAGE_IMPORT, cu.MemImportFromShareableHandle(&imported, &fh, INU_HANDLE_FABRIC));
+		STEP(GPU_STAGE_IMPORT, cu.MemImportFromShareableHandle(&imported, &fh, INU_HANDLE_FABRIC));
 		if (r == INU_SUCCESS) cu.MemRelease(imported);
 	}
 	cu.MemRelease(h);
 	return r;
 }
 
-CUresult inu_stream_create(uintptr_t ctx, uintptr_t *stream) {
-	CUstream s = NULL;
-	SET_CTX(ctx);
-	CUresult r = cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING);
-	*stream = (uintptr_t)s;
-	return r;
-}
-
-CUresult inu_stream_destroy(uintptr_t ctx, uintptr_t stream) {
-	SET_CTX(ctx);
-	return cu.StreamDestroy((CUstream)stream);
-}
-
-CUresult inu_stream_query(uintptr_t ctx, uintptr_t stream) {
-	SET_CTX(ctx);
-	return cu.StreamQuery((CUstream)stream);
-}
-
-CUresult inu_stream_sync(uintptr_t ctx, uintptr_t stream) {
-	SET_CTX(ctx);
-	return cu.StreamSynchronize((CUstream)stream);
-}
-
-CUresult inu_stream_wait_event(uintptr_t ctx, uintptr_t stream, uintptr_t event) {
-	SET_CTX(ctx);
-	return cu.StreamWaitEvent((CUstream)stream, (CUevent)event, 0);
-}
-
-CUresult inu_copy_dtod_async(uintptr_t ctx, CUdeviceptr dst, CUdeviceptr src, size_t n, uintptr_t stream) {
-	SET_CTX(ctx);
-	return cu.MemcpyDtoDAsync(dst, src, n, (CUstream)stream);
-}
-
-CUresult inu_event_create(uintptr_t ctx, unsigned int flags, uintptr_t *event) {
-	CUevent e = NULL;
-	SET_CTX(ctx);
-	CUresult r = cu.EventCreate(&e, flags);
-	*event = (uintptr_t)e;
-	return r;
-}
-
-CUresult inu_event_record(uintptr_t ctx, uintptr_t event, uintptr_t stream) {
-	SET_CTX(ctx);
-	return cu.EventRecord((CUevent)event, (CUstream)stream);
-}
-
-CUresult inu_event_query(uintptr_t ctx, uintptr_t event) {
-	SET_CTX(ctx);
-	return cu.EventQuery((CUevent)event);
-}
-
-CUresult inu_event_sync(uintptr_t ctx, uintptr_t event) {
-	SET_CTX(ctx);
-	return cu.EventSynchronize((CUevent)event);
-}
-
-CUresult inu_event_elapsed(uintptr_t ctx, uintptr_t start, uintptr_t end, float *ms) {
-	SET_CTX(ctx);
-	return cu.EventElapsedTime(ms, (CUevent)start, (CUevent)end);
-}
-
-CUresult inu_event_destroy(uintptr_t ctx, uintptr_t event) {
-	SET_CTX(ctx);
-	return cu.EventDestroy((CUevent)event);
-}
-
-CUresult inu_module_load(uintptr_t ctx, const void *image, uintptr_t *module) {
-	CUmodule m = NULL;
-	SET_CTX(ctx);
-	CUresult r = cu.ModuleLoadData(&m, image);
-	*module = (uintptr_t)m;
-	return r;
-}
-
-CUresult inu_module_function(uintptr_t ctx, uintptr_t module, const char *name, uintptr_t *fn) {
-	CUfunction f = NULL;
-	SET_CTX(ctx);
-	CUresult r = cu.ModuleGetFunction(&f, (CUmodule)module, name);
-	*fn = (uintptr_t)f;
-	return r;
-}
-
-CUresult inu_module_unload(uintptr_t ctx, uintptr_t module) {
-	SET_CTX(ctx);
-	return cu.ModuleUnload((CUmodule)module);
-}
-
 CUresult inu_launch(uintptr_t ctx, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
                     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                     uintptr_t stream, void *params, size_t size, int early) {
-	SET_CTX(ctx);
-	// The driver copies the parameter buffer before the launch returns, so
-	// params may live on the caller's stack.
+	void *extra[5];
 	size_t sz = size;
-	void *extra[] = {
-		CU_LAUNCH_PARAM_BUFFER_POINTER, params,
-		CU_LAUNCH_PARAM_BUFFER_SIZE, &sz,
-		CU_LAUNCH_PARAM_END,
-	};
-	void **ex = size == 0 ? NULL : extra;
+	BIND(ctx);
+	void **ex = launch_extra(extra, params, &sz);
 	if (early && cu.LaunchKernelEx != NULL) {
 		CUlaunchAttribute attr;
 		memset(&attr, 0, sizeof(attr));
@@ -676,44 +406,6 @@ CUresult inu_launch(uintptr_t ctx, uintptr_t fn, unsigned int gx, unsigned int g
 		return cu.LaunchKernelEx(&cfg, (CUfunction)fn, NULL, ex);
 	}
 	return cu.LaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, NULL, ex);
-}
-
-CUresult inu_begin_capture(uintptr_t ctx, uintptr_t stream) {
-	SET_CTX(ctx);
-	return cu.StreamBeginCapture((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED);
-}
-
-CUresult inu_end_capture(uintptr_t ctx, uintptr_t stream, uintptr_t *graph, uintptr_t *exec, int *stage) {
-	CUresult r;
-	CUgraph g = NULL;
-	CUgraphExec e = NULL;
-	*stage = INU_STAGE_CTX;
-	SET_CTX(ctx);
-	STEP(INU_STAGE_END_CAPTURE, cu.StreamEndCapture((CUstream)stream, &g));
-	if (r != INU_SUCCESS) {
-		if (g != NULL) cu.GraphDestroy(g);
-		return r;
-	}
-	STEP(INU_STAGE_INSTANTIATE, cu.GraphInstantiateWithFlags(&e, g, 0));
-	if (r != INU_SUCCESS) {
-		cu.GraphDestroy(g);
-		return r;
-	}
-	*graph = (uintptr_t)g;
-	*exec = (uintptr_t)e;
-	return INU_SUCCESS;
-}
-
-CUresult inu_graph_launch(uintptr_t ctx, uintptr_t exec, uintptr_t stream) {
-	SET_CTX(ctx);
-	return cu.GraphLaunch((CUgraphExec)exec, (CUstream)stream);
-}
-
-CUresult inu_graph_destroy(uintptr_t ctx, uintptr_t graph, uintptr_t exec) {
-	SET_CTX(ctx);
-	CUresult r = cu.GraphExecDestroy((CUgraphExec)exec);
-	CUresult r2 = cu.GraphDestroy((CUgraph)graph);
-	return r != INU_SUCCESS ? r : r2;
 }
 
 // NCCL. libnccl.so.2 is opened like the driver, with dlopen, and only the
@@ -744,15 +436,9 @@ int inu_nccl_load(const char *path, char *err, size_t errlen) {
 	if (nccl_lib != NULL) {
 		return 0;
 	}
-	// RTLD_NODELETE: NCCL keeps proxy and bootstrap threads running inside
-	// the library, so it must never be unmapped.
-	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-	if (lib == NULL) {
-		const char *e = dlerror();
-		snprintf(err, errlen, "%s", e != NULL ? e : "dlopen failed");
-		return 1;
-	}
-	const struct entry entries[] = {
+	// NCCL keeps proxy and bootstrap threads running inside the library,
+	// so it is never unmapped either (gpu_load).
+	static const struct gpu_entry entries[] = {
 		{(void **)&nccl.GetVersion, "ncclGetVersion"},
 		{(void **)&nccl.GetUniqueId, "ncclGetUniqueId"},
 		{(void **)&nccl.CommInitRank, "ncclCommInitRank"},
@@ -761,22 +447,10 @@ int inu_nccl_load(const char *path, char *err, size_t errlen) {
 		{(void **)&nccl.CommGetAsyncError, "ncclCommGetAsyncError"},
 		{(void **)&nccl.GetErrorString, "ncclGetErrorString"},
 	};
-	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
-		dlerror();
-		void *sym = dlsym(lib, entries[i].name);
-		if (sym == NULL) {
-			const char *e = dlerror();
-			snprintf(err, errlen, "entry point %s missing (%s)", entries[i].name,
-			         e != NULL ? e : "no symbol");
-			memset(&nccl, 0, sizeof(nccl));
-			dlclose(lib);
-			return 2;
-		}
-		*entries[i].slot = sym;
-	}
+	int r = gpu_load(&nccl_lib, path, entries, GPU_LEN(entries), &nccl, sizeof(nccl), err, errlen);
+	if (r != 0) return r;
 	dlerror();
-	nccl.GetLastError = (const char *(*)(ncclComm_t))dlsym(lib, "ncclGetLastError");
-	nccl_lib = lib;
+	nccl.GetLastError = (const char *(*)(ncclComm_t))dlsym(nccl_lib, "ncclGetLastError");
 	return 0;
 }
 
@@ -798,11 +472,11 @@ int inu_nccl_unique_id(unsigned char *id) {
 	return r;
 }
 
-// SET_CTX_NCCL is SET_CTX for the NCCL shims, which report a failed context
+// SET_CTX_NCCL is BIND for the NCCL shims, which report a failed context
 // switch in their own result space.
 #define SET_CTX_NCCL(ctx)                                                \
 	do {                                                                 \
-		CUresult set_ctx_r = cu.CtxSetCurrent((CUcontext)(ctx));        \
+		CUresult set_ctx_r = bind(ctx);                                  \
 		if (set_ctx_r != INU_SUCCESS) return INU_NCCL_CUDA_FAILED | set_ctx_r; \
 	} while (0)
 
@@ -828,7 +502,7 @@ int inu_nccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank, 
 // inu_nccl_allreduce enqueues the all-reduce on stream (graph capture
 // included) and then reads the communicator's asynchronous error, so a
 // communicator that has failed is reported at the next call.
-int inu_nccl_allreduce(uintptr_t ctx, uintptr_t comm, CUdeviceptr in, CUdeviceptr out, size_t count,
+int inu_nccl_allreduce(uintptr_t ctx, uintptr_t comm, uint64_t in, uint64_t out, size_t count,
                        int dtype, int op, uintptr_t stream) {
 	SET_CTX_NCCL(ctx);
 	int r = nccl.AllReduce((const void *)(uintptr_t)in, (void *)(uintptr_t)out, count, dtype, op,

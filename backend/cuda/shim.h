@@ -12,8 +12,7 @@
 #ifndef INTRANODE_CUDA_SHIM_H
 #define INTRANODE_CUDA_SHIM_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include "../internal/gpu/shim.h"
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -29,37 +28,6 @@ enum {
 enum {
 	INU_HANDLE_POSIX_FD = 1,
 	INU_HANDLE_FABRIC = 8,
-};
-
-// Allocation memory mapped by the virtual memory management API.
-typedef struct {
-	CUdeviceptr ptr;
-	size_t size;
-	CUmemGenericAllocationHandle handle;
-} inu_vmm;
-
-// Steps of the multi-call shims, reported through their stage argument so
-// Go can name the entry point that failed.
-enum {
-	INU_STAGE_CTX = 1,
-	INU_STAGE_GRANULARITY,
-	INU_STAGE_CREATE,
-	INU_STAGE_IMPORT,
-	INU_STAGE_RESERVE,
-	INU_STAGE_MAP,
-	INU_STAGE_ACCESS,
-	INU_STAGE_MEMSET,
-	INU_STAGE_SYNC,
-	INU_STAGE_EXPORT,
-	INU_STAGE_ALLOC,
-	INU_STAGE_DEVPTR,
-	INU_STAGE_END_CAPTURE,
-	INU_STAGE_INSTANTIATE,
-	INU_STAGE_COPY,
-	INU_STAGE_CTX_SYNC,
-	INU_STAGE_UNMAP,
-	INU_STAGE_ADDRESS_FREE,
-	INU_STAGE_RELEASE,
 };
 
 // Loader. inu_load returns 0 on success, 1 when the library cannot be opened
@@ -84,23 +52,23 @@ CUresult inu_ctx_retain(int dev, uintptr_t *ctx);
 CUresult inu_ctx_release(int dev);
 CUresult inu_enable_peer(uintptr_t ctx, uintptr_t peer);
 
-CUresult inu_mem_alloc(uintptr_t ctx, size_t n, CUdeviceptr *ptr, int *stage);
-CUresult inu_mem_free(uintptr_t ctx, CUdeviceptr ptr);
-CUresult inu_host_alloc(uintptr_t ctx, size_t n, void **host, CUdeviceptr *dptr, int *stage);
+CUresult inu_mem_alloc(uintptr_t ctx, size_t n, uint64_t *ptr, int *stage);
+CUresult inu_mem_free(uintptr_t ctx, uint64_t ptr);
+CUresult inu_host_alloc(uintptr_t ctx, size_t n, void **host, uint64_t *dptr, int *stage);
 CUresult inu_host_free(uintptr_t ctx, void *host);
-CUresult inu_copy_htod(uintptr_t ctx, CUdeviceptr dst, const void *src, size_t n, int *stage);
-CUresult inu_copy_dtoh(uintptr_t ctx, void *dst, CUdeviceptr src, size_t n);
-CUresult inu_copy_dtod(uintptr_t ctx, CUdeviceptr dst, CUdeviceptr src, size_t n, int *stage);
-CUresult inu_memset(uintptr_t ctx, CUdeviceptr dst, unsigned char v, size_t n, int *stage);
+CUresult inu_copy_htod(uintptr_t ctx, uint64_t dst, const void *src, size_t n, int *stage);
+CUresult inu_copy_dtoh(uintptr_t ctx, void *dst, uint64_t src, size_t n, int *stage);
+CUresult inu_copy_dtod(uintptr_t ctx, uint64_t dst, uint64_t src, size_t n, int *stage);
+CUresult inu_memset(uintptr_t ctx, uint64_t dst, unsigned char v, size_t n, int *stage);
 
 CUresult inu_vmm_granularity(int dev, int handle_types, size_t *granularity);
 CUresult inu_vmm_create(uintptr_t ctx, int dev, int handle_types, size_t size,
-                        const int *access, int naccess, inu_vmm *out, int *stage);
+                        const int *access, int naccess, gpu_vmm *out, int *stage);
 CUresult inu_vmm_import(uintptr_t ctx, int handle_type, int fd, const void *fabric,
-                        size_t size, const int *access, int naccess, inu_vmm *out, int *stage);
-CUresult inu_vmm_release(uintptr_t ctx, inu_vmm *m, int *stage);
-CUresult inu_vmm_export_fd(uintptr_t ctx, CUmemGenericAllocationHandle h, int *fd);
-CUresult inu_vmm_export_fabric(uintptr_t ctx, CUmemGenericAllocationHandle h, unsigned char *out);
+                        size_t size, const int *access, int naccess, gpu_vmm *out, int *stage);
+CUresult inu_vmm_release(uintptr_t ctx, const gpu_vmm *m, int *stage);
+CUresult inu_vmm_export_fd(uintptr_t ctx, uint64_t h, int *fd);
+CUresult inu_vmm_export_fabric(uintptr_t ctx, uint64_t h, unsigned char *out);
 CUresult inu_fabric_roundtrip(uintptr_t ctx, int dev, int *stage);
 
 CUresult inu_stream_create(uintptr_t ctx, uintptr_t *stream);
@@ -108,7 +76,7 @@ CUresult inu_stream_destroy(uintptr_t ctx, uintptr_t stream);
 CUresult inu_stream_query(uintptr_t ctx, uintptr_t stream);
 CUresult inu_stream_sync(uintptr_t ctx, uintptr_t stream);
 CUresult inu_stream_wait_event(uintptr_t ctx, uintptr_t stream, uintptr_t event);
-CUresult inu_copy_dtod_async(uintptr_t ctx, CUdeviceptr dst, CUdeviceptr src, size_t n, uintptr_t stream);
+CUresult inu_copy_dtod_async(uintptr_t ctx, uint64_t dst, uint64_t src, size_t n, uintptr_t stream);
 
 CUresult inu_event_create(uintptr_t ctx, unsigned int flags, uintptr_t *event);
 CUresult inu_event_record(uintptr_t ctx, uintptr_t event, uintptr_t stream);
@@ -156,7 +124,7 @@ const char *inu_nccl_last_error(void);
 int inu_nccl_version(int *version);
 int inu_nccl_unique_id(unsigned char *id);
 int inu_nccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank, uintptr_t *comm);
-int inu_nccl_allreduce(uintptr_t ctx, uintptr_t comm, CUdeviceptr in, CUdeviceptr out, size_t count,
+int inu_nccl_allreduce(uintptr_t ctx, uintptr_t comm, uint64_t in, uint64_t out, size_t count,
                        int dtype, int op, uintptr_t stream);
 int inu_nccl_abort(uintptr_t ctx, uintptr_t comm);
 
