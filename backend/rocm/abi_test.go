@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/backend/internal/gpu"
 )
 
 // The shims' headers, embedded so that the check runs from any directory
@@ -172,10 +174,17 @@ int main(void) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "abicheck.c")
 	require.NoError(t, os.WriteFile(file, []byte(code), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "hip_shim.h"), hipShimHeader, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "smi_shim.h"), smiShimHeader, 0o600))
+	// The headers, laid out as in the source tree: hip_shim.h includes the
+	// GPU core's shim.h by its path relative to this package.
+	pkg := filepath.Join(dir, "rocm")
+	core := filepath.Join(dir, "internal", "gpu")
+	require.NoError(t, os.MkdirAll(pkg, 0o700))
+	require.NoError(t, os.MkdirAll(core, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(pkg, "hip_shim.h"), hipShimHeader, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(pkg, "smi_shim.h"), smiShimHeader, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(core, "shim.h"), gpu.ShimHeader, 0o600))
 	bin := filepath.Join(dir, "abicheck")
-	args := []string{"-std=c11", "-Wall", "-Werror", "-I" + dir, "-I" + hip}
+	args := []string{"-std=c11", "-Wall", "-Werror", "-I" + pkg, "-I" + hip}
 	if smi != "" && smi != hip {
 		args = append(args, "-I"+smi)
 	}

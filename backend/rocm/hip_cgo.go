@@ -154,41 +154,41 @@ func resultError(op string, r int) *HIPError {
 // failed; alloc and cpy name the shim's own allocation and copy calls.
 func stageOp(stage C.int, alloc, cpy string) string {
 	switch stage {
-	case C.INH_STAGE_SET_DEVICE:
+	case C.GPU_STAGE_BIND:
 		return "hipSetDevice"
-	case C.INH_STAGE_ALLOC:
+	case C.GPU_STAGE_ALLOC:
 		return alloc
-	case C.INH_STAGE_MEMSET:
+	case C.GPU_STAGE_MEMSET:
 		return "hipMemsetD8"
-	case C.INH_STAGE_SYNC:
+	case C.GPU_STAGE_SYNC:
 		return "hipStreamSynchronize"
-	case C.INH_STAGE_DEVPTR:
+	case C.GPU_STAGE_DEVPTR:
 		return "hipHostGetDevicePointer"
-	case C.INH_STAGE_COPY:
+	case C.GPU_STAGE_COPY:
 		return cpy
-	case C.INH_STAGE_GRANULARITY:
+	case C.GPU_STAGE_GRANULARITY:
 		return "hipMemGetAllocationGranularity"
-	case C.INH_STAGE_CREATE:
+	case C.GPU_STAGE_CREATE:
 		return "hipMemCreate"
-	case C.INH_STAGE_IMPORT:
+	case C.GPU_STAGE_IMPORT:
 		return "hipMemImportFromShareableHandle"
-	case C.INH_STAGE_RESERVE:
+	case C.GPU_STAGE_RESERVE:
 		return "hipMemAddressReserve"
-	case C.INH_STAGE_MAP:
+	case C.GPU_STAGE_MAP:
 		return "hipMemMap"
-	case C.INH_STAGE_ACCESS:
+	case C.GPU_STAGE_ACCESS:
 		return "hipMemSetAccess"
-	case C.INH_STAGE_DEVICE_SYNC:
+	case C.GPU_STAGE_DEVICE_SYNC:
 		return "hipDeviceSynchronize"
-	case C.INH_STAGE_UNMAP:
+	case C.GPU_STAGE_UNMAP:
 		return "hipMemUnmap"
-	case C.INH_STAGE_ADDRESS_FREE:
+	case C.GPU_STAGE_ADDRESS_FREE:
 		return "hipMemAddressFree"
-	case C.INH_STAGE_RELEASE:
+	case C.GPU_STAGE_RELEASE:
 		return "hipMemRelease"
-	case C.INH_STAGE_END_CAPTURE:
+	case C.GPU_STAGE_END_CAPTURE:
 		return "hipStreamEndCapture"
-	case C.INH_STAGE_INSTANTIATE:
+	case C.GPU_STAGE_INSTANTIATE:
 		return "hipGraphInstantiate"
 	}
 	return fmt.Sprintf("HIP call (stage %d)", int(stage))
@@ -309,7 +309,7 @@ func (h *cgoHIP) HostMalloc(c gpu.Ctx, n int) (unsafe.Pointer, backend.DevicePtr
 	var host unsafe.Pointer
 	var dptr C.uint64_t
 	var stage C.int
-	r := C.inh_host_malloc(C.int(dev), C.size_t(n), &host, &dptr, &stage)
+	r := C.inh_host_alloc(C.int(dev), C.size_t(n), &host, &dptr, &stage)
 	return host, backend.DevicePtr(dptr), check(stageOp(stage, "hipHostMalloc", ""), r)
 }
 
@@ -417,13 +417,13 @@ func accessList(devs []int) ([C.INH_MAX_ACCESS]C.int, C.int) {
 	return out, C.int(n)
 }
 
-func fromC(v C.inh_vmm) vmmMapping {
+func fromC(v C.gpu_vmm) vmmMapping {
 	return vmmMapping{ptr: backend.DevicePtr(v.ptr), size: int(v.size), handle: uint64(v.handle)}
 }
 
 func (h *cgoHIP) VMMCreate(dev, size int, t memoryType, access []int) (vmmMapping, error) {
 	acc, nacc := accessList(access)
-	var out C.inh_vmm
+	var out C.gpu_vmm
 	var stage C.int
 	r := C.inh_vmm_create(C.int(dev), memTypeC(t), C.size_t(size), &acc[0], nacc, &out, &stage)
 	if err := check(stageOp(stage, "", ""), r); err != nil {
@@ -434,7 +434,7 @@ func (h *cgoHIP) VMMCreate(dev, size int, t memoryType, access []int) (vmmMappin
 
 func (h *cgoHIP) VMMImportFD(dev, fd, size int, access []int) (vmmMapping, error) {
 	acc, nacc := accessList(access)
-	var out C.inh_vmm
+	var out C.gpu_vmm
 	var stage C.int
 	r := C.inh_vmm_import_fd(C.int(dev), C.int(fd), C.size_t(size), &acc[0], nacc, &out, &stage)
 	if err := check(stageOp(stage, "", ""), r); err != nil {
@@ -450,7 +450,7 @@ func (h *cgoHIP) VMMExportFD(dev int, m vmmMapping) (int, error) {
 }
 
 func (h *cgoHIP) VMMRelease(dev int, m vmmMapping) error {
-	cm := C.inh_vmm{ptr: C.uint64_t(m.ptr), size: C.size_t(m.size), handle: C.uint64_t(m.handle)}
+	cm := C.gpu_vmm{ptr: C.uint64_t(m.ptr), size: C.size_t(m.size), handle: C.uint64_t(m.handle)}
 	var stage C.int
 	r := C.inh_vmm_release(C.int(dev), &cm, &stage)
 	return check(stageOp(stage, "", ""), r)

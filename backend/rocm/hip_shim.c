@@ -8,10 +8,7 @@
 
 #include "hip_shim.h"
 
-#include <dlfcn.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 typedef inh_result hipError_t;
 typedef void *hipStream_t;
@@ -33,9 +30,6 @@ typedef struct {
 	char bytes[16];
 } hipUUID;
 
-#define HIP_LAUNCH_PARAM_BUFFER_POINTER ((void *)INH_LAUNCH_PARAM_BUFFER_POINTER)
-#define HIP_LAUNCH_PARAM_BUFFER_SIZE ((void *)INH_LAUNCH_PARAM_BUFFER_SIZE)
-#define HIP_LAUNCH_PARAM_END ((void *)INH_LAUNCH_PARAM_END)
 
 // The table of entry points, filled once by inh_load before any other shim
 // runs (the Go side serialises loading behind a mutex).
@@ -53,11 +47,11 @@ static struct {
 	hipError_t (*DeviceGetAttribute)(int *, int, int);
 	hipError_t (*DeviceCanAccessPeer)(int *, int, int);
 	hipError_t (*DeviceEnablePeerAccess)(int, unsigned int);
-	hipError_t (*DeviceSynchronize)(void);
+	hipError_t (*Synchronize)(void); // hipDeviceSynchronize
 	hipError_t (*Malloc)(void **, size_t);
 	hipError_t (*ExtMallocWithFlags)(void **, size_t, unsigned int);
 	hipError_t (*Free)(void *);
-	hipError_t (*HostMalloc)(void **, size_t, unsigned int);
+	hipError_t (*HostAlloc)(void **, size_t, unsigned int);
 	hipError_t (*HostGetDevicePointer)(void **, void *, unsigned int);
 	hipError_t (*HostFree)(void *);
 	hipError_t (*MemcpyHtoD)(void *, void *, size_t);
@@ -68,12 +62,12 @@ static struct {
 	hipError_t (*IpcGetMemHandle)(hipIpcMemHandle_t *, void *);
 	hipError_t (*IpcOpenMemHandle)(void **, hipIpcMemHandle_t, unsigned int);
 	hipError_t (*IpcCloseMemHandle)(void *);
-	hipError_t (*StreamCreateWithFlags)(hipStream_t *, unsigned int);
+	hipError_t (*StreamCreate)(hipStream_t *, unsigned int); // hipStreamCreateWithFlags
 	hipError_t (*StreamDestroy)(hipStream_t);
 	hipError_t (*StreamQuery)(hipStream_t);
 	hipError_t (*StreamSynchronize)(hipStream_t);
 	hipError_t (*StreamWaitEvent)(hipStream_t, hipEvent_t, unsigned int);
-	hipError_t (*EventCreateWithFlags)(hipEvent_t *, unsigned int);
+	hipError_t (*EventCreate)(hipEvent_t *, unsigned int); // hipEventCreateWithFlags
 	hipError_t (*EventRecord)(hipEvent_t, hipStream_t);
 	hipError_t (*EventQuery)(hipEvent_t);
 	hipError_t (*EventSynchronize)(hipEvent_t);
@@ -110,42 +104,11 @@ static struct {
 static void *hip_lib;
 static int hip_vmm;
 
-struct entry {
-	void **slot;
-	const char *name;
-};
-
-static int resolve(void *lib, const struct entry *entries, size_t n, char *err, size_t errlen) {
-	for (size_t i = 0; i < n; i++) {
-		dlerror();
-		void *sym = dlsym(lib, entries[i].name);
-		if (sym == NULL) {
-			if (err != NULL) {
-				const char *e = dlerror();
-				snprintf(err, errlen, "entry point %s missing (%s)", entries[i].name,
-				         e != NULL ? e : "no symbol");
-			}
-			return 0;
-		}
-		*entries[i].slot = sym;
-	}
-	return 1;
-}
-
 int inh_load(const char *path, char *err, size_t errlen) {
 	if (hip_lib != NULL) {
 		return 0;
 	}
-	// RTLD_NODELETE: the runtime keeps threads (and the HSA runtime's
-	// signal handlers) inside the library once hipInit has run, so it
-	// must never be unmapped.
-	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-	if (lib == NULL) {
-		const char *e = dlerror();
-		snprintf(err, errlen, "%s", e != NULL ? e : "dlopen failed");
-		return 1;
-	}
-	const struct entry required[] = {
+	static const struct gpu_entry required[] = {
 		{(void **)&hip.Init, "hipInit"},
 		{(void **)&hip.RuntimeGetVersion, "hipRuntimeGetVersion"},
 		{(void **)&hip.DriverGetVersion, "hipDriverGetVersion"},
@@ -159,11 +122,11 @@ int inh_load(const char *path, char *err, size_t errlen) {
 		{(void **)&hip.DeviceGetAttribute, "hipDeviceGetAttribute"},
 		{(void **)&hip.DeviceCanAccessPeer, "hipDeviceCanAccessPeer"},
 		{(void **)&hip.DeviceEnablePeerAccess, "hipDeviceEnablePeerAccess"},
-		{(void **)&hip.DeviceSynchronize, "hipDeviceSynchronize"},
+		{(void **)&hip.Synchronize, "hipDeviceSynchronize"},
 		{(void **)&hip.Malloc, "hipMalloc"},
 		{(void **)&hip.ExtMallocWithFlags, "hipExtMallocWithFlags"},
 		{(void **)&hip.Free, "hipFree"},
-		{(void **)&hip.HostMalloc, "hipHostMalloc"},
+		{(void **)&hip.HostAlloc, "hipHostMalloc"},
 		{(void **)&hip.HostGetDevicePointer, "hipHostGetDevicePointer"},
 		{(void **)&hip.HostFree, "hipHostFree"},
 		{(void **)&hip.MemcpyHtoD, "hipMemcpyHtoD"},
@@ -174,12 +137,12 @@ int inh_load(const char *path, char *err, size_t errlen) {
 		{(void **)&hip.IpcGetMemHandle, "hipIpcGetMemHandle"},
 		{(void **)&hip.IpcOpenMemHandle, "hipIpcOpenMemHandle"},
 		{(void **)&hip.IpcCloseMemHandle, "hipIpcCloseMemHandle"},
-		{(void **)&hip.StreamCreateWithFlags, "hipStreamCreateWithFlags"},
+		{(void **)&hip.StreamCreate, "hipStreamCreateWithFlags"},
 		{(void **)&hip.StreamDestroy, "hipStreamDestroy"},
 		{(void **)&hip.StreamQuery, "hipStreamQuery"},
 		{(void **)&hip.StreamSynchronize, "hipStreamSynchronize"},
 		{(void **)&hip.StreamWaitEvent, "hipStreamWaitEvent"},
-		{(void **)&hip.EventCreateWithFlags, "hipEventCreateWithFlags"},
+		{(void **)&hip.EventCreate, "hipEventCreateWithFlags"},
 		{(void **)&hip.EventRecord, "hipEventRecord"},
 		{(void **)&hip.EventQuery, "hipEventQuery"},
 		{(void **)&hip.EventSynchronize, "hipEventSynchronize"},
@@ -196,18 +159,17 @@ int inh_load(const char *path, char *err, size_t errlen) {
 		{(void **)&hip.GraphExecDestroy, "hipGraphExecDestroy"},
 		{(void **)&hip.GraphDestroy, "hipGraphDestroy"},
 	};
-	if (!resolve(lib, required, sizeof(required) / sizeof(required[0]), err, errlen)) {
-		memset(&hip, 0, sizeof(hip));
-		dlclose(lib);
-		return 2;
-	}
-	const struct entry uuid[] = {
+	// The runtime keeps threads (and the HSA runtime's signal handlers)
+	// inside the library once hipInit has run: gpu_load never unmaps it.
+	int r = gpu_load(&hip_lib, path, required, GPU_LEN(required), &hip, sizeof(hip), err, errlen);
+	if (r != 0) return r;
+	const struct gpu_entry uuid[] = {
 		{(void **)&hip.DeviceGetUuid, "hipDeviceGetUuid"},
 	};
-	if (!resolve(lib, uuid, 1, NULL, 0)) {
+	if (!gpu_resolve(hip_lib, uuid, 1, NULL, 0)) {
 		hip.DeviceGetUuid = NULL;
 	}
-	const struct entry vmm[] = {
+	const struct gpu_entry vmm[] = {
 		{(void **)&hip.MemGetAllocationGranularity, "hipMemGetAllocationGranularity"},
 		{(void **)&hip.MemCreate, "hipMemCreate"},
 		{(void **)&hip.MemRelease, "hipMemRelease"},
@@ -219,8 +181,7 @@ int inh_load(const char *path, char *err, size_t errlen) {
 		{(void **)&hip.MemUnmap, "hipMemUnmap"},
 		{(void **)&hip.MemSetAccess, "hipMemSetAccess"},
 	};
-	hip_vmm = resolve(lib, vmm, sizeof(vmm) / sizeof(vmm[0]), NULL, 0);
-	hip_lib = lib;
+	hip_vmm = gpu_resolve(hip_lib, vmm, GPU_LEN(vmm), NULL, 0);
 	return 0;
 }
 
@@ -236,29 +197,31 @@ const char *inh_error_string(hipError_t r) {
 	return hip.GetErrorString != NULL ? hip.GetErrorString(r) : NULL;
 }
 
-// SET_DEV makes dev current on the calling thread; every shim that works on
-// a device starts with it.
-#define SET_DEV(dev)                                                     \
-	do {                                                                 \
-		hipError_t set_dev_r = hip.SetDevice(dev);                       \
-		if (set_dev_r != INH_SUCCESS) return set_dev_r;                  \
-	} while (0)
-
-// SET_DEV_STAGED is SET_DEV for the multi-call shims.
-#define SET_DEV_STAGED(dev)                                              \
-	do {                                                                 \
-		*stage = INH_STAGE_SET_DEVICE;                                   \
-		SET_DEV(dev);                                                    \
-	} while (0)
-
-// STEP runs one runtime call of a multi-call shim, recording its stage.
-#define STEP(s, call)                                                    \
-	do {                                                                 \
-		*stage = (s);                                                    \
-		r = (call);                                                      \
-	} while (0)
+// bind makes dev current on the calling thread; every shim that works on a
+// device starts with it (BIND, shim_impl.h).
+static hipError_t bind(int dev) { return hip.SetDevice(dev); }
 
 #define PTR(p) ((void *)(uintptr_t)(p))
+
+typedef hipError_t gpu_result_t;
+typedef void *gpu_dptr_t;
+typedef hipStream_t gpu_stream_t;
+typedef hipEvent_t gpu_event_t;
+typedef hipModule_t gpu_module_t;
+typedef hipFunction_t gpu_function_t;
+typedef hipGraph_t gpu_graph_t;
+typedef hipGraphExec_t gpu_graph_exec_t;
+typedef hipMemGenericAllocationHandle_t gpu_mem_handle_t;
+typedef hipMemAllocationProp gpu_mem_prop_t;
+typedef hipMemAccessDesc gpu_mem_access_t;
+#define GPU_FN(name) inh_##name
+#define GPU_CTX_T int
+#define GPU_BIND(c) bind(c)
+#define GPU_API hip
+#define GPU_INSTANTIATE(e, g) hip.GraphInstantiate((e), (g), NULL, NULL, 0)
+#define GPU_HOST_ALLOC_FLAGS (INH_HOST_MALLOC_PORTABLE | INH_HOST_MALLOC_MAPPED)
+#define GPU_LAUNCH_PARAM_END INH_LAUNCH_PARAM_END
+#include "../internal/gpu/shim_impl.h"
 
 hipError_t inh_init(void) { return hip.Init(0); }
 
@@ -293,24 +256,17 @@ hipError_t inh_can_access_peer(int dev, int peer, int *can) {
 }
 
 hipError_t inh_enable_peer(int dev, int peer) {
-	SET_DEV(dev);
+	BIND(dev);
 	return hip.DeviceEnablePeerAccess(peer, 0);
 }
-
-// Synchronous copies and memsets run on the null stream and may return
-// before the device has finished (device-to-device copies, memsets). The
-// backend's streams are non-blocking and do not wait for the null stream,
-// so these shims synchronise it before returning: the contract says
-// "synchronously".
 
 hipError_t inh_malloc(int dev, size_t n, unsigned int flags, int shareable, uint64_t *ptr, int *stage) {
 	hipError_t r;
 	void *p = NULL;
-	SET_DEV_STAGED(dev);
-	STEP(INH_STAGE_ALLOC, shareable ? hip.ExtMallocWithFlags(&p, n, flags) : hip.Malloc(&p, n));
+	BIND_STAGED(dev);
+	STEP(GPU_STAGE_ALLOC, shareable ? hip.ExtMallocWithFlags(&p, n, flags) : hip.Malloc(&p, n));
 	if (r != INH_SUCCESS) return r;
-	STEP(INH_STAGE_MEMSET, hip.MemsetD8(p, 0, n));
-	if (r == INH_SUCCESS) STEP(INH_STAGE_SYNC, hip.StreamSynchronize(NULL));
+	SYNCED(GPU_STAGE_MEMSET, hip.MemsetD8(p, 0, n));
 	if (r != INH_SUCCESS) {
 		hip.Free(p);
 		return r;
@@ -320,71 +276,13 @@ hipError_t inh_malloc(int dev, size_t n, unsigned int flags, int shareable, uint
 }
 
 hipError_t inh_free(int dev, uint64_t ptr) {
-	SET_DEV(dev);
+	BIND(dev);
 	return hip.Free(PTR(ptr));
-}
-
-hipError_t inh_host_malloc(int dev, size_t n, void **host, uint64_t *dptr, int *stage) {
-	hipError_t r;
-	void *d = NULL;
-	SET_DEV_STAGED(dev);
-	STEP(INH_STAGE_ALLOC, hip.HostMalloc(host, n, INH_HOST_MALLOC_PORTABLE | INH_HOST_MALLOC_MAPPED));
-	if (r != INH_SUCCESS) return r;
-	STEP(INH_STAGE_DEVPTR, hip.HostGetDevicePointer(&d, *host, 0));
-	if (r != INH_SUCCESS) {
-		hip.HostFree(*host);
-		*host = NULL;
-		return r;
-	}
-	memset(*host, 0, n);
-	*dptr = (uint64_t)(uintptr_t)d;
-	return INH_SUCCESS;
-}
-
-hipError_t inh_host_free(int dev, void *host) {
-	SET_DEV(dev);
-	return hip.HostFree(host);
-}
-
-hipError_t inh_copy_htod(int dev, uint64_t dst, const void *src, size_t n, int *stage) {
-	hipError_t r;
-	SET_DEV_STAGED(dev);
-	STEP(INH_STAGE_COPY, hip.MemcpyHtoD(PTR(dst), (void *)src, n));
-	if (r != INH_SUCCESS) return r;
-	STEP(INH_STAGE_SYNC, hip.StreamSynchronize(NULL));
-	return r;
-}
-
-hipError_t inh_copy_dtoh(int dev, void *dst, uint64_t src, size_t n, int *stage) {
-	hipError_t r;
-	SET_DEV_STAGED(dev);
-	STEP(INH_STAGE_COPY, hip.MemcpyDtoH(dst, PTR(src), n));
-	if (r != INH_SUCCESS) return r;
-	STEP(INH_STAGE_SYNC, hip.StreamSynchronize(NULL));
-	return r;
-}
-
-hipError_t inh_copy_dtod(int dev, uint64_t dst, uint64_t src, size_t n, int *stage) {
-	hipError_t r;
-	SET_DEV_STAGED(dev);
-	STEP(INH_STAGE_COPY, hip.MemcpyDtoD(PTR(dst), PTR(src), n));
-	if (r != INH_SUCCESS) return r;
-	STEP(INH_STAGE_SYNC, hip.StreamSynchronize(NULL));
-	return r;
-}
-
-hipError_t inh_memset(int dev, uint64_t dst, unsigned char v, size_t n, int *stage) {
-	hipError_t r;
-	SET_DEV_STAGED(dev);
-	STEP(INH_STAGE_MEMSET, hip.MemsetD8(PTR(dst), v, n));
-	if (r != INH_SUCCESS) return r;
-	STEP(INH_STAGE_SYNC, hip.StreamSynchronize(NULL));
-	return r;
 }
 
 hipError_t inh_ipc_get(int dev, uint64_t ptr, unsigned char *handle) {
 	hipIpcMemHandle_t h;
-	SET_DEV(dev);
+	BIND(dev);
 	memset(&h, 0, sizeof(h));
 	hipError_t r = hip.IpcGetMemHandle(&h, PTR(ptr));
 	if (r == INH_SUCCESS) memcpy(handle, h.reserved, sizeof(h.reserved));
@@ -394,7 +292,7 @@ hipError_t inh_ipc_get(int dev, uint64_t ptr, unsigned char *handle) {
 hipError_t inh_ipc_open(int dev, const unsigned char *handle, unsigned int flags, uint64_t *ptr) {
 	hipIpcMemHandle_t h;
 	void *p = NULL;
-	SET_DEV(dev);
+	BIND(dev);
 	memcpy(h.reserved, handle, sizeof(h.reserved));
 	hipError_t r = hip.IpcOpenMemHandle(&p, h, flags);
 	if (r == INH_SUCCESS) *ptr = (uint64_t)(uintptr_t)p;
@@ -402,9 +300,9 @@ hipError_t inh_ipc_open(int dev, const unsigned char *handle, unsigned int flags
 }
 
 hipError_t inh_ipc_close(int dev, uint64_t ptr) {
-	SET_DEV(dev);
+	BIND(dev);
 	// Work still queued against the mapping must finish before it goes.
-	hipError_t r = hip.DeviceSynchronize();
+	hipError_t r = hip.Synchronize();
 	hipError_t r2 = hip.IpcCloseMemHandle(PTR(ptr));
 	return r != INH_SUCCESS ? r : r2;
 }
@@ -420,263 +318,34 @@ static void vmm_prop(hipMemAllocationProp *prop, int dev, int mem_type) {
 hipError_t inh_vmm_granularity(int dev, int mem_type, size_t *granularity) {
 	hipMemAllocationProp prop;
 	if (!hip_vmm) return INH_ERROR_NOT_SUPPORTED;
-	SET_DEV(dev);
+	BIND(dev);
 	vmm_prop(&prop, dev, mem_type);
 	return hip.MemGetAllocationGranularity(granularity, &prop, INH_MEM_GRANULARITY_MINIMUM);
 }
 
-// map_and_grant reserves an address range for handle h, maps it and grants
-// read/write access to the listed devices. On failure it undoes its own
-// steps (not the handle).
-static hipError_t map_and_grant(hipMemGenericAllocationHandle_t h, size_t size, const int *access,
-                                int naccess, inh_vmm *out, int *stage) {
-	hipError_t r;
-	void *ptr = NULL;
-	hipMemAccessDesc desc[INH_MAX_ACCESS];
-	if (naccess < 1 || naccess > INH_MAX_ACCESS) {
-		*stage = INH_STAGE_ACCESS;
-		return 1; // hipErrorInvalidValue
-	}
-	STEP(INH_STAGE_RESERVE, hip.MemAddressReserve(&ptr, size, 0, NULL, 0));
-	if (r != INH_SUCCESS) return r;
-	STEP(INH_STAGE_MAP, hip.MemMap(ptr, size, 0, h, 0));
-	if (r != INH_SUCCESS) {
-		hip.MemAddressFree(ptr, size);
-		return r;
-	}
-	for (int i = 0; i < naccess; i++) {
-		desc[i].location.type = INH_MEM_LOCATION_DEVICE;
-		desc[i].location.id = access[i];
-		desc[i].flags = INH_MEM_ACCESS_READWRITE;
-	}
-	STEP(INH_STAGE_ACCESS, hip.MemSetAccess(ptr, size, desc, (size_t)naccess));
-	if (r != INH_SUCCESS) {
-		hip.MemUnmap(ptr, size);
-		hip.MemAddressFree(ptr, size);
-		return r;
-	}
-	out->ptr = (uint64_t)(uintptr_t)ptr;
-	out->size = size;
-	out->handle = (uint64_t)(uintptr_t)h;
-	return INH_SUCCESS;
-}
-
 hipError_t inh_vmm_create(int dev, int mem_type, size_t size, const int *access, int naccess,
-                          inh_vmm *out, int *stage) {
-	hipError_t r;
+                          gpu_vmm *out, int *stage) {
 	hipMemAllocationProp prop;
-	size_t gran = 0;
-	hipMemGenericAllocationHandle_t h = NULL;
 	if (!hip_vmm) return INH_ERROR_NOT_SUPPORTED;
-	SET_DEV_STAGED(dev);
+	BIND_STAGED(dev);
 	vmm_prop(&prop, dev, mem_type);
-	STEP(INH_STAGE_GRANULARITY,
-	     hip.MemGetAllocationGranularity(&gran, &prop, INH_MEM_GRANULARITY_MINIMUM));
-	if (r != INH_SUCCESS) return r;
-	if (gran > 0) size = (size + gran - 1) / gran * gran;
-	STEP(INH_STAGE_CREATE, hip.MemCreate(&h, size, &prop, 0));
-	if (r != INH_SUCCESS) return r;
-	r = map_and_grant(h, size, access, naccess, out, stage);
-	if (r != INH_SUCCESS) {
-		hip.MemRelease(h);
-		return r;
-	}
-	STEP(INH_STAGE_MEMSET, hip.MemsetD8(PTR(out->ptr), 0, size));
-	if (r == INH_SUCCESS) STEP(INH_STAGE_SYNC, hip.StreamSynchronize(NULL));
-	if (r != INH_SUCCESS) {
-		hip.MemUnmap(PTR(out->ptr), size);
-		hip.MemAddressFree(PTR(out->ptr), size);
-		hip.MemRelease(h);
-		memset(out, 0, sizeof(*out));
-	}
-	return r;
+	return vmm_create(&prop, size, access, naccess, out, stage);
 }
 
 hipError_t inh_vmm_import_fd(int dev, int fd, size_t size, const int *access, int naccess,
-                             inh_vmm *out, int *stage) {
-	hipError_t r;
-	hipMemGenericAllocationHandle_t h = NULL;
+                             gpu_vmm *out, int *stage) {
 	if (!hip_vmm) return INH_ERROR_NOT_SUPPORTED;
-	SET_DEV_STAGED(dev);
+	BIND_STAGED(dev);
 	// The descriptor travels by value in the pointer, as in CUDA.
-	STEP(INH_STAGE_IMPORT,
-	     hip.MemImportFromShareableHandle(&h, (void *)(uintptr_t)fd, INH_MEM_HANDLE_POSIX_FD));
-	if (r != INH_SUCCESS) return r;
-	r = map_and_grant(h, size, access, naccess, out, stage);
-	if (r != INH_SUCCESS) hip.MemRelease(h);
-	return r;
-}
-
-hipError_t inh_vmm_export_fd(int dev, uint64_t handle, int *fd) {
-	if (!hip_vmm) return INH_ERROR_NOT_SUPPORTED;
-	SET_DEV(dev);
-	return hip.MemExportToShareableHandle(fd, (hipMemGenericAllocationHandle_t)(uintptr_t)handle,
-	                                      INH_MEM_HANDLE_POSIX_FD, 0);
-}
-
-hipError_t inh_vmm_release(int dev, const inh_vmm *m, int *stage) {
-	hipError_t r, first = INH_SUCCESS;
-	if (!hip_vmm) return INH_ERROR_NOT_SUPPORTED;
-	SET_DEV_STAGED(dev);
-	// Work still queued against the range must finish before it is
-	// unmapped. Every step runs; the first failure is reported.
-#define KEEP_FIRST(s, call)                                              \
-	do {                                                                 \
-		r = (call);                                                      \
-		if (r != INH_SUCCESS && first == INH_SUCCESS) {                  \
-			first = r;                                                   \
-			*stage = (s);                                                \
-		}                                                                \
-	} while (0)
-	KEEP_FIRST(INH_STAGE_DEVICE_SYNC, hip.DeviceSynchronize());
-	KEEP_FIRST(INH_STAGE_UNMAP, hip.MemUnmap(PTR(m->ptr), m->size));
-	KEEP_FIRST(INH_STAGE_ADDRESS_FREE, hip.MemAddressFree(PTR(m->ptr), m->size));
-	KEEP_FIRST(INH_STAGE_RELEASE, hip.MemRelease((hipMemGenericAllocationHandle_t)(uintptr_t)m->handle));
-#undef KEEP_FIRST
-	return first;
-}
-
-hipError_t inh_stream_create(int dev, uintptr_t *stream) {
-	hipStream_t s = NULL;
-	SET_DEV(dev);
-	hipError_t r = hip.StreamCreateWithFlags(&s, INH_STREAM_NON_BLOCKING);
-	*stream = (uintptr_t)s;
-	return r;
-}
-
-hipError_t inh_stream_destroy(int dev, uintptr_t stream) {
-	SET_DEV(dev);
-	return hip.StreamDestroy((hipStream_t)stream);
-}
-
-hipError_t inh_stream_query(int dev, uintptr_t stream) {
-	SET_DEV(dev);
-	return hip.StreamQuery((hipStream_t)stream);
-}
-
-hipError_t inh_stream_sync(int dev, uintptr_t stream) {
-	SET_DEV(dev);
-	return hip.StreamSynchronize((hipStream_t)stream);
-}
-
-hipError_t inh_stream_wait_event(int dev, uintptr_t stream, uintptr_t event) {
-	SET_DEV(dev);
-	return hip.StreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, 0);
-}
-
-hipError_t inh_copy_dtod_async(int dev, uint64_t dst, uint64_t src, size_t n, uintptr_t stream) {
-	SET_DEV(dev);
-	return hip.MemcpyDtoDAsync(PTR(dst), PTR(src), n, (hipStream_t)stream);
-}
-
-hipError_t inh_event_create(int dev, unsigned int flags, uintptr_t *event) {
-	hipEvent_t e = NULL;
-	SET_DEV(dev);
-	hipError_t r = hip.EventCreateWithFlags(&e, flags);
-	*event = (uintptr_t)e;
-	return r;
-}
-
-hipError_t inh_event_record(int dev, uintptr_t event, uintptr_t stream) {
-	SET_DEV(dev);
-	return hip.EventRecord((hipEvent_t)event, (hipStream_t)stream);
-}
-
-hipError_t inh_event_query(int dev, uintptr_t event) {
-	SET_DEV(dev);
-	return hip.EventQuery((hipEvent_t)event);
-}
-
-hipError_t inh_event_sync(int dev, uintptr_t event) {
-	SET_DEV(dev);
-	return hip.EventSynchronize((hipEvent_t)event);
-}
-
-hipError_t inh_event_elapsed(int dev, uintptr_t start, uintptr_t end, float *ms) {
-	SET_DEV(dev);
-	return hip.EventElapsedTime(ms, (hipEvent_t)start, (hipEvent_t)end);
-}
-
-hipError_t inh_event_destroy(int dev, uintptr_t event) {
-	SET_DEV(dev);
-	return hip.EventDestroy((hipEvent_t)event);
-}
-
-hipError_t inh_module_load(int dev, const void *image, uintptr_t *module) {
-	hipModule_t m = NULL;
-	SET_DEV(dev);
-	hipError_t r = hip.ModuleLoadData(&m, image);
-	*module = (uintptr_t)m;
-	return r;
-}
-
-hipError_t inh_module_function(int dev, uintptr_t module, const char *name, uintptr_t *fn) {
-	hipFunction_t f = NULL;
-	SET_DEV(dev);
-	hipError_t r = hip.ModuleGetFunction(&f, (hipModule_t)module, name);
-	*fn = (uintptr_t)f;
-	return r;
-}
-
-hipError_t inh_module_unload(int dev, uintptr_t module) {
-	SET_DEV(dev);
-	return hip.ModuleUnload((hipModule_t)module);
+	return vmm_import((void *)(uintptr_t)fd, INH_MEM_HANDLE_POSIX_FD, size, access, naccess, out, stage);
 }
 
 hipError_t inh_launch(int dev, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
                       unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                       uintptr_t stream, void *params, size_t size) {
-	SET_DEV(dev);
-	if (size == 0) {
-		return hip.ModuleLaunchKernel((hipFunction_t)fn, gx, gy, gz, bx, by, bz, shared,
-		                              (hipStream_t)stream, NULL, NULL);
-	}
-	// The runtime copies the parameter buffer into the dispatch's kernel
-	// arguments before hipModuleLaunchKernel returns, so params may live
-	// on the caller's stack.
+	void *extra[5];
 	size_t sz = size;
-	void *extra[] = {
-		HIP_LAUNCH_PARAM_BUFFER_POINTER, params,
-		HIP_LAUNCH_PARAM_BUFFER_SIZE, &sz,
-		HIP_LAUNCH_PARAM_END,
-	};
+	BIND(dev);
 	return hip.ModuleLaunchKernel((hipFunction_t)fn, gx, gy, gz, bx, by, bz, shared,
-	                              (hipStream_t)stream, NULL, extra);
-}
-
-hipError_t inh_begin_capture(int dev, uintptr_t stream) {
-	SET_DEV(dev);
-	return hip.StreamBeginCapture((hipStream_t)stream, INH_CAPTURE_MODE_RELAXED);
-}
-
-hipError_t inh_end_capture(int dev, uintptr_t stream, uintptr_t *graph, uintptr_t *exec, int *stage) {
-	hipError_t r;
-	hipGraph_t g = NULL;
-	hipGraphExec_t e = NULL;
-	SET_DEV_STAGED(dev);
-	STEP(INH_STAGE_END_CAPTURE, hip.StreamEndCapture((hipStream_t)stream, &g));
-	if (r != INH_SUCCESS) {
-		if (g != NULL) hip.GraphDestroy(g);
-		return r;
-	}
-	STEP(INH_STAGE_INSTANTIATE, hip.GraphInstantiate(&e, g, NULL, NULL, 0));
-	if (r != INH_SUCCESS) {
-		hip.GraphDestroy(g);
-		return r;
-	}
-	*graph = (uintptr_t)g;
-	*exec = (uintptr_t)e;
-	return INH_SUCCESS;
-}
-
-hipError_t inh_graph_launch(int dev, uintptr_t exec, uintptr_t stream) {
-	SET_DEV(dev);
-	return hip.GraphLaunch((hipGraphExec_t)exec, (hipStream_t)stream);
-}
-
-hipError_t inh_graph_destroy(int dev, uintptr_t graph, uintptr_t exec) {
-	SET_DEV(dev);
-	hipError_t r = hip.GraphExecDestroy((hipGraphExec_t)exec);
-	hipError_t r2 = hip.GraphDestroy((hipGraph_t)graph);
-	return r != INH_SUCCESS ? r : r2;
+	                              (hipStream_t)stream, NULL, launch_extra(extra, params, &sz));
 }

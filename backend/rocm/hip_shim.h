@@ -13,8 +13,7 @@
 #ifndef INTRANODE_HIP_SHIM_H
 #define INTRANODE_HIP_SHIM_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include "../internal/gpu/shim.h"
 
 // inh_result is a hipError_t, an int-sized enum.
 typedef int inh_result;
@@ -83,37 +82,6 @@ enum {
 	INH_MEM_COARSE = 3,
 };
 
-// Memory mapped by the virtual memory management API.
-typedef struct {
-	uint64_t ptr;
-	size_t size;
-	uint64_t handle;
-} inh_vmm;
-
-// Steps of the multi-call shims, reported through their stage argument so
-// Go can name the entry point that failed.
-enum {
-	INH_STAGE_SET_DEVICE = 1,
-	INH_STAGE_ALLOC,
-	INH_STAGE_MEMSET,
-	INH_STAGE_SYNC,
-	INH_STAGE_DEVPTR,
-	INH_STAGE_COPY,
-	INH_STAGE_GRANULARITY,
-	INH_STAGE_CREATE,
-	INH_STAGE_IMPORT,
-	INH_STAGE_RESERVE,
-	INH_STAGE_MAP,
-	INH_STAGE_ACCESS,
-	INH_STAGE_DEVICE_SYNC,
-	INH_STAGE_UNMAP,
-	INH_STAGE_ADDRESS_FREE,
-	INH_STAGE_RELEASE,
-	INH_STAGE_END_CAPTURE,
-	INH_STAGE_INSTANTIATE,
-	INH_STAGE_LOAD,
-};
-
 // Loader. inh_load returns 0 on success, 1 when the library cannot be opened
 // and 2 when a required entry point is missing; err then holds the reason.
 // The virtual memory management and hipDeviceGetUuid entry points are
@@ -139,7 +107,7 @@ inh_result inh_enable_peer(int dev, int peer);
 
 inh_result inh_malloc(int dev, size_t n, unsigned int flags, int shareable, uint64_t *ptr, int *stage);
 inh_result inh_free(int dev, uint64_t ptr);
-inh_result inh_host_malloc(int dev, size_t n, void **host, uint64_t *dptr, int *stage);
+inh_result inh_host_alloc(int dev, size_t n, void **host, uint64_t *dptr, int *stage);
 inh_result inh_host_free(int dev, void *host);
 inh_result inh_copy_htod(int dev, uint64_t dst, const void *src, size_t n, int *stage);
 inh_result inh_copy_dtoh(int dev, void *dst, uint64_t src, size_t n, int *stage);
@@ -152,11 +120,11 @@ inh_result inh_ipc_close(int dev, uint64_t ptr);
 
 inh_result inh_vmm_granularity(int dev, int mem_type, size_t *granularity);
 inh_result inh_vmm_create(int dev, int mem_type, size_t size, const int *access, int naccess,
-                          inh_vmm *out, int *stage);
+                          gpu_vmm *out, int *stage);
 inh_result inh_vmm_import_fd(int dev, int fd, size_t size, const int *access, int naccess,
-                             inh_vmm *out, int *stage);
+                             gpu_vmm *out, int *stage);
 inh_result inh_vmm_export_fd(int dev, uint64_t handle, int *fd);
-inh_result inh_vmm_release(int dev, const inh_vmm *m, int *stage);
+inh_result inh_vmm_release(int dev, const gpu_vmm *m, int *stage);
 
 inh_result inh_stream_create(int dev, uintptr_t *stream);
 inh_result inh_stream_destroy(int dev, uintptr_t stream);

@@ -7,11 +7,9 @@
 // newer ones: both are int-sized and number XGMI 2 and PCIe 1.
 
 #include "smi_shim.h"
+#include "../internal/gpu/shim.h"
 
-#include <dlfcn.h>
 #include <stdbool.h>
-#include <stdio.h>
-#include <string.h>
 
 typedef void *amdsmi_socket_handle;
 typedef void *amdsmi_processor_handle;
@@ -49,39 +47,15 @@ static struct {
 	int (*topo_get_link_type)(uint32_t, uint32_t, uint64_t *, int *);
 } rsmi;
 
-struct entry {
-	void **slot;
-	const char *name;
-};
-
-static int resolve(void *lib, const struct entry *entries, size_t n, char *err, size_t errlen) {
-	for (size_t i = 0; i < n; i++) {
-		dlerror();
-		void *sym = dlsym(lib, entries[i].name);
-		if (sym == NULL) {
-			const char *e = dlerror();
-			snprintf(err, errlen, "entry point %s missing (%s)", entries[i].name,
-			         e != NULL ? e : "no symbol");
-			return 0;
-		}
-		*entries[i].slot = sym;
-	}
-	return 1;
-}
-
 int ins_load(int which, const char *path, char *err, size_t errlen) {
+	void *lib = NULL;
+	int r;
 	if (loaded[which]) {
 		return 0;
 	}
-	// RTLD_NODELETE: both libraries may leave threads behind.
-	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-	if (lib == NULL) {
-		const char *e = dlerror();
-		snprintf(err, errlen, "%s", e != NULL ? e : "dlopen failed");
-		return 1;
-	}
+	// Both libraries may leave threads behind: gpu_load never unmaps them.
 	if (which == INS_AMDSMI) {
-		const struct entry entries[] = {
+		static const struct gpu_entry entries[] = {
 			{(void **)&amdsmi.init, "amdsmi_init"},
 			{(void **)&amdsmi.shut_down, "amdsmi_shut_down"},
 			{(void **)&amdsmi.status_code_to_string, "amdsmi_status_code_to_string"},
@@ -91,14 +65,11 @@ int ins_load(int which, const char *path, char *err, size_t errlen) {
 			{(void **)&amdsmi.is_P2P_accessible, "amdsmi_is_P2P_accessible"},
 			{(void **)&amdsmi.topo_get_link_type, "amdsmi_topo_get_link_type"},
 		};
-		if (!resolve(lib, entries, sizeof(entries) / sizeof(entries[0]), err, errlen)) {
-			memset(&amdsmi, 0, sizeof(amdsmi));
-			dlclose(lib);
-			return 2;
-		}
+		r = gpu_load(&lib, path, entries, GPU_LEN(entries), &amdsmi, sizeof(amdsmi), err, errlen);
+		if (r != 0) return r;
 		amdsmi.get_processor_type = (int (*)(amdsmi_processor_handle, int *))dlsym(lib, "amdsmi_get_processor_type");
 	} else {
-		const struct entry entries[] = {
+		static const struct gpu_entry entries[] = {
 			{(void **)&rsmi.init, "rsmi_init"},
 			{(void **)&rsmi.shut_down, "rsmi_shut_down"},
 			{(void **)&rsmi.status_string, "rsmi_status_string"},
@@ -107,11 +78,8 @@ int ins_load(int which, const char *path, char *err, size_t errlen) {
 			{(void **)&rsmi.is_P2P_accessible, "rsmi_is_P2P_accessible"},
 			{(void **)&rsmi.topo_get_link_type, "rsmi_topo_get_link_type"},
 		};
-		if (!resolve(lib, entries, sizeof(entries) / sizeof(entries[0]), err, errlen)) {
-			memset(&rsmi, 0, sizeof(rsmi));
-			dlclose(lib);
-			return 2;
-		}
+		r = gpu_load(&lib, path, entries, GPU_LEN(entries), &rsmi, sizeof(rsmi), err, errlen);
+		if (r != 0) return r;
 	}
 	loaded[which] = 1;
 	return 0;
