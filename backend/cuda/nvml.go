@@ -4,8 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -33,34 +31,15 @@ type NVMLDevice struct {
 	MemoryBytes uint64 `json:"memory_bytes"`
 }
 
-// NormalizeBusID returns a PCI bus id in one canonical form,
-// "dddd:bb:dd.f" in lower-case hex, so that NVML's "00000000:19:00.0" and
-// CUDA's "0000:19:00.0" compare equal. A missing domain is domain 0 and a
-// missing function is function 0.
+// NormalizeBusID is connectivity.NormalizeBusID: NVML's "00000000:19:00.0"
+// and CUDA's "0000:19:00.0" compare equal.
+// A malformed id is an error matching backend.ErrInvalidArgument.
 func NormalizeBusID(id string) (string, error) {
-	s := strings.ToLower(strings.TrimSpace(strings.TrimRight(id, "\x00")))
-	parts := strings.Split(s, ":")
-	var domain, bus, devfn string
-	switch len(parts) {
-	case 3:
-		domain, bus, devfn = parts[0], parts[1], parts[2]
-	case 2:
-		domain, bus, devfn = "0", parts[0], parts[1]
-	default:
-		return "", backend.Errorf(backend.CodeInvalidArgument, "malformed PCI bus id %q", id)
+	n, err := connectivity.NormalizeBusID(id)
+	if err != nil {
+		return "", backend.Errorf(backend.CodeInvalidArgument, "%w", err)
 	}
-	dev, fn, hasFn := strings.Cut(devfn, ".")
-	if !hasFn {
-		fn = "0"
-	}
-	d, err1 := strconv.ParseUint(domain, 16, 32)
-	b, err2 := strconv.ParseUint(bus, 16, 8)
-	v, err3 := strconv.ParseUint(dev, 16, 8)
-	f, err4 := strconv.ParseUint(fn, 16, 8)
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || v > 0x1f || f > 7 {
-		return "", backend.Errorf(backend.CodeInvalidArgument, "malformed PCI bus id %q", id)
-	}
-	return fmt.Sprintf("%04x:%02x:%02x.%x", d, b, v, f), nil
+	return n, nil
 }
 
 // busIDIndex maps the normalised bus ids of the CUDA devices, in CUDA

@@ -245,7 +245,6 @@ const char *inu_error_string(CUresult r) {
 // context starts with it (BIND, shim_impl.h).
 static CUresult bind(uintptr_t ctx) { return cu.CtxSetCurrent((CUcontext)ctx); }
 
-typedef CUresult gpu_result_t;
 typedef CUdeviceptr gpu_dptr_t;
 typedef CUstream gpu_stream_t;
 typedef CUevent gpu_event_t;
@@ -256,8 +255,6 @@ typedef CUgraphExec gpu_graph_exec_t;
 typedef CUmemGenericAllocationHandle gpu_mem_handle_t;
 typedef CUmemAllocationProp gpu_mem_prop_t;
 typedef CUmemAccessDesc gpu_mem_access_t;
-#define GPU_FN(name) inu_##name
-#define GPU_CTX_T uintptr_t
 #define GPU_BIND(c) bind(c)
 #define GPU_API cu
 #define GPU_INSTANTIATE(e, g) cu.GraphInstantiateWithFlags((e), (g), 0)

@@ -30,6 +30,13 @@ enum {
 	INU_HANDLE_FABRIC = 8,
 };
 
+// The shims shared with the other GPU backend (shim_impl.h), under this
+// backend's names.
+typedef CUresult gpu_result_t;
+#define GPU_FN(name) inu_##name
+#define GPU_CTX_T uintptr_t
+#include "../internal/gpu/shim_decl.h"
+
 // Loader. inu_load returns 0 on success, 1 when the library cannot be opened
 // and 2 when an entry point is missing; err then holds the reason.
 int inu_load(const char *path, char *err, size_t errlen);
@@ -54,51 +61,21 @@ CUresult inu_enable_peer(uintptr_t ctx, uintptr_t peer);
 
 CUresult inu_mem_alloc(uintptr_t ctx, size_t n, uint64_t *ptr, int *stage);
 CUresult inu_mem_free(uintptr_t ctx, uint64_t ptr);
-CUresult inu_host_alloc(uintptr_t ctx, size_t n, void **host, uint64_t *dptr, int *stage);
-CUresult inu_host_free(uintptr_t ctx, void *host);
-CUresult inu_copy_htod(uintptr_t ctx, uint64_t dst, const void *src, size_t n, int *stage);
-CUresult inu_copy_dtoh(uintptr_t ctx, void *dst, uint64_t src, size_t n, int *stage);
-CUresult inu_copy_dtod(uintptr_t ctx, uint64_t dst, uint64_t src, size_t n, int *stage);
-CUresult inu_memset(uintptr_t ctx, uint64_t dst, unsigned char v, size_t n, int *stage);
 
 CUresult inu_vmm_granularity(int dev, int handle_types, size_t *granularity);
 CUresult inu_vmm_create(uintptr_t ctx, int dev, int handle_types, size_t size,
                         const int *access, int naccess, gpu_vmm *out, int *stage);
 CUresult inu_vmm_import(uintptr_t ctx, int handle_type, int fd, const void *fabric,
                         size_t size, const int *access, int naccess, gpu_vmm *out, int *stage);
-CUresult inu_vmm_release(uintptr_t ctx, const gpu_vmm *m, int *stage);
-CUresult inu_vmm_export_fd(uintptr_t ctx, uint64_t h, int *fd);
 CUresult inu_vmm_export_fabric(uintptr_t ctx, uint64_t h, unsigned char *out);
 CUresult inu_fabric_roundtrip(uintptr_t ctx, int dev, int *stage);
 
-CUresult inu_stream_create(uintptr_t ctx, uintptr_t *stream);
-CUresult inu_stream_destroy(uintptr_t ctx, uintptr_t stream);
-CUresult inu_stream_query(uintptr_t ctx, uintptr_t stream);
-CUresult inu_stream_sync(uintptr_t ctx, uintptr_t stream);
-CUresult inu_stream_wait_event(uintptr_t ctx, uintptr_t stream, uintptr_t event);
-CUresult inu_copy_dtod_async(uintptr_t ctx, uint64_t dst, uint64_t src, size_t n, uintptr_t stream);
-
-CUresult inu_event_create(uintptr_t ctx, unsigned int flags, uintptr_t *event);
-CUresult inu_event_record(uintptr_t ctx, uintptr_t event, uintptr_t stream);
-CUresult inu_event_query(uintptr_t ctx, uintptr_t event);
-CUresult inu_event_sync(uintptr_t ctx, uintptr_t event);
-CUresult inu_event_elapsed(uintptr_t ctx, uintptr_t start, uintptr_t end, float *ms);
-CUresult inu_event_destroy(uintptr_t ctx, uintptr_t event);
-
-CUresult inu_module_load(uintptr_t ctx, const void *image, uintptr_t *module);
-CUresult inu_module_function(uintptr_t ctx, uintptr_t module, const char *name, uintptr_t *fn);
-CUresult inu_module_unload(uintptr_t ctx, uintptr_t module);
 CUresult inu_launch(uintptr_t ctx, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
                     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                     uintptr_t stream, void *params, size_t size, int early);
 // inu_has_launch_ex tells whether the driver has cuLaunchKernelEx, which
 // early launches (programmatic stream serialization) need.
 int inu_has_launch_ex(void);
-
-CUresult inu_begin_capture(uintptr_t ctx, uintptr_t stream);
-CUresult inu_end_capture(uintptr_t ctx, uintptr_t stream, uintptr_t *graph, uintptr_t *exec, int *stage);
-CUresult inu_graph_launch(uintptr_t ctx, uintptr_t exec, uintptr_t stream);
-CUresult inu_graph_destroy(uintptr_t ctx, uintptr_t graph, uintptr_t exec);
 
 // NCCL, opened at run time from libnccl.so.2 (see nccl.go). The few types
 // the shims need are declared in shim.c, so building needs no nccl.h. The

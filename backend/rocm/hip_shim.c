@@ -203,7 +203,6 @@ static hipError_t bind(int dev) { return hip.SetDevice(dev); }
 
 #define PTR(p) ((void *)(uintptr_t)(p))
 
-typedef hipError_t gpu_result_t;
 typedef void *gpu_dptr_t;
 typedef hipStream_t gpu_stream_t;
 typedef hipEvent_t gpu_event_t;
@@ -214,8 +213,6 @@ typedef hipGraphExec_t gpu_graph_exec_t;
 typedef hipMemGenericAllocationHandle_t gpu_mem_handle_t;
 typedef hipMemAllocationProp gpu_mem_prop_t;
 typedef hipMemAccessDesc gpu_mem_access_t;
-#define GPU_FN(name) inh_##name
-#define GPU_CTX_T int
 #define GPU_BIND(c) bind(c)
 #define GPU_API hip
 #define GPU_INSTANTIATE(e, g) hip.GraphInstantiate((e), (g), NULL, NULL, 0)

@@ -82,6 +82,13 @@ enum {
 	INH_MEM_COARSE = 3,
 };
 
+// The shims shared with the other GPU backend (shim_impl.h), under this
+// backend's names.
+typedef inh_result gpu_result_t;
+#define GPU_FN(name) inh_##name
+#define GPU_CTX_T int
+#include "../internal/gpu/shim_decl.h"
+
 // Loader. inh_load returns 0 on success, 1 when the library cannot be opened
 // and 2 when a required entry point is missing; err then holds the reason.
 // The virtual memory management and hipDeviceGetUuid entry points are
@@ -107,12 +114,6 @@ inh_result inh_enable_peer(int dev, int peer);
 
 inh_result inh_malloc(int dev, size_t n, unsigned int flags, int shareable, uint64_t *ptr, int *stage);
 inh_result inh_free(int dev, uint64_t ptr);
-inh_result inh_host_alloc(int dev, size_t n, void **host, uint64_t *dptr, int *stage);
-inh_result inh_host_free(int dev, void *host);
-inh_result inh_copy_htod(int dev, uint64_t dst, const void *src, size_t n, int *stage);
-inh_result inh_copy_dtoh(int dev, void *dst, uint64_t src, size_t n, int *stage);
-inh_result inh_copy_dtod(int dev, uint64_t dst, uint64_t src, size_t n, int *stage);
-inh_result inh_memset(int dev, uint64_t dst, unsigned char v, size_t n, int *stage);
 
 inh_result inh_ipc_get(int dev, uint64_t ptr, unsigned char *handle);
 inh_result inh_ipc_open(int dev, const unsigned char *handle, unsigned int flags, uint64_t *ptr);
@@ -123,33 +124,9 @@ inh_result inh_vmm_create(int dev, int mem_type, size_t size, const int *access,
                           gpu_vmm *out, int *stage);
 inh_result inh_vmm_import_fd(int dev, int fd, size_t size, const int *access, int naccess,
                              gpu_vmm *out, int *stage);
-inh_result inh_vmm_export_fd(int dev, uint64_t handle, int *fd);
-inh_result inh_vmm_release(int dev, const gpu_vmm *m, int *stage);
 
-inh_result inh_stream_create(int dev, uintptr_t *stream);
-inh_result inh_stream_destroy(int dev, uintptr_t stream);
-inh_result inh_stream_query(int dev, uintptr_t stream);
-inh_result inh_stream_sync(int dev, uintptr_t stream);
-inh_result inh_stream_wait_event(int dev, uintptr_t stream, uintptr_t event);
-inh_result inh_copy_dtod_async(int dev, uint64_t dst, uint64_t src, size_t n, uintptr_t stream);
-
-inh_result inh_event_create(int dev, unsigned int flags, uintptr_t *event);
-inh_result inh_event_record(int dev, uintptr_t event, uintptr_t stream);
-inh_result inh_event_query(int dev, uintptr_t event);
-inh_result inh_event_sync(int dev, uintptr_t event);
-inh_result inh_event_elapsed(int dev, uintptr_t start, uintptr_t end, float *ms);
-inh_result inh_event_destroy(int dev, uintptr_t event);
-
-inh_result inh_module_load(int dev, const void *image, uintptr_t *module);
-inh_result inh_module_function(int dev, uintptr_t module, const char *name, uintptr_t *fn);
-inh_result inh_module_unload(int dev, uintptr_t module);
 inh_result inh_launch(int dev, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
                       unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                       uintptr_t stream, void *params, size_t size);
-
-inh_result inh_begin_capture(int dev, uintptr_t stream);
-inh_result inh_end_capture(int dev, uintptr_t stream, uintptr_t *graph, uintptr_t *exec, int *stage);
-inh_result inh_graph_launch(int dev, uintptr_t exec, uintptr_t stream);
-inh_result inh_graph_destroy(int dev, uintptr_t graph, uintptr_t exec);
 
 #endif

@@ -276,22 +276,14 @@ func TestBDFString(t *testing.T) {
 	require.Equal(t, "0001:2a:03.1", bdfString(1<<32|2<<28|0x2a<<8|3<<3|1))
 }
 
+// TestNormalizeBusID checks the backend's use of
+// connectivity.NormalizeBusID (its cases are there).
 func TestNormalizeBusID(t *testing.T) {
-	for in, want := range map[string]string{
-		"0000:C1:00.0":     "0000:c1:00.0",
-		"00000000:c1:00.0": "0000:c1:00.0",
-		"c1:00.0":          "0000:c1:00.0",
-		"0001:2A:03":       "0001:2a:03.0",
-		"0000:0c:00.0\x00": "0000:0c:00.0",
-	} {
-		got, err := NormalizeBusID(in)
-		require.NoError(t, err, in)
-		require.Equal(t, want, got, in)
-	}
-	for _, bad := range []string{"", "c1", "0000:c1:20.0", "0000:c1:00.8", "x:y:z"} {
-		_, err := NormalizeBusID(bad)
-		require.ErrorIs(t, err, backend.ErrInvalidArgument, bad)
-	}
+	got, err := NormalizeBusID("0000:C1:00.0")
+	require.NoError(t, err)
+	require.Equal(t, "0000:c1:00.0", got)
+	_, err = NormalizeBusID("0000:c1:00.8")
+	require.ErrorIs(t, err, backend.ErrInvalidArgument)
 }
 
 // writeKFD writes a KFD topology under root: a CPU node, then one GPU node
