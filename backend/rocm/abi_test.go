@@ -182,7 +182,11 @@ int main(void) {
 	require.NoError(t, os.MkdirAll(core, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(pkg, "hip_shim.h"), hipShimHeader, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(pkg, "smi_shim.h"), smiShimHeader, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(core, "shim.h"), gpu.ShimHeader, 0o600))
+	for _, name := range []string{"shim.h", "shim_decl.h"} {
+		h, err := gpu.Headers.ReadFile(name)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(core, name), h, 0o600))
+	}
 	bin := filepath.Join(dir, "abicheck")
 	args := []string{"-std=c11", "-Wall", "-Werror", "-I" + pkg, "-I" + hip}
 	if smi != "" && smi != hip {

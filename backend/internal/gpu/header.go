@@ -1,9 +1,10 @@
 package gpu
 
-import _ "embed"
+import "embed"
 
-// ShimHeader is shim.h, the C declarations the backends' shims share, for
-// tests that compile those shims' headers away from the source tree.
+// Headers holds the C headers the backends' shims include from this
+// package (shim.h, shim_decl.h), for tests that compile those shims'
+// headers away from the source tree.
 //
-//go:embed shim.h
-var ShimHeader []byte
+//go:embed shim.h shim_decl.h
+var Headers embed.FS
