@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 )
 
 // testPTX holds add_one, fill_u32 and spin_until (testdata/testkernels.cu).
@@ -43,19 +44,10 @@ func openGPU(t testing.TB) *Backend {
 	return b
 }
 
-// openDevice opens device i of b, closing it (and checking nothing was left
-// open) at the end of the test.
-func openDevice(t testing.TB, b *Backend, i int) backend.Device {
-	t.Helper()
-	d, err := b.Open(context.Background(), i)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, d.Close()) })
-	return d
-}
+// openDevice and closeLater are gputest's.
+func openDevice(t testing.TB, b *Backend, i int) backend.Device { return gputest.OpenDevice(t, b, i) }
 
-func closeLater(t testing.TB, c interface{ Close() error }) {
-	t.Cleanup(func() { require.NoError(t, c.Close()) })
-}
+func closeLater(t testing.TB, c interface{ Close() error }) { gputest.CloseLater(t, c) }
 
 func timeout(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

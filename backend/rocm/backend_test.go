@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 	"github.com/intranode/intranode/connectivity"
 	"github.com/intranode/intranode/kernels"
 )
@@ -44,19 +45,10 @@ func openFake(t testing.TB, h *fakeHIP, s SMI) *Backend {
 	return b
 }
 
-// openDev opens device i of b and checks at the end that nothing was left
-// open.
-func openDev(t testing.TB, b *Backend, i int) backend.Device {
-	t.Helper()
-	d, err := b.Open(context.Background(), i)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, d.Close()) })
-	return d
-}
+// openDev and closeLater are gputest's.
+func openDev(t testing.TB, b *Backend, i int) backend.Device { return gputest.OpenDevice(t, b, i) }
 
-func closeLater(t testing.TB, c interface{ Close() error }) {
-	t.Cleanup(func() { require.NoError(t, c.Close()) })
-}
+func closeLater(t testing.TB, c interface{ Close() error }) { gputest.CloseLater(t, c) }
 
 func TestFakeDescribesDevices(t *testing.T) {
 	h := newFakeHIP(2)

@@ -5,13 +5,13 @@ package rocm
 import (
 	"context"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 )
 
 // envLoaderChild makes the test binary, re-executed, run the loader checks
@@ -19,12 +19,7 @@ import (
 const envLoaderChild = "INTRANODE_ROCM_TEST_LOADER_CHILD"
 
 func TestLoaderFailures(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLoaderFailuresChild$", "-test.v")
-	cmd.Env = append(os.Environ(), envLoaderChild+"=1")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "child output:\n%s", out)
-	require.Contains(t, string(out), "--- PASS: TestLoaderFailuresChild")
-	t.Logf("child:\n%s", out)
+	t.Logf("child:\n%s", gputest.RunChild(t, "TestLoaderFailuresChild", envLoaderChild+"=1"))
 }
 
 func TestLoaderFailuresChild(t *testing.T) {
