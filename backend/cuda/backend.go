@@ -20,18 +20,7 @@ import (
 // Name is the backend's registry name.
 const Name = "cuda"
 
-func init() {
-	backend.Register(backend.Driver{
-		Name:     Name,
-		Priority: 100,
-		Open: func(ctx context.Context, arg string) (backend.Backend, error) {
-			if arg != "" {
-				return nil, backend.Errorf(backend.CodeInvalidArgument, "cuda: the backend takes no argument (got %q)", arg)
-			}
-			return Open(ctx)
-		},
-	})
-}
+func init() { gpu.Register(Name, 100, Open) }
 
 // deviceEntry is what the backend learns about a device once, at Open.
 type deviceEntry struct {

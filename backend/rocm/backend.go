@@ -26,18 +26,7 @@ const Name = "rocm"
 // handles otherwise.
 const EnvHandles = "INTRANODE_ROCM_HANDLES"
 
-func init() {
-	backend.Register(backend.Driver{
-		Name:     Name,
-		Priority: 90,
-		Open: func(ctx context.Context, arg string) (backend.Backend, error) {
-			if arg != "" {
-				return nil, backend.Errorf(backend.CodeInvalidArgument, "rocm: the backend takes no argument (got %q)", arg)
-			}
-			return Open(ctx)
-		},
-	})
-}
+func init() { gpu.Register(Name, 90, Open) }
 
 // deviceEntry is what the backend learns about a device once, at Open.
 type deviceEntry struct {

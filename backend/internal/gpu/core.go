@@ -393,3 +393,18 @@ func firstMismatch(b []byte, v byte) int {
 }
 
 var _ backend.PeerTester = (*Core)(nil)
+
+// Register adds a GPU backend that takes no argument to the backend
+// registry: open is called for backend.Open(ctx, name).
+func Register[B backend.Backend](name string, priority int, open func(context.Context) (B, error)) {
+	backend.Register(backend.Driver{
+		Name:     name,
+		Priority: priority,
+		Open: func(ctx context.Context, arg string) (backend.Backend, error) {
+			if arg != "" {
+				return nil, backend.Errorf(backend.CodeInvalidArgument, "%s: the backend takes no argument (got %q)", name, arg)
+			}
+			return open(ctx)
+		},
+	})
+}
