@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/intranode/intranode/internal/launch"
+
 	_ "github.com/intranode/intranode/backend/fake"
 	"github.com/intranode/intranode/conformance"
 	_ "github.com/intranode/intranode/kernels/cpu"
@@ -12,18 +14,24 @@ import (
 
 func TestMain(m *testing.M) {
 	conformance.MaybeChild()
+	launch.QuietRaceExit()
 	os.Exit(m.Run())
 }
 
 // TestFakeGoroutines runs the whole suite on the fake backend with ranks as
 // goroutines of this process.
+//
+// The suite's groups run in parallel with each other (not with the fault
+// cases, whose checks bound how late an error may come).
 func TestFakeGoroutines(t *testing.T) {
+	t.Parallel()
 	conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{2, 4, 8}, Quick: true})
 }
 
 // TestFakeProcesses runs it with every rank a separate process sharing
 // memory through memfd descriptors passed over the IPC channel.
 func TestFakeProcesses(t *testing.T) {
+	t.Parallel()
 	conformance.RunTests(t, conformance.Config{Backend: "fake", Mode: conformance.Processes, Worlds: []int{2, 4},
 		Quick: true, ChildArgs: []string{"-test.run=^$"}})
 }
@@ -31,32 +39,32 @@ func TestFakeProcesses(t *testing.T) {
 // TestFakeHybridCubeMesh runs the all-reduce cases on the DGX-1 layout,
 // where HCM applies.
 func TestFakeHybridCubeMesh(t *testing.T) {
-	t.Setenv("INTRANODE_FAKE_TOPOLOGY", "hcm")
-	conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{8}, Quick: true,
+	t.Parallel()
+	conformance.RunTests(t, conformance.Config{Backend: "fake:topology=hcm", Worlds: []int{8}, Quick: true,
 		Filter: func(name string) bool { return len(name) > 10 && name[:10] == "allreduce/" }})
 }
 
 // TestFakeRing checks the topology refusal on a layout with unusable groups.
 func TestFakeRing(t *testing.T) {
-	t.Setenv("INTRANODE_FAKE_TOPOLOGY", "ring")
-	conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{4}, Quick: true,
+	conformance.RunTests(t, conformance.Config{Backend: "fake:topology=ring", Worlds: []int{4}, Quick: true,
 		Filter: func(name string) bool { return name == "rendezvous/refuse-topology" }})
 }
 
 // TestFakeBrokenP2P runs the rendezvous cases with devices 0 and 1 linked
 // but failing their peer-access test: groups using the pair are refused
 // (rendezvous/refuse-broken-p2p), in both modes, since child processes
-// open the fake from the same environment.
+// open the fake by the same name.
 func TestFakeBrokenP2P(t *testing.T) {
-	t.Setenv("INTRANODE_FAKE_BROKEN_P2P", "0-1")
+	t.Parallel()
+	const fake = "fake:brokenp2p=0-1"
 	filter := func(name string) bool {
 		return strings.HasPrefix(name, "rendezvous/") || strings.HasPrefix(name, "connectivity/")
 	}
 	t.Run("goroutines", func(t *testing.T) {
-		conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{2, 4}, Quick: true, Filter: filter})
+		conformance.RunTests(t, conformance.Config{Backend: fake, Worlds: []int{2, 4}, Quick: true, Filter: filter})
 	})
 	t.Run("processes", func(t *testing.T) {
-		conformance.RunTests(t, conformance.Config{Backend: "fake", Mode: conformance.Processes, Worlds: []int{2},
+		conformance.RunTests(t, conformance.Config{Backend: fake, Mode: conformance.Processes, Worlds: []int{2},
 			Quick: true, ChildArgs: []string{"-test.run=^$"}, Filter: filter})
 	})
 }

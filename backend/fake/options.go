@@ -150,7 +150,7 @@ func WithLogger(l *slog.Logger) Option {
 // EnvTopology and EnvBrokenP2P from the environment, then arg, the part after "fake:" in the
 // name given to backend.Open, a comma-separated list of key=value settings
 // that override the environment (devices=4, topology=ring, fabric=true,
-// memory=1073741824). Errors match backend.ErrInvalidArgument and name the
+// memory=1073741824, brokenp2p=0-1). Errors match backend.ErrInvalidArgument and name the
 // offending variable or key.
 func EnvOptions(arg string) ([]Option, error) {
 	return envOptions(os.LookupEnv, arg)
@@ -185,7 +185,7 @@ func envOptions(lookup func(string) (string, bool), arg string) ([]Option, error
 	for _, kv := range strings.Split(arg, ",") {
 		key, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok {
-			return nil, backend.Errorf(backend.CodeInvalidArgument, "fake: setting %q: want key=value (devices, topology, fabric, memory)", kv)
+			return nil, backend.Errorf(backend.CodeInvalidArgument, "fake: setting %q: want key=value (devices, topology, fabric, memory, brokenp2p)", kv)
 		}
 		opt, err := parseSetting(key, val)
 		if err != nil {
@@ -216,6 +216,12 @@ func parseSetting(key, val string) (Option, error) {
 			return nil, fmt.Errorf("not a boolean")
 		}
 		return WithFabric(on), nil
+	case "brokenp2p":
+		pairs, err := ParseBrokenP2P(val)
+		if err != nil {
+			return nil, err
+		}
+		return withBrokenP2P("brokenp2p", pairs), nil
 	case "memory":
 		n, err := strconv.ParseUint(val, 10, 64)
 		if err != nil || n == 0 {
@@ -223,7 +229,7 @@ func parseSetting(key, val string) (Option, error) {
 		}
 		return WithMemoryLimit(n), nil
 	}
-	return nil, fmt.Errorf("unknown key (want devices, topology, fabric or memory)")
+	return nil, fmt.Errorf("unknown key (want devices, topology, fabric, memory or brokenp2p)")
 }
 
 func parseDevices(v string) (int, error) {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intranode/intranode/internal/launch"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend/plugin"
@@ -38,11 +40,8 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(envHost); mode != "" {
 		os.Exit(hostMain(mode))
 	}
-	// Race builds sleep a second before exiting (to catch late reports);
-	// plugins and ranks exit often here, and a race still fails them.
-	if _, set := os.LookupEnv("GORACE"); !set {
-		_ = os.Setenv("GORACE", "atexit_sleep_ms=0")
-	}
+	// Plugins and ranks exit often here: no race-build sleep at exit.
+	launch.QuietRaceExit()
 	dir, err := os.MkdirTemp("", "intranode-plugin-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

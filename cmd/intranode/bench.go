@@ -130,6 +130,9 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	}
 	samples = kept
 	rows := aggregate(cfg, samples)
+	if strings.HasPrefix(cfg.Backend, "fake") {
+		cfg.anchor = memcpyAnchor(cfg.Sizes)
+	}
 	if *plot != "" {
 		if err := savePlot(*plot, cfg, rows); err != nil {
 			return err
@@ -339,6 +342,29 @@ func benchProcesses(ctx context.Context, cfg benchConfig, p *progress, other io.
 	return samples, rankErrors(errs)
 }
 
+// memcpyAnchor times a plain copy of the sweep's largest size (at most 64
+// MiB) in this process: the fake backend's kernels move their data through
+// the same memory, so it is what their bus bandwidth compares with.
+func memcpyAnchor(sizes []int) string {
+	n := 0
+	for _, sz := range sizes {
+		n = max(n, sz)
+	}
+	n = min(max(n, 1<<10), 64<<20)
+	src, dst := make([]byte, n), make([]byte, n)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	copy(dst, src) // touch both
+	reps := max(1, (256<<20)/n)
+	start := time.Now()
+	for range reps {
+		copy(dst, src)
+	}
+	sec := time.Since(start).Seconds()
+	return fmt.Sprintf("memcpy of %d bytes in one process, %.2f GB/s (%d copies)", n, float64(n)*float64(reps)/sec/1e9, reps)
+}
+
 func aggregate(cfg benchConfig, samples []benchSample) []benchRow {
 	type key struct {
 		bytes   int
@@ -398,6 +424,9 @@ func writeTable(w io.Writer, cfg benchConfig, procs bool, openUS, rendezvousUS f
 	fmt.Fprintf(w, "# first Rendezvous (topology, %d-byte symmetric buffer, exchange, mapping): %.1f ms, slowest rank\n",
 		cfg.BufferSize, rendezvousUS/1e3)
 	fmt.Fprintf(w, "# (before it, opening the device and so creating its driver context: %.1f ms, slowest rank)\n", openUS/1e3)
+	if cfg.anchor != "" {
+		fmt.Fprintf(w, "# anchor, same run: %s\n", cfg.anchor)
+	}
 	fmt.Fprintf(w, "# time is the slowest rank's mean per call; busbw = algbw * 2(n-1)/n; GB/s = 1e9 bytes/s\n#\n")
 	const head = "#%11s %12s %9s %6s %8s %6s %10s %8s %8s %7s\n"
 	fmt.Fprintf(w, head, "size", "count", "type", "redop", "algo", "place", "time", "algbw", "busbw", "#wrong")

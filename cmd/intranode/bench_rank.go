@@ -44,6 +44,10 @@ type benchConfig struct {
 	// this run's keys apart from anything else in that store.
 	Store  string `json:"store"`
 	Prefix string `json:"prefix"`
+
+	// anchor is the same-run reference the table's header prints (the
+	// parent measures it after the ranks; it never travels to them).
+	anchor string
 }
 
 // benchSample is one rank's measurement of one (size, algo, placement).

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/intranode/intranode/internal/launch"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/conformance"
@@ -21,6 +23,7 @@ func TestMain(m *testing.M) {
 		os.Exit(run(context.Background(), os.Args[1:], streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 	}
 	conformance.MaybeChild()
+	launch.QuietRaceExit()
 	os.Exit(m.Run())
 }
 

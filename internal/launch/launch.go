@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -104,7 +105,7 @@ func Start(ctx context.Context, cfg Config) (*Group, error) {
 	var mu sync.Mutex // serialises Lines
 	for r := range cfg.World {
 		cmd := exec.CommandContext(g.ctx, exe, cfg.Args...)
-		cmd.Env = append(os.Environ(), EnvRank+"="+strconv.Itoa(r))
+		cmd.Env = append(ChildEnv(), EnvRank+"="+strconv.Itoa(r))
 		if cfg.Env != nil {
 			cmd.Env = append(cmd.Env, cfg.Env(r, addr)...)
 		}
@@ -179,6 +180,37 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		return nil, err
 	}
 	return g.Wait(), nil
+}
+
+// ChildEnv is this process's environment for a child of the same binary:
+// where the binary was built with the race detector, the detector's
+// one-second sleep at exit (GORACE atexit_sleep_ms, there so that racing
+// goroutines can still report) is turned off unless GORACE sets it, so a
+// job of short-lived ranks does not wait a second per rank.
+func ChildEnv() []string {
+	env := os.Environ()
+	if g, ok := quietRace(); ok {
+		env = append(env, "GORACE="+g)
+	}
+	return env
+}
+
+// QuietRaceExit sets GORACE in this process's environment as ChildEnv
+// does, so that every child started afterwards, by any means, inherits it;
+// test mains that start copies of their binary call it first. This process
+// itself read GORACE when it started and is not affected.
+func QuietRaceExit() {
+	if g, ok := quietRace(); ok {
+		_ = os.Setenv("GORACE", g)
+	}
+}
+
+func quietRace() (string, bool) {
+	g := os.Getenv("GORACE")
+	if strings.Contains(g, "atexit_sleep_ms") {
+		return "", false
+	}
+	return strings.TrimSpace(g + " atexit_sleep_ms=0"), true
 }
 
 // Rank returns the rank EnvRank gives this process, and whether it is a

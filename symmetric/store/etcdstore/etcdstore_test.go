@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intranode/intranode/internal/launch"
+
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -22,6 +24,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(envVictim); spec != "" {
 		os.Exit(runVictim(spec))
 	}
+	launch.QuietRaceExit()
 	os.Exit(m.Run())
 }
 
