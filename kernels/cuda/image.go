@@ -3,9 +3,9 @@ package cudakernels
 import (
 	"bytes"
 	_ "embed"
-	"fmt"
-	"os"
 	"strings"
+
+	"github.com/intranode/intranode/kernels"
 )
 
 // EnvImage names the environment variable that replaces the embedded image
@@ -29,17 +29,4 @@ func SourceDigest() string { return strings.TrimSpace(digest) }
 
 // Load returns the image the CUDA backend should load: the file named by
 // $INTRANODE_CUDA_KERNELS when that is set, the embedded fatbin otherwise.
-func Load() ([]byte, error) {
-	path := os.Getenv(EnvImage)
-	if path == "" {
-		return Image(), nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("cudakernels: %s: %w", EnvImage, err)
-	}
-	if len(b) == 0 {
-		return nil, fmt.Errorf("cudakernels: %s: %s is empty", EnvImage, path)
-	}
-	return b, nil
-}
+func Load() ([]byte, error) { return kernels.LoadImage("cudakernels", EnvImage, Image, nil) }

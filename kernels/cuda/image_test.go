@@ -78,18 +78,3 @@ func TestLoadOverride(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []byte("override"), b)
 }
-
-func TestLoadOverrideMissing(t *testing.T) {
-	t.Setenv(EnvImage, filepath.Join(t.TempDir(), "absent.fatbin"))
-	_, err := Load()
-	require.ErrorIs(t, err, os.ErrNotExist)
-	require.ErrorContains(t, err, EnvImage)
-}
-
-func TestLoadOverrideEmpty(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "empty.fatbin")
-	require.NoError(t, os.WriteFile(path, nil, 0o600))
-	t.Setenv(EnvImage, path)
-	_, err := Load()
-	require.ErrorContains(t, err, "is empty")
-}

@@ -7,9 +7,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
+
+	"github.com/intranode/intranode/kernels"
 )
 
 // EnvImage names the environment variable that replaces the embedded image
@@ -54,23 +55,12 @@ func SourceDigest() string { return strings.TrimSpace(digest) }
 // $INTRANODE_HIP_KERNELS when that is set (inflated if it is gzip'd), the
 // embedded bundle otherwise.
 func Load() ([]byte, error) {
-	path := os.Getenv(EnvImage)
-	if path == "" {
-		return Image(), nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("hipkernels: %s: %w", EnvImage, err)
-	}
-	if len(b) == 0 {
-		return nil, fmt.Errorf("hipkernels: %s: %s is empty", EnvImage, path)
-	}
-	if isGzip(b) {
-		if b, err = gunzip(b); err != nil {
-			return nil, fmt.Errorf("hipkernels: %s: %s: %w", EnvImage, path, err)
+	return kernels.LoadImage("hipkernels", EnvImage, Image, func(b []byte) ([]byte, error) {
+		if isGzip(b) {
+			return gunzip(b)
 		}
-	}
-	return b, nil
+		return b, nil
+	})
 }
 
 // Architectures lists the GPU architectures an image has code for ("gfx90a",

@@ -76,15 +76,6 @@ func TestLoadEmbedded(t *testing.T) {
 	require.Equal(t, Image(), b)
 }
 
-func TestLoadOverride(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "k.hsaco")
-	require.NoError(t, os.WriteFile(path, []byte("override"), 0o600))
-	t.Setenv(EnvImage, path)
-	b, err := Load()
-	require.NoError(t, err)
-	require.Equal(t, []byte("override"), b)
-}
-
 func TestLoadOverrideGzip(t *testing.T) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -97,21 +88,6 @@ func TestLoadOverrideGzip(t *testing.T) {
 	b, err := Load()
 	require.NoError(t, err)
 	require.Equal(t, []byte("inflated"), b)
-}
-
-func TestLoadOverrideMissing(t *testing.T) {
-	t.Setenv(EnvImage, filepath.Join(t.TempDir(), "absent.hsaco"))
-	_, err := Load()
-	require.ErrorIs(t, err, os.ErrNotExist)
-	require.ErrorContains(t, err, EnvImage)
-}
-
-func TestLoadOverrideEmpty(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "empty.hsaco")
-	require.NoError(t, os.WriteFile(path, nil, 0o600))
-	t.Setenv(EnvImage, path)
-	_, err := Load()
-	require.ErrorContains(t, err, "is empty")
 }
 
 func TestArchitecturesOfBareCodeObject(t *testing.T) {
