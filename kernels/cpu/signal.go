@@ -250,7 +250,16 @@ func (l *launch) spin(src, ch int, ready func() bool) (bool, error) {
 		default:
 		}
 		if i < spinYields || now.Sub(start) < spinFor {
-			runtime.Gosched()
+			// Past the first spinYields turns, every other turn yields the
+			// OS thread as well: with more ranks than cores a peer rank in
+			// another process may be waiting for this core, which the Go
+			// scheduler cannot see (world 4 on two cores: 1.7 ms per call
+			// without, 80 µs with).
+			if i >= spinYields && i&1 == 1 {
+				osYield()
+			} else {
+				runtime.Gosched()
+			}
 			continue
 		}
 		time.Sleep(sleep)
