@@ -505,19 +505,30 @@ func kernelDeadlineAllReduce(ctx context.Context, e *Env, c *collective.Comm, al
 	return checkResult(d, backend.Sum, got, count, e.World, 1)
 }
 
+// rendezvousForFault makes the rank's fault comm and rendezvouses it within
+// the setup deadline; the caller closes the comm and calls cancel, which
+// ends sctx.
+func rendezvousForFault(ctx context.Context, e *Env) (c *collective.Comm, sctx context.Context, cancel context.CancelFunc, err error) {
+	if c, err = faultComm(ctx, e, e.Store); err != nil {
+		return nil, nil, nil, err
+	}
+	sctx, cancel = context.WithTimeout(ctx, setupDeadline(e))
+	if err := c.Rendezvous(sctx); err != nil {
+		cancel()
+		return nil, nil, nil, errors.Join(fmt.Errorf("rendezvous: %w", err), c.Close())
+	}
+	return c, sctx, cancel, nil
+}
+
 // groupWork is what the group does while an outsider misbehaves:
 // rendezvous, a barrier, all-reduces checked exactly, and a clean close.
-func groupWork(ctx context.Context, e *Env) error {
-	c, err := faultComm(ctx, e, e.Store)
+func groupWork(ctx context.Context, e *Env) (err error) {
+	c, sctx, cancel, err := rendezvousForFault(ctx, e)
 	if err != nil {
 		return err
 	}
-	defer closeInto(&err, c)
-	sctx, cancel := context.WithTimeout(ctx, setupDeadline(e))
 	defer cancel()
-	if err := c.Rendezvous(sctx); err != nil {
-		return fmt.Errorf("rendezvous: %w", err)
-	}
+	defer closeInto(&err, c)
 	if err := c.Barrier(sctx); err != nil {
 		return fmt.Errorf("barrier: %w", err)
 	}

@@ -112,16 +112,12 @@ var differRanks = regexp.MustCompile(`sees ranks \[([0-9 ]*)\] differ`)
 // caseMismatchedCalls runs one trial of the mismatched-calls fault.
 func caseMismatchedCalls(ctx context.Context, e *Env) (err error) {
 	agreed, warmup, last := mismatchPlan(e.Plan(), e.World)
-	c, err := faultComm(ctx, e, e.Store)
+	c, sctx, cancel, err := rendezvousForFault(ctx, e)
 	if err != nil {
 		return err
 	}
-	defer closeInto(&err, c)
-	sctx, cancel := context.WithTimeout(ctx, setupDeadline(e))
 	defer cancel()
-	if err := c.Rendezvous(sctx); err != nil {
-		return fmt.Errorf("rendezvous: %w", err)
-	}
+	defer closeInto(&err, c)
 	for i := range warmup {
 		if err := allReduceOnce(sctx, e, c, agreed.algo, agreed.dtype, agreed.op, agreed.count, i, false); err != nil {
 			return fmt.Errorf("agreeing call %d (%v): %w", i, agreed, err)
