@@ -68,3 +68,21 @@ func TestFakeBrokenP2P(t *testing.T) {
 			Quick: true, ChildArgs: []string{"-test.run=^$"}, Filter: filter})
 	})
 }
+
+// TestFakeSharedDevice runs the suite with every rank on the one device of
+// the fake (Config.ShareDevice), as `intranode conformance --share-device`
+// does on a single GPU.
+func TestFakeSharedDevice(t *testing.T) {
+	t.Parallel()
+	conformance.RunTests(t, conformance.Config{Backend: "fake:devices=1", Worlds: []int{2, 4}, Quick: true, ShareDevice: true})
+}
+
+// TestSharedDeviceNeedsGoroutines checks that a shared device is refused
+// with ranks as processes (each would have a context of its own).
+func TestSharedDeviceNeedsGoroutines(t *testing.T) {
+	_, err := conformance.Run(t.Context(), conformance.Config{Backend: "fake", Mode: conformance.Processes, ShareDevice: true,
+		ChildArgs: []string{"-test.run=^$"}}, func(conformance.Result) {})
+	if err == nil || !strings.Contains(err.Error(), "ShareDevice needs ranks as goroutines") {
+		t.Fatalf("want the shared device refused in processes mode, got %v", err)
+	}
+}

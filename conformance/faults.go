@@ -167,7 +167,7 @@ func trialTimeout(cfg Config) time.Duration {
 // runFaultCase runs every trial of a fault case at one world size.
 func runFaultCase(ctx context.Context, cfg Config, b backend.Backend, c Case, world int) Result {
 	res := Result{Case: c.Name, World: world, Mode: cfg.Mode}
-	reason := skipReason(ctx, b, c, world)
+	reason := skipReason(ctx, cfg, b, c, world)
 	if reason == "" && c.Fault.Processes && cfg.Mode != Processes {
 		reason = "a rank must be a process of its own here; run in processes mode"
 	}
@@ -365,7 +365,7 @@ func runTrialGoroutines(ctx context.Context, cfg Config, b backend.Backend, c Ca
 					outs[r].err = fmt.Errorf("rank %d panicked: %v", r, p)
 				}
 			}()
-			e := &Env{Rank: r, World: world, Store: stores[r], Backend: b, Timeout: timeout, Quick: cfg.Quick,
+			e := &Env{Rank: r, World: world, Store: stores[r], Backend: b, Timeout: timeout, Quick: cfg.Quick, ShareDevice: cfg.ShareDevice,
 				Trial: trial, FaultDeadline: cfg.FaultDeadline, name: c.Name}
 			e.report = func(rep FaultReport) {
 				mu.Lock()

@@ -60,6 +60,11 @@ type Config struct {
 	Timeout time.Duration
 	// Quick trims the size sweeps (CI under the race detector).
 	Quick bool
+	// ShareDevice puts every rank on device 0 (collective.Options
+	// AllowOverlap): a correctness run of many ranks on one GPU, never a
+	// performance figure. Ranks must be goroutines (one process, one
+	// context on the device).
+	ShareDevice bool
 	// ChildArgs are the arguments a child process is started with: for a
 	// test binary, the -test.run pattern that reaches MaybeChild; for the
 	// CLI, its hidden rank command. Processes mode needs them.
@@ -154,6 +159,8 @@ type Env struct {
 	Trial int
 	// FaultDeadline bounds each operation of a fault case.
 	FaultDeadline time.Duration
+	// ShareDevice puts every rank on device 0 (Config.ShareDevice).
+	ShareDevice bool
 
 	name   string            // the case's name
 	report func(FaultReport) // where ReportFault sends reports
@@ -190,7 +197,8 @@ func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int
 					errs[r] = fmt.Errorf("rank %d panicked: %v", r, p)
 				}
 			}()
-			errs[r] = fn(ctx, &Env{Rank: r, World: world, Store: stores[r], Backend: b, Timeout: cfg.Timeout, Quick: cfg.Quick})
+			errs[r] = fn(ctx, &Env{Rank: r, World: world, Store: stores[r], Backend: b, Timeout: cfg.Timeout, Quick: cfg.Quick,
+				ShareDevice: cfg.ShareDevice})
 		}()
 	}
 	wg.Wait()

@@ -149,14 +149,14 @@ func runAny(ctx context.Context, cfg Config, b backend.Backend, c Case, world in
 }
 
 // skipReason says why c cannot run at world on b, or "" when it can.
-func skipReason(ctx context.Context, b backend.Backend, c Case, world int) string {
+func skipReason(ctx context.Context, cfg Config, b backend.Backend, c Case, world int) string {
 	if missing := c.Needs &^ b.Capabilities(); missing != 0 {
 		return fmt.Sprintf("backend %s lacks capability %s", b.Name(), capNames(missing))
 	}
 	if world < c.MinWorld {
 		return fmt.Sprintf("needs world >= %d", c.MinWorld)
 	}
-	if n, err := b.DeviceCount(ctx); err == nil && world > n && !b.Capabilities().Has(backend.CapOverlapDevices) {
+	if n, err := b.DeviceCount(ctx); err == nil && world > n && !cfg.ShareDevice && !b.Capabilities().Has(backend.CapOverlapDevices) {
 		return fmt.Sprintf("world %d needs %d devices, backend %s has %d", world, world, b.Name(), n)
 	}
 	return ""
@@ -164,7 +164,7 @@ func skipReason(ctx context.Context, b backend.Backend, c Case, world int) strin
 
 func runCase(ctx context.Context, cfg Config, b backend.Backend, c Case, world int) Result {
 	res := Result{Case: c.Name, World: world, Mode: cfg.Mode}
-	if reason := skipReason(ctx, b, c, world); reason != "" {
+	if reason := skipReason(ctx, cfg, b, c, world); reason != "" {
 		res.Status, res.Reason = Skipped, reason
 		return res
 	}

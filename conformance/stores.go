@@ -22,6 +22,9 @@ import (
 
 // check refuses a Config whose ranks could not meet.
 func (c *Config) check() error {
+	if c.ShareDevice && c.Mode == Processes {
+		return errors.New("conformance: Config.ShareDevice needs ranks as goroutines (one process, one context on the device)")
+	}
 	if c.StoreURL == "" {
 		return nil
 	}

@@ -27,7 +27,10 @@ func commOptions(ctx context.Context, e *Env, bufferSize int) (collective.Option
 	}
 	dev := e.Rank
 	overlap := false
-	if e.World > n {
+	switch {
+	case e.ShareDevice:
+		dev, overlap = 0, true
+	case e.World > n:
 		if !e.Backend.Capabilities().Has(backend.CapOverlapDevices) {
 			return collective.Options{}, Skip("world %d exceeds the %d devices", e.World, n)
 		}

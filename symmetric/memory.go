@@ -251,6 +251,17 @@ func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Me
 			return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
 		}
 		tm.Mark("setup")
+		if sharesDevice(infos) {
+			// Ranks on one device share its context, and setting up
+			// (loading the module, pinning host memory) may wait for every
+			// kernel running in it: a rank whose probe already spins
+			// would wait for a peer stuck in setup behind that very
+			// kernel. So no rank starts the probe before all are set up.
+			if _, err = ex.AllGather(ctx, nil); err != nil {
+				return nil, fmt.Errorf("symmetric: group %q: waiting for ranks sharing a device: %w", name, err)
+			}
+			tm.Mark("shared-device barrier")
+		}
 		denied = m.probeMappings(ctx, infos, b.opts.peerCheck)
 		tm.Mark("probe")
 		if err = closingRound(ctx, ex, denied, infos, backend.Handle{}); err != nil {
@@ -272,6 +283,24 @@ func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Me
 	}
 	tm.Mark("setup")
 	return m, nil
+}
+
+// sharesDevice reports whether two ranks of the group use one device of
+// one host (collective.Options.AllowOverlap: testing only).
+func sharesDevice(infos []peerInfo) bool {
+	type where struct {
+		host   string
+		device int
+	}
+	seen := map[where]bool{}
+	for _, in := range infos {
+		w := where{in.Host, in.Device}
+		if seen[w] {
+			return true
+		}
+		seen[w] = true
+	}
+	return false
 }
 
 // closingRound is a barrier of the exchange that carries every rank's

@@ -16,6 +16,7 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 	c.register(fs)
 	worlds := fs.String("world", "2", "group sizes to run, comma-separated (e.g. 2,4,8)")
 	procs := fs.Bool("procs", true, "run ranks as separate processes (false: goroutines in this process)")
+	share := fs.Bool("share-device", false, "every rank on device 0, as goroutines of this process: a correctness run of many ranks on one GPU, never a performance figure (implies --procs=false)")
 	quick := fs.Bool("quick", false, "trim the size sweeps")
 	asJSON := fs.Bool("json", false, "print results as JSON")
 	filter := fs.String("run", "", "only cases whose name matches this regular expression")
@@ -48,12 +49,21 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 	if *parallel < 1 {
 		return fmt.Errorf("%w: --parallel %d must be at least 1", errUsage, *parallel)
 	}
+	if *share {
+		*procs = false
+	}
 	if err := checkStoreURL(*storeURL, *procs); err != nil {
 		return err
 	}
 	cfg := conformance.Config{Backend: c.backend, Mode: conformance.Goroutines, Worlds: ws, Timeout: *timeout,
 		Quick: *quick, Logger: c.logger(s), Faults: *faults, Trials: *trials, FaultDeadline: *faultDeadline, FaultParallel: *parallel,
-		StoreURL: *storeURL}
+		StoreURL: *storeURL, ShareDevice: *share}
+	// A shared device is labelled on every line: those results say the
+	// kernels are right, nothing about speed.
+	label := ""
+	if *share {
+		label = "  [shared device 0: correctness run]"
+	}
 	if *procs {
 		cfg.Mode = conformance.Processes
 	}
@@ -74,7 +84,7 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 		if *asJSON {
 			return
 		}
-		line := fmt.Sprintf("%-4s  %-44s world %d  %8s", r.Status, r.Case, r.World, r.Duration.Round(time.Millisecond))
+		line := fmt.Sprintf("%-4s  %-44s world %d  %8s%s", r.Status, r.Case, r.World, r.Duration.Round(time.Millisecond), label)
 		if r.Reason != "" {
 			line += "  " + firstLineOf(r.Reason)
 		}
@@ -109,9 +119,9 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 		if cfg.StoreURL != "" {
 			where = ", store " + redactedURL(cfg.StoreURL)
 		}
-		fmt.Fprintf(s.Out, "\n%d passed, %d failed, %d skipped (%d cases, mode %s%s, %s)\n",
+		fmt.Fprintf(s.Out, "\n%d passed, %d failed, %d skipped (%d cases, mode %s%s, %s)%s\n",
 			counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skipped], len(results), cfg.Mode,
-			where, time.Since(start).Round(time.Millisecond))
+			where, time.Since(start).Round(time.Millisecond), label)
 	}
 	if counts[conformance.Fail] > 0 {
 		return fmt.Errorf("%d case(s) failed", counts[conformance.Fail])
