@@ -263,7 +263,7 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 	}
 	timeout := symmetric.TimeoutFor(ctx, c.opts.Timeout)
 	if algo == None {
-		if err := c.fallback(s, buf, out, count, dtype, op, uint64(timeout)); err != nil {
+		if err := c.fallback(ctx, s, buf, out, count, dtype, op, uint64(timeout)); err != nil {
 			return nil, err
 		}
 	} else {
@@ -275,7 +275,7 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 			return nil, fmt.Errorf("%w: %d %v elements (%d bytes) but %v holds at most %d with a %d-byte buffer",
 				ErrTooLarge, count, dtype, count*dtype.Size(), algo, capN, c.opts.BufferSize)
 		}
-		if err := c.launch(s, algo, buf, out, count, dtype, op, uint64(timeout)); err != nil {
+		if err := c.launch(ctx, s, algo, buf, out, count, dtype, op, uint64(timeout)); err != nil {
 			return nil, err
 		}
 	}
@@ -290,10 +290,13 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 }
 
 // launch enqueues one kernel call; the caller holds c.mu.
-func (c *Comm) launch(s backend.Stream, algo Algo, in, out backend.DevicePtr, count int, dtype backend.DType,
+func (c *Comm) launch(ctx context.Context, s backend.Stream, algo Algo, in, out backend.DevicePtr, count int, dtype backend.DType,
 	op backend.ReduceOp, timeoutNs uint64) error {
 	fn, err := c.allReduceFunction(algo, dtype)
 	if err != nil {
+		return fmt.Errorf("collective: %w", err)
+	}
+	if err := c.mem.BeforeLaunch(ctx); err != nil {
 		return fmt.Errorf("collective: %w", err)
 	}
 	args := kernels.AllReduceArgs{Bufs: c.mem.BufferTable(), Pads: c.mem.SignalPadTable(), Input: in, Output: out,
@@ -312,7 +315,7 @@ func (c *Comm) launch(s backend.Stream, algo Algo, in, out backend.DevicePtr, co
 
 // fallback reduces any size: through the backend's own all-reduce when it
 // has one, otherwise chunk by chunk through the comm's kernels.
-func (c *Comm) fallback(s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType,
+func (c *Comm) fallback(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType,
 	op backend.ReduceOp, timeoutNs uint64) error {
 	if fb, ok := c.b.(FallbackAllReducer); ok {
 		err := fb.FallbackAllReduce(s, c, in, out, count, dtype, op)
@@ -337,7 +340,7 @@ func (c *Comm) fallback(s backend.Stream, in, out backend.DevicePtr, count int, 
 				a = TwoShot
 			}
 		}
-		if err := c.launch(s, a, in.Add(off*size), out.Add(off*size), n, dtype, op, timeoutNs); err != nil {
+		if err := c.launch(ctx, s, a, in.Add(off*size), out.Add(off*size), n, dtype, op, timeoutNs); err != nil {
 			return err
 		}
 	}

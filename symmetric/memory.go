@@ -211,6 +211,11 @@ func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Me
 	mem := &Memory{dev: b.dev, rank: g.Rank, world: g.World, size: b.size, span: b.bufSpan,
 		local: b.alloc, peers: make([]backend.Allocation, g.World), opts: b.opts, name: name}
 	m = mem
+	if sharesDevice(infos) {
+		if mem.launchEx, err = store.NewExchange(g.Store, "symm/"+name+"/launch", g.Rank, g.World); err != nil {
+			return nil, fmt.Errorf("symmetric: %w", err)
+		}
+	}
 	defer func() {
 		if err != nil {
 			// An error return has set m to nil by now; mem is still the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/kernels"
+	"github.com/intranode/intranode/symmetric/store"
 )
 
 // Memory is a symmetric allocation after rendezvous: every rank's buffer and
@@ -42,6 +43,28 @@ type Memory struct {
 	mu     sync.Mutex // serialises signal operations and Close
 	stream backend.Stream
 	closed bool
+
+	// launchEx is set when ranks of the group share a device: see
+	// BeforeLaunch.
+	launchEx *store.Exchange
+}
+
+// BeforeLaunch is what a rank calls right before it launches a kernel that
+// waits for all its peers (an all-reduce, a barrier of the whole group). When ranks of
+// the group share a device, it waits until every rank has reached the same
+// point: their kernels run in one context, where a rank still inside a
+// driver call that waits for the context's work (allocating, freeing,
+// pinning memory, a synchronous copy) would wait for a peer's kernel that
+// is spinning for it. Otherwise it returns at once. Every rank must make
+// the same launches, as collectives require anyway.
+func (m *Memory) BeforeLaunch(ctx context.Context) error {
+	if m.launchEx == nil {
+		return nil
+	}
+	if _, err := m.launchEx.AllGather(ctx, nil); err != nil {
+		return fmt.Errorf("symmetric: group %q: waiting for the ranks sharing a device before a launch: %w", m.name, err)
+	}
+	return nil
 }
 
 // setup builds what kernels need once every peer is mapped.
@@ -209,6 +232,14 @@ func (m *Memory) signalStatus(ctx context.Context, op string, fn backend.Functio
 	if m.closed {
 		return 0, backend.Errorf(backend.CodeClosed, "symmetric: %s on closed memory", op)
 	}
+	// A barrier among all ranks waits for them before its launch; a
+	// subset's barrier and a signal between two ranks do not (the other
+	// ranks make no matching call).
+	if mask == m.allMask() {
+		if err := m.BeforeLaunch(ctx); err != nil {
+			return 0, err
+		}
+	}
 	timeout := TimeoutFor(ctx, m.opts.timeout)
 	args := kernels.SignalArgs{Pads: m.SignalPadTable(), Rank: uint32(m.rank), World: uint32(m.world),
 		Peer: uint32(max(peer, 0)), Channel: uint32(channel), Mask: mask, Status: m.status.Ptr(),
@@ -275,6 +306,11 @@ func (m *Memory) Close() error {
 	}
 	m.closed = true
 	var errs []error
+	if m.launchEx != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), m.opts.timeout)
+		errs = append(errs, m.launchEx.Close(ctx))
+		cancel()
+	}
 	if m.stream != nil {
 		errs = append(errs, m.stream.Close())
 	}
