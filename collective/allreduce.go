@@ -307,6 +307,12 @@ func (c *Comm) launch(ctx context.Context, s backend.Stream, algo Algo, in, out 
 		args.Extra = kernels.PackHCM([3]int{p[0], p[1], p[2]}, p[3], kernels.HCMPartialOffset(c.opts.BufferSize))
 	}
 	cfg := LaunchConfig(c.b.Name(), algo, count*dtype.Size(), c.world)
+	if c.mem.SharesDevice() {
+		// Every rank's blocks must be resident at once on the one device
+		// (a block waits for its peers' blocks): the group's grids
+		// together stay within sharedDeviceBlocks.
+		cfg.Grid.X = max(1, min(cfg.Grid.X, uint32(sharedDeviceBlocks/c.world)))
+	}
 	if err := s.Launch(fn, cfg, args.Args()...); err != nil {
 		return fmt.Errorf("collective: launching %v: %w", algo, err)
 	}
@@ -317,7 +323,9 @@ func (c *Comm) launch(ctx context.Context, s backend.Stream, algo Algo, in, out 
 // has one, otherwise chunk by chunk through the comm's kernels.
 func (c *Comm) fallback(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType,
 	op backend.ReduceOp, timeoutNs uint64) error {
-	if fb, ok := c.b.(FallbackAllReducer); ok {
+	// The vendor library refuses ranks that share a device (NCCL:
+	// "invalid usage"), so those take the comm's kernels.
+	if fb, ok := c.b.(FallbackAllReducer); ok && (c.mem == nil || !c.mem.SharesDevice()) {
 		err := fb.FallbackAllReduce(s, c, in, out, count, dtype, op)
 		if !errors.Is(err, backend.ErrUnavailable) || c.mem == nil {
 			return err

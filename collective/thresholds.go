@@ -97,6 +97,12 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 	return Thresholds{OneShotMax: 16 << 10}
 }
 
+// sharedDeviceBlocks bounds the blocks of all the ranks together when they
+// share one device (a correctness mode): it must not exceed the blocks the
+// device holds at once, one 512-thread block per SM at the least (132 SMs
+// on an H100, 108 on an A100).
+const sharedDeviceBlocks = 96
+
 // LaunchConfig is the grid and block an all-reduce kernel runs with. The
 // CUDA kernels are built for blocks of at most 512 threads that each keep
 // 16-byte vectors in flight, and for grids of up to kernels.KernelChannels

@@ -49,6 +49,10 @@ type Memory struct {
 	launchEx *store.Exchange
 }
 
+// SharesDevice reports whether ranks of the group share a device
+// (collective.Options.AllowOverlap: testing only).
+func (m *Memory) SharesDevice() bool { return m.launchEx != nil }
+
 // BeforeLaunch is what a rank calls right before it launches a kernel that
 // waits for all its peers (an all-reduce, a barrier of the whole group). When ranks of
 // the group share a device, it waits until every rank has reached the same
