@@ -56,6 +56,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	inPlace := fs.Bool("inplace", false, "also measure in-place")
 	buffer := fs.String("buffer", "10M", "symmetric buffer per rank")
 	procs := fs.Bool("procs", true, "run ranks as separate processes (false: goroutines)")
+	share := fs.Bool("share-device", false, "every rank on device 0, as goroutines of this process: checks results on one GPU; its times are no performance figure (implies --procs=false)")
 	asCSV := fs.Bool("csv", false, "print CSV instead of the table")
 	asJSON := fs.Bool("json", false, "print JSON instead of the table")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole run")
@@ -74,6 +75,12 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	}
 	cfg.Graph, cfg.InPlace, cfg.Timeout, cfg.Store = *graph, *inPlace, *timeout, *storeURL
 	cfg.Replays = *replays
+	if *share {
+		if *asCSV || *asJSON || *plot != "" {
+			return fmt.Errorf("%w: --share-device prints only the table, every line of it labelled a correctness run", errUsage)
+		}
+		cfg.ShareDevice, *procs = true, false
+	}
 	if *cpuProfile != "" {
 		abs, err := filepath.Abs(*cpuProfile)
 		if err != nil {
@@ -100,7 +107,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	cfg.Backend = b.Name()
 	if n, err := b.DeviceCount(ctx); err != nil {
 		return err
-	} else if cfg.World > n {
+	} else if cfg.World > n && !cfg.ShareDevice {
 		return fmt.Errorf("%w: --world %d but backend %s has %d devices", errUsage, cfg.World, b.Name(), n)
 	}
 	total := len(cfg.Sizes) * len(cfg.Algos)
@@ -342,6 +349,20 @@ func benchProcesses(ctx context.Context, cfg benchConfig, p *progress, other io.
 	return samples, rankErrors(errs)
 }
 
+// labelled writes every line with label appended.
+type labelled struct {
+	w     io.Writer
+	label string
+}
+
+func (l labelled) Write(p []byte) (int, error) {
+	out := strings.ReplaceAll(string(p), "\n", l.label+"\n")
+	if _, err := io.WriteString(l.w, out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 // memcpyAnchor times a plain copy of the sweep's largest size (at most 64
 // MiB) in this process: the fake backend's kernels move their data through
 // the same memory, so it is what their bus bandwidth compares with.
@@ -418,6 +439,10 @@ func writeTable(w io.Writer, cfg benchConfig, procs bool, openUS, rendezvousUS f
 	graph := "eager launches"
 	if cfg.Graph {
 		graph = "graph replay"
+	}
+	if cfg.ShareDevice {
+		mode += ", every rank on device 0"
+		w = labelled{w, "  [shared device 0: correctness run, not a performance figure]"}
 	}
 	fmt.Fprintf(w, "# intranode bench: backend %s, world %d (%s), %s, iters %d, warmup %d, median of %d replays, buffer %d bytes\n",
 		cfg.Backend, cfg.World, mode, graph, cfg.Iters, cfg.Warmup, cfg.Replays, cfg.BufferSize)

@@ -44,6 +44,8 @@ type benchConfig struct {
 	// this run's keys apart from anything else in that store.
 	Store  string `json:"store"`
 	Prefix string `json:"prefix"`
+	// ShareDevice puts every rank on device 0 (a correctness run).
+	ShareDevice bool `json:"share_device,omitempty"`
 
 	// anchor is the same-run reference the table's header prints (the
 	// parent measures it after the ranks; it never travels to them).
@@ -130,7 +132,11 @@ const (
 // benchRank measures every size and algorithm on one rank.
 func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b backend.Backend, emit func(benchSample) error) error {
 	dev := rank
-	c, err := collective.New(st, rank, cfg.World, collective.Options{Backend: b, Device: &dev, BufferSize: cfg.BufferSize, Timeout: cfg.Timeout})
+	if cfg.ShareDevice {
+		dev = 0
+	}
+	c, err := collective.New(st, rank, cfg.World, collective.Options{Backend: b, Device: &dev, AllowOverlap: cfg.ShareDevice,
+		BufferSize: cfg.BufferSize, Timeout: cfg.Timeout})
 	if err != nil {
 		return err
 	}

@@ -202,3 +202,19 @@ func TestBenchCPUProfile(t *testing.T) {
 		require.Equal(t, []byte{0x1f, 0x8b}, b[:2], "%s: not a gzip-compressed profile", procs)
 	}
 }
+
+func TestBenchSharedDevice(t *testing.T) {
+	out, stderr, code := runCLI(t, "bench", "--backend", "fake:devices=1", "--share-device", "--world", "2", "-b", "1K", "-e", "4K",
+		"--iters", "2", "--warmup", "1")
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Greater(t, len(lines), 5)
+	for _, line := range lines {
+		require.True(t, strings.HasSuffix(line, "[shared device 0: correctness run, not a performance figure]"), "unlabelled line %q", line)
+	}
+	require.Contains(t, out, "# Out of bounds values : 0 OK")
+
+	_, stderr, code = runCLI(t, "bench", "--backend", "fake", "--share-device", "--json")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, stderr, "--share-device prints only the table")
+}
