@@ -36,9 +36,14 @@ const (
 	// bytes as one-shot, which makes it the large-message algorithm of
 	// small worlds (kernels/abi.go, "Pipeline").
 	Pipeline
+	// Direct: the data-movement collectives' kernels (reduce-scatter,
+	// all-gather, broadcast, all-to-all): every rank copies its input into
+	// its symmetric buffer and reads what it needs from the peers' buffers
+	// (kernels/abi.go). Not an all-reduce algorithm.
+	Direct
 )
 
-// Algos lists the kernel algorithms.
+// Algos lists the all-reduce kernel algorithms.
 var Algos = []Algo{OneShot, TwoShot, HCM, Pipeline}
 
 // String names the algorithm as tables and flags spell it.
@@ -52,6 +57,8 @@ func (a Algo) String() string {
 		return "hcm"
 	case Pipeline:
 		return "pipeline"
+	case Direct:
+		return "direct"
 	}
 	return "none"
 }
@@ -69,8 +76,10 @@ func ParseAlgo(s string) (Algo, error) {
 		return HCM, nil
 	case "pipeline":
 		return Pipeline, nil
+	case "direct":
+		return Direct, nil
 	}
-	return None, backend.Errorf(backend.CodeInvalidArgument, "unknown algorithm %q (none, oneshot, twoshot, hcm, pipeline)", s)
+	return None, backend.Errorf(backend.CodeInvalidArgument, "unknown algorithm %q (none, oneshot, twoshot, hcm, pipeline, direct)", s)
 }
 
 func (a Algo) kernel() kernels.Algo {
@@ -289,24 +298,43 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 	return w, nil
 }
 
-// launch enqueues one kernel call; the caller holds c.mu.
+// launch enqueues one all-reduce kernel call; the caller holds c.mu.
 func (c *Comm) launch(ctx context.Context, s backend.Stream, algo Algo, in, out backend.DevicePtr, count int, dtype backend.DType,
 	op backend.ReduceOp, timeoutNs uint64) error {
-	fn, err := c.allReduceFunction(algo, dtype)
+	args := kernels.AllReduceArgs{Input: in, Output: out, Count: uint64(count), DType: dtype, Op: op, TimeoutNs: timeoutNs}
+	if algo == HCM {
+		p := c.hcm[c.rank]
+		args.Extra = kernels.PackHCM([3]int{p[0], p[1], p[2]}, p[3], kernels.HCMPartialOffset(c.opts.BufferSize))
+	}
+	cfg := LaunchConfig(c.b.Name(), algo, count*dtype.Size(), c.world)
+	return c.enqueue(ctx, s, algo.kernel(), cfg, args, callKey{count: count, op: op})
+}
+
+// callKey is what the Call of a launch fingerprints besides its algorithm
+// and dtype: for an all-reduce its count and op; for a data-movement
+// collective the whole call's count per rank and, for a broadcast, the root
+// in place of the op, so that ranks whose calls differ only in a later
+// chunk or in the root are told apart before data moves.
+type callKey struct {
+	count int
+	op    backend.ReduceOp
+}
+
+// enqueue launches the kernel of algorithm a with args, whose comm-wide
+// fields (tables, rank, world, status word, the next Call, from key) it
+// fills; the caller holds c.mu.
+func (c *Comm) enqueue(ctx context.Context, s backend.Stream, a kernels.Algo, cfg backend.LaunchConfig,
+	args kernels.AllReduceArgs, key callKey) error {
+	fn, err := c.kernelFunction(a, args.DType)
 	if err != nil {
 		return fmt.Errorf("collective: %w", err)
 	}
 	if err := c.mem.BeforeLaunch(ctx); err != nil {
 		return fmt.Errorf("collective: %w", err)
 	}
-	args := kernels.AllReduceArgs{Bufs: c.mem.BufferTable(), Pads: c.mem.SignalPadTable(), Input: in, Output: out,
-		Count: uint64(count), Rank: uint32(c.rank), World: uint32(c.world), DType: dtype, Op: op,
-		Status: c.status.Ptr(), TimeoutNs: timeoutNs, Call: c.calls.next(algo.kernel(), count, dtype, op)}
-	if algo == HCM {
-		p := c.hcm[c.rank]
-		args.Extra = kernels.PackHCM([3]int{p[0], p[1], p[2]}, p[3], kernels.HCMPartialOffset(c.opts.BufferSize))
-	}
-	cfg := LaunchConfig(c.b.Name(), algo, count*dtype.Size(), c.world)
+	args.Bufs, args.Pads = c.mem.BufferTable(), c.mem.SignalPadTable()
+	args.Rank, args.World = uint32(c.rank), uint32(c.world)
+	args.Status, args.Call = c.status.Ptr(), c.calls.next(a, key.count, args.DType, key.op)
 	if c.mem.SharesDevice() {
 		// Every rank's blocks must be resident at once on the one device
 		// (a block waits for its peers' blocks): the group's grids
@@ -314,7 +342,7 @@ func (c *Comm) launch(ctx context.Context, s backend.Stream, algo Algo, in, out 
 		cfg.Grid.X = max(1, min(cfg.Grid.X, uint32(sharedDeviceBlocks/c.world)))
 	}
 	if err := s.Launch(fn, cfg, args.Args()...); err != nil {
-		return fmt.Errorf("collective: launching %v: %w", algo, err)
+		return fmt.Errorf("collective: launching %v: %w", a, err)
 	}
 	return nil
 }

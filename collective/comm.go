@@ -102,10 +102,10 @@ type Comm struct {
 	mem         *symmetric.Memory
 	module      backend.Module // the built-in kernels, owned by mem
 	fns         map[string]backend.Function
-	// arFns caches the all-reduce kernels by algorithm and dtype, so a call
-	// neither formats the kernel name nor hashes it (eager launches are
-	// bound by the host).
-	arFns  [Pipeline + 1][5]backend.Function
+	// kfns caches the collective kernels by kernels.AlgoID and dtype, so
+	// a call neither formats the kernel name nor hashes it (eager launches
+	// are bound by the host).
+	kfns   [kernelIDs][5]backend.Function
 	status backend.HostAllocation
 	stream backend.Stream // for Barrier and internal work
 	tab    Thresholds
@@ -373,7 +373,7 @@ func (c *Comm) setupMemory(ctx context.Context, tm *phases.Timer) error {
 	// device; loading them a second time would only cost rendezvous time.
 	c.module = mem.Module()
 	c.fns = map[string]backend.Function{}
-	c.arFns = [Pipeline + 1][5]backend.Function{}
+	c.kfns = [kernelIDs][5]backend.Function{}
 	if err := c.openControl(ctx); err != nil {
 		return err
 	}
@@ -412,16 +412,21 @@ func (c *Comm) function(name string) (backend.Function, error) {
 	return f, nil
 }
 
-// allReduceFunction returns the kernel of algo for dtype (both valid).
-func (c *Comm) allReduceFunction(algo Algo, dtype backend.DType) (backend.Function, error) {
-	if int(algo) < len(c.arFns) && int(dtype) < len(c.arFns[algo]) {
-		if f := c.arFns[algo][dtype]; f != nil {
+// kernelIDs bounds kernels.AlgoID.
+const kernelIDs = 9
+
+// kernelFunction returns the kernel of a for dtype (both valid).
+func (c *Comm) kernelFunction(a kernels.Algo, dtype backend.DType) (backend.Function, error) {
+	id := kernels.AlgoID(a)
+	cached := id < kernelIDs && int(dtype) < len(c.kfns[id])
+	if cached {
+		if f := c.kfns[id][dtype]; f != nil {
 			return f, nil
 		}
 	}
-	f, err := c.function(kernels.AllReduceKernel(algo.kernel(), dtype))
-	if err == nil && int(algo) < len(c.arFns) && int(dtype) < len(c.arFns[algo]) {
-		c.arFns[algo][dtype] = f
+	f, err := c.function(kernels.KernelName(a, dtype))
+	if err == nil && cached {
+		c.kfns[id][dtype] = f
 	}
 	return f, err
 }

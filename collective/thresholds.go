@@ -20,6 +20,11 @@ type Thresholds struct {
 	// the fastest; 0 means never. Pipeline has no buffer limit, so it also
 	// takes the messages over the buffer that would otherwise go to None.
 	PipelineMin int
+	// MoverMax is the largest call, in bytes of a rank's larger side (its
+	// input or its output), for which the data-movement kernels (Direct)
+	// beat the vendor library's reduce-scatter, all-gather, broadcast and
+	// all-to-all; larger calls select None. 0 means no limit.
+	MoverMax int
 }
 
 // Select returns the faster path for a message of n bytes. A caller must

@@ -230,11 +230,50 @@
 //     the other quad's partial (read from the neighbour at half), in that
 //     order;
 //  6. Barrier(all).
+//
+// # Reduce-scatter, all-gather, broadcast and all-to-all
+//
+// The data-movement kernels (Movers; KernelName(a, dtype)) take
+// AllReduceArgs too, with Count the elements of one rank's block in this
+// launch and Extra as below; they agree on the call like the all-reduce
+// kernels (the Record's Info carries the algorithm). Every rank copies
+// what its peers need into its own symmetric buffer, then every rank
+// reads what it needs straight from the peers' buffers, between two
+// barriers:
+//
+//  1. copy in (skipped where the input already is that part of bufs[me]);
+//  2. Barrier(all), whose first signal is followed by the agreement check;
+//  3. write the output from the buffers (never from the input, so input
+//     and output may overlap in any way);
+//  4. Barrier(all), so no rank overwrites its buffer while a peer reads it.
+//
+// With n = Count, S = Extra (0 meaning n) the stride, in elements,
+// between rank blocks of a strided input or output (the host cuts a large
+// call into launches of n <= S elements per block, each at its offset),
+// and P = n*size rounded up to 16 bytes the byte stride of the parts of a
+// buffer (so every part starts 16-byte aligned):
+//
+//	ReduceScatter  in: World blocks at in+r*S; part r of bufs[me] = in block r;
+//	               out[0, n) = reduce over r (ascending) of part me of bufs[r]
+//	AllGather      bufs[me][0, n) = in[0, n); out block r at out+r*S = bufs[r][0, n)
+//	Broadcast      Extra is the root; the root copies in[0, n) to bufs[root];
+//	               out[0, n) = bufs[root][0, n) on every rank
+//	AllToAll       part r of bufs[me] = in block r (at in+r*S);
+//	               out block r (at out+r*S) = part me of bufs[r]
+//
+// where part r of a buffer is its n elements at byte r*P.
+// The buffer must hold World*P bytes for ReduceScatter and AllToAll, n
+// elements for the others (the host checks; the kernels cannot). An output that
+// overlaps a symmetric buffer is refused (the host refuses it first; the
+// fake's kernels report StatusBadArgs). Reductions follow the all-reduce's rules
+// (ascending rank order, float32 accumulation for 16-bit types, once
+// rounded).
 package kernels
 
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/intranode/intranode/backend"
 )
@@ -404,26 +443,25 @@ const (
 )
 
 // AlgoID numbers the kernel algorithms in a Record's Info.
+// (1–4 the all-reduce algorithms, 5–8 the data-movement collectives; 0
+// for anything else).
 func AlgoID(a Algo) uint32 {
-	switch a {
-	case OneShot:
-		return 1
-	case TwoShot:
-		return 2
-	case HCM:
-		return 3
-	case Pipeline:
-		return 4
+	if i := slices.Index(AllReduceAlgos, a); i >= 0 {
+		return uint32(i + 1)
+	}
+	if i := slices.Index(Movers, a); i >= 0 {
+		return uint32(len(AllReduceAlgos) + i + 1)
 	}
 	return 0
 }
 
 // AlgoByID is the inverse of AlgoID ("" for an unknown number).
 func AlgoByID(id uint32) Algo {
-	for _, a := range []Algo{OneShot, TwoShot, HCM, Pipeline} {
-		if AlgoID(a) == id {
-			return a
-		}
+	switch n := int(id); {
+	case n >= 1 && n <= len(AllReduceAlgos):
+		return AllReduceAlgos[n-1]
+	case n > len(AllReduceAlgos) && n <= len(AllReduceAlgos)+len(Movers):
+		return Movers[n-len(AllReduceAlgos)-1]
 	}
 	return ""
 }
@@ -488,6 +526,9 @@ func (r Record) String() string {
 	if r.Call == 0 {
 		return "no call yet"
 	}
+	if a := r.Algo(); a.IsMover() && a != ReduceScatter {
+		return fmt.Sprintf("call %d: %s of %d %v", r.Seq(), a, r.Count, r.DType())
+	}
 	return fmt.Sprintf("call %d: %s of %d %v %v", r.Seq(), r.Algo(), r.Count, r.DType(), r.Op())
 }
 
@@ -525,10 +566,11 @@ const (
 	WaitSignalKernel = "intranode_wait_signal"
 )
 
-// Algo is an all-reduce algorithm with a kernel.
+// Algo is a kernel algorithm: one of the all-reduce algorithms or one of
+// the data-movement collectives.
 type Algo string
 
-// The kernel algorithms.
+// The all-reduce algorithms.
 const (
 	OneShot  Algo = "one_shot"
 	TwoShot  Algo = "two_shot"
@@ -536,9 +578,33 @@ const (
 	Pipeline Algo = "pipeline"
 )
 
-// AllReduceKernel names the kernel of an algorithm for one element type,
-// e.g. "intranode_one_shot_bf16".
-func AllReduceKernel(a Algo, d backend.DType) string {
+// The data-movement collectives (see "Reduce-scatter, all-gather,
+// broadcast and all-to-all" in the package documentation).
+const (
+	ReduceScatter Algo = "reduce_scatter"
+	AllGather     Algo = "all_gather"
+	Broadcast     Algo = "broadcast"
+	AllToAll      Algo = "all_to_all"
+)
+
+// AllReduceAlgos lists the all-reduce algorithms and Movers the
+// data-movement collectives, in AlgoID order.
+var (
+	AllReduceAlgos = []Algo{OneShot, TwoShot, HCM, Pipeline}
+	Movers         = []Algo{ReduceScatter, AllGather, Broadcast, AllToAll}
+)
+
+// MoverPart is P, the byte stride of the parts of a buffer in a
+// data-movement launch of count elements of size bytes per block.
+func MoverPart(count uint64, size int) uint64 { return (count*uint64(size) + 15) &^ 15 }
+
+// IsMover reports whether a is a data-movement collective.
+func (a Algo) IsMover() bool { return slices.Contains(Movers, a) }
+
+// KernelName names the kernel of an algorithm (an all-reduce algorithm or
+// a data-movement collective) for one element type, e.g.
+// "intranode_one_shot_bf16", "intranode_all_gather_f32".
+func KernelName(a Algo, d backend.DType) string {
 	return fmt.Sprintf("intranode_%s_%s", a, shortName(d))
 }
 

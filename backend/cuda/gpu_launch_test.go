@@ -72,7 +72,7 @@ func TestGPUBuiltinModule(t *testing.T) {
 	require.NoError(t, err)
 	closeLater(t, m)
 	for _, name := range []string{kernels.BarrierKernel, kernels.PutSignalKernel, kernels.WaitSignalKernel,
-		kernels.AllReduceKernel(kernels.OneShot, backend.BFloat16), kernels.AllReduceKernel(kernels.TwoShot, backend.Float32)} {
+		kernels.KernelName(kernels.OneShot, backend.BFloat16), kernels.KernelName(kernels.TwoShot, backend.Float32)} {
 		_, err := m.Function(name)
 		require.NoError(t, err, name)
 	}

@@ -101,7 +101,7 @@ func testBuiltinModuleAndLaunch(t *testing.T, b *Backend) {
 
 	// An all-reduce of one rank (the 12-argument launch): the output is the
 	// input, through the one-shot kernel's LL path.
-	oneShot, err := m.Function(kernels.AllReduceKernel(kernels.OneShot, backend.Float32))
+	oneShot, err := m.Function(kernels.KernelName(kernels.OneShot, backend.Float32))
 	require.NoError(t, err)
 	const count = 1000
 	in, err := d.Alloc(ctx, 4*count)

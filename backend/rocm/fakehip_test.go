@@ -1000,7 +1000,7 @@ func (h *fakeHIP) Launch(c gpu.Ctx, f hipFunction, cfg backend.LaunchConfig, s h
 		return newHIPError("hipModuleLaunchKernel", hipErrorInvalidHandle, "", "")
 	}
 	// Every kernel of the module but the three signal kernels is an
-	// all-reduce (kernels.AllReduceKernel).
+	// all-reduce (kernels.KernelName).
 	sizes := allReduceArgSizes
 	switch fn.name {
 	case kernels.BarrierKernel, kernels.PutSignalKernel, kernels.WaitSignalKernel:

@@ -18,7 +18,7 @@ import (
 // they run as a single block, block 0.
 const allReduceChannel = 0
 
-// AllReduce returns the kernel kernels.AllReduceKernel(algo, dtype)
+// AllReduce returns the kernel kernels.KernelName(algo, dtype)
 // (AllReduceArgs). It checks that the arguments name the same dtype, a
 // valid op, a world of 1 to kernels.MaxRanks (exactly 8 for HCM) and
 // pointers that resolve, then carries out the algorithm of package kernels'
@@ -52,7 +52,7 @@ const allReduceChannel = 0
 // input in chunks through the same push areas, runs as a grid of one block
 // and, reading no symmetric buffer, lets the output lie anywhere.
 func AllReduce(algo kernels.Algo, dtype backend.DType) Func {
-	name := kernels.AllReduceKernel(algo, dtype)
+	name := kernels.KernelName(algo, dtype)
 	return func(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {
 		a, err := kernels.ParseAllReduceArgs(args)
 		if err != nil {
@@ -89,27 +89,11 @@ type allReduce struct {
 
 func setupAllReduce(ctx context.Context, mem Memory, a kernels.AllReduceArgs, algo kernels.Algo,
 	dtype backend.DType, name string) (*allReduce, error) {
-	l := &launch{ctx: ctx, kernel: name, me: int(a.Rank), timeout: time.Duration(min(a.TimeoutNs, math.MaxInt64)),
-		call: a.Call, parity: int(a.Call >> 32 & 1)}
-	if err := l.resolveStatus(mem, a.Status); err != nil {
+	l, err := openCollective(ctx, mem, a, dtype, name)
+	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, backend.Wrap(backend.CodeClosed, err, name)
-	}
-	if a.DType != dtype {
-		return nil, l.badArgs("dtype %v, but the kernel reduces %v", a.DType, dtype)
-	}
-	if !a.Op.Valid() {
-		return nil, l.badArgs("invalid reduce op %v", a.Op)
-	}
-	if a.World < 1 || a.World > kernels.MaxRanks || a.Rank >= a.World {
-		return nil, l.badArgs("rank %d of world %d (world must be 1..%d)", a.Rank, a.World, kernels.MaxRanks)
-	}
 	size := dtype.Size()
-	if a.Count > uint64(math.MaxInt/(4*size)) {
-		return nil, l.badArgs("count %d too large", a.Count)
-	}
 	k := &allReduce{launch: l, algo: algo, a: a, world: int(a.World), size: size, n: int(a.Count) * size}
 	k.mask = uint32(1)<<a.World - 1
 	span := k.n
@@ -122,21 +106,8 @@ func setupAllReduce(ctx context.Context, mem Memory, a kernels.AllReduceArgs, al
 		}
 		span = k.half + k.n
 	}
-	if err := l.resolvePads(mem, a.Pads, k.world, k.mask); err != nil {
+	if k.bufs, err = l.resolveBuffers(mem, a, span); err != nil {
 		return nil, err
-	}
-	ptrs, err := l.pointerTable(mem, a.Bufs, k.world, "buffer")
-	if err != nil {
-		return nil, err
-	}
-	k.bufs = make([][]byte, k.world)
-	for r, p := range ptrs {
-		if p%16 != 0 {
-			return nil, l.badArgs("buffer of rank %d at %#x is not 16-byte aligned", r, uint64(p))
-		}
-		if k.bufs[r], err = mem.Bytes(p, span); err != nil {
-			return nil, l.badArgsWrap(err, "buffer of rank %d at %#x, %d bytes", r, uint64(p), span)
-		}
 	}
 	if k.n == 0 {
 		return k, nil
@@ -163,6 +134,55 @@ func setupAllReduce(ctx context.Context, mem Memory, a kernels.AllReduceArgs, al
 		k.aside = make([]byte, k.n)
 	}
 	return k, nil
+}
+
+// openCollective starts a collective launch: the status word, then the
+// checks every collective kernel makes of its arguments (dtype, op, world,
+// a count whose bytes fit an int several times over) and its peers' pads.
+func openCollective(ctx context.Context, mem Memory, a kernels.AllReduceArgs, dtype backend.DType, name string) (*launch, error) {
+	l := &launch{ctx: ctx, kernel: name, me: int(a.Rank), timeout: time.Duration(min(a.TimeoutNs, math.MaxInt64)),
+		call: a.Call, parity: int(a.Call >> 32 & 1)}
+	if err := l.resolveStatus(mem, a.Status); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, backend.Wrap(backend.CodeClosed, err, name)
+	}
+	if a.DType != dtype {
+		return nil, l.badArgs("dtype %v, but the kernel handles %v", a.DType, dtype)
+	}
+	if !a.Op.Valid() {
+		return nil, l.badArgs("invalid reduce op %v", a.Op)
+	}
+	if a.World < 1 || a.World > kernels.MaxRanks || a.Rank >= a.World {
+		return nil, l.badArgs("rank %d of world %d (world must be 1..%d)", a.Rank, a.World, kernels.MaxRanks)
+	}
+	if a.Count > uint64(math.MaxInt/(4*kernels.MaxRanks*dtype.Size())) {
+		return nil, l.badArgs("count %d too large", a.Count)
+	}
+	if err := l.resolvePads(mem, a.Pads, int(a.World), uint32(1)<<a.World-1); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// resolveBuffers maps the first span bytes of every rank's symmetric
+// buffer, each of which must be 16-byte aligned.
+func (l *launch) resolveBuffers(mem Memory, a kernels.AllReduceArgs, span int) ([][]byte, error) {
+	ptrs, err := l.pointerTable(mem, a.Bufs, int(a.World), "buffer")
+	if err != nil {
+		return nil, err
+	}
+	bufs := make([][]byte, len(ptrs))
+	for r, p := range ptrs {
+		if p%16 != 0 {
+			return nil, l.badArgs("buffer of rank %d at %#x is not 16-byte aligned", r, uint64(p))
+		}
+		if bufs[r], err = mem.Bytes(p, span); err != nil {
+			return nil, l.badArgsWrap(err, "buffer of rank %d at %#x, %d bytes", r, uint64(p), span)
+		}
+	}
+	return bufs, nil
 }
 
 // setupHCM checks and unpacks Extra and places the partials.
@@ -222,23 +242,23 @@ func same(a, b []byte) bool {
 }
 
 // publish is step 1 of the call agreement: this rank's record, and its
-// Call in every peer's pad.
-func (k *allReduce) publish() {
-	if k.call == 0 {
+// Call in the pad of every other rank of the world.
+func (l *launch) publish(world int, rec kernels.Record) {
+	if l.call == 0 {
 		return
 	}
-	rec := kernels.EncodeRecord(kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.CallInfo(k.algo, k.a.DType, k.a.Op)})
-	copy(k.pads[k.me][kernels.RecordOffset+8:kernels.RecordOffset+kernels.RecordSize], rec[8:])
-	atomic.StoreUint64(word64(k.pads[k.me], kernels.RecordOffset), k.call)
-	for p := range k.world {
-		if p != k.me {
-			atomic.StoreUint64(word64(k.pads[p], kernels.CallInWord(k.me, k.parity)), k.call)
+	b := kernels.EncodeRecord(rec)
+	copy(l.pads[l.me][kernels.RecordOffset+8:kernels.RecordOffset+kernels.RecordSize], b[8:])
+	atomic.StoreUint64(word64(l.pads[l.me], kernels.RecordOffset), l.call)
+	for p := range world {
+		if p != l.me {
+			atomic.StoreUint64(word64(l.pads[p], kernels.CallInWord(l.me, l.parity)), l.call)
 		}
 	}
 }
 
 func (k *allReduce) run() error {
-	k.publish()
+	k.publish(k.world, kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.CallInfo(k.algo, k.a.DType, k.a.Op)})
 	switch {
 	case k.algo == kernels.OneShot && kernels.OneShotPath(k.n, k.world) == "ll":
 		return k.oneShotLL()

@@ -29,9 +29,12 @@ func Kernels() map[string]Func {
 		kernels.PutSignalKernel:  PutSignal,
 		kernels.WaitSignalKernel: WaitSignal,
 	}
-	for _, a := range []kernels.Algo{kernels.OneShot, kernels.TwoShot, kernels.HCM, kernels.Pipeline} {
-		for _, d := range backend.DTypes {
-			m[kernels.AllReduceKernel(a, d)] = AllReduce(a, d)
+	for _, d := range backend.DTypes {
+		for _, a := range kernels.AllReduceAlgos {
+			m[kernels.KernelName(a, d)] = AllReduce(a, d)
+		}
+		for _, a := range kernels.Movers {
+			m[kernels.KernelName(a, d)] = Mover(a, d)
 		}
 	}
 	return m

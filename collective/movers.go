@@ -1,0 +1,311 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/kernels"
+	"github.com/intranode/intranode/symmetric"
+)
+
+// Op is a collective operation, named as nccl-tests names its binaries.
+type Op uint8
+
+// The collective operations.
+const (
+	OpAllReduce Op = iota
+	OpReduceScatter
+	OpAllGather
+	OpBroadcast
+	OpAllToAll
+)
+
+// Ops lists every collective operation.
+var Ops = []Op{OpAllReduce, OpReduceScatter, OpAllGather, OpBroadcast, OpAllToAll}
+
+// String is the operation's nccl-tests name: all_reduce, reduce_scatter,
+// all_gather, broadcast, alltoall.
+func (o Op) String() string {
+	switch o {
+	case OpAllReduce:
+		return "all_reduce"
+	case OpReduceScatter:
+		return "reduce_scatter"
+	case OpAllGather:
+		return "all_gather"
+	case OpBroadcast:
+		return "broadcast"
+	case OpAllToAll:
+		return "alltoall"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// ParseOp parses an operation name (String's, with or without the
+// underscore; "all_to_all" too).
+func ParseOp(s string) (Op, error) {
+	k := strings.ReplaceAll(strings.ToLower(s), "_", "")
+	for _, o := range Ops {
+		if strings.ReplaceAll(o.String(), "_", "") == k {
+			return o, nil
+		}
+	}
+	return 0, backend.Errorf(backend.CodeInvalidArgument, "unknown collective %q (all_reduce, reduce_scatter, all_gather, broadcast, alltoall)", s)
+}
+
+// BusFactor is nccl-tests' bus-bandwidth factor for the operation over
+// world ranks: bus bandwidth = algorithm bandwidth × BusFactor.
+func (o Op) BusFactor(world int) float64 {
+	n := float64(world)
+	switch o {
+	case OpAllReduce:
+		return 2 * (n - 1) / n
+	case OpReduceScatter, OpAllGather, OpAllToAll:
+		return (n - 1) / n
+	}
+	return 1
+}
+
+// Elements returns how many elements of a rank's input and output a call
+// of the operation with this count (per rank, as the Comm methods take it)
+// spans over world ranks.
+func (o Op) Elements(count, world int) (in, out int) {
+	switch o {
+	case OpReduceScatter:
+		return count * world, count
+	case OpAllGather:
+		return count, count * world
+	case OpAllToAll:
+		return count * world, count * world
+	}
+	return count, count
+}
+
+// kernel is the operation's data-movement kernel ("" for all-reduce).
+func (o Op) kernel() kernels.Algo {
+	switch o {
+	case OpReduceScatter:
+		return kernels.ReduceScatter
+	case OpAllGather:
+		return kernels.AllGather
+	case OpBroadcast:
+		return kernels.Broadcast
+	case OpAllToAll:
+		return kernels.AllToAll
+	}
+	return ""
+}
+
+// FallbackMover is implemented by backends with their own data-movement
+// collectives for the sizes where the comm's kernels are not the fastest
+// (NCCL on CUDA). in and out follow the Comm methods; root is the
+// broadcast's.
+type FallbackMover interface {
+	FallbackMove(s backend.Stream, c *Comm, op Op, in, out backend.DevicePtr, count int, dtype backend.DType,
+		red backend.ReduceOp, root int) error
+}
+
+// SelectAlgo returns the path for one call of op with count elements per
+// rank: Direct (the comm's kernels) or None (the backend's own library,
+// where the kernels would not be faster). For OpAllReduce it is
+// SelectAllReduceAlgo.
+func (c *Comm) SelectAlgo(op Op, count int, dtype backend.DType) Algo {
+	if op == OpAllReduce {
+		return c.SelectAllReduceAlgo(count, dtype)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.initialized || !dtype.Valid() || count <= 0 {
+		return None
+	}
+	in, out := op.Elements(count, c.world)
+	if limit := c.tab.MoverMax; limit > 0 && max(in, out)*dtype.Size() > limit {
+		return None
+	}
+	return Direct
+}
+
+// ReduceScatter reduces with op, across the group, World blocks of count
+// elements at in (block r at in + r*count elements) and writes the
+// reduction of block Rank to out (count elements), enqueued on s. In place
+// when out is in's block Rank. algo is Direct (the comm's kernels, any
+// count: past the buffer, chunk by chunk) or None (the backend's own
+// library where it has one, else the kernels).
+func (c *Comm) ReduceScatter(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
+	dtype backend.DType, op backend.ReduceOp, algo Algo, opts ...CallOption) (*Work, error) {
+	return c.move(ctx, s, moveCall{op: OpReduceScatter, in: in, out: out, count: count, dtype: dtype, red: op}, algo, opts)
+}
+
+// AllGather gathers count elements at in from every rank into out, rank
+// r's at out + r*count elements, enqueued on s. In place when in is out's
+// block Rank. algo as for ReduceScatter.
+func (c *Comm) AllGather(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
+	dtype backend.DType, algo Algo, opts ...CallOption) (*Work, error) {
+	return c.move(ctx, s, moveCall{op: OpAllGather, in: in, out: out, count: count, dtype: dtype}, algo, opts)
+}
+
+// Broadcast copies count elements at buf on rank root to buf on every rank
+// (or into Output), enqueued on s. algo as for ReduceScatter.
+func (c *Comm) Broadcast(ctx context.Context, s backend.Stream, buf backend.DevicePtr, count int,
+	dtype backend.DType, root int, algo Algo, opts ...CallOption) (*Work, error) {
+	return c.move(ctx, s, moveCall{op: OpBroadcast, in: buf, out: buf, count: count, dtype: dtype, root: root}, algo, opts)
+}
+
+// AllToAll sends block r of in (count elements at in + r*count) to rank r,
+// which receives it as block Rank of out; every rank sends and receives
+// World blocks, enqueued on s. In place when in == out. algo as for
+// ReduceScatter.
+func (c *Comm) AllToAll(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
+	dtype backend.DType, algo Algo, opts ...CallOption) (*Work, error) {
+	return c.move(ctx, s, moveCall{op: OpAllToAll, in: in, out: out, count: count, dtype: dtype}, algo, opts)
+}
+
+// moveCall is one data-movement call as the caller made it.
+type moveCall struct {
+	op      Op
+	in, out backend.DevicePtr
+	count   int
+	dtype   backend.DType
+	red     backend.ReduceOp // reduce-scatter only
+	root    int              // broadcast only
+}
+
+func (c *Comm) move(ctx context.Context, s backend.Stream, m moveCall, algo Algo, opts []CallOption) (*Work, error) {
+	var cl call
+	for _, o := range opts {
+		o(&cl)
+	}
+	if cl.hasOut {
+		if m.op != OpBroadcast {
+			return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: %v takes its output as an argument, not Output", m.op)
+		}
+		m.out = cl.out
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.checkMove(s, m, algo); err != nil {
+		return nil, err
+	}
+	timeout := uint64(symmetric.TimeoutFor(ctx, c.opts.Timeout))
+	done := false
+	if fb, ok := c.b.(FallbackMover); ok && algo == None && (c.mem == nil || !c.mem.SharesDevice()) {
+		err := fb.FallbackMove(s, c, m.op, m.in, m.out, m.count, m.dtype, m.red, m.root)
+		if err == nil {
+			done = true
+		} else if !errors.Is(err, backend.ErrUnavailable) || c.mem == nil {
+			return nil, err
+		} else {
+			c.log.Debug("vendor collective unavailable; using the comm's kernels", "op", m.op, "err", err)
+		}
+	}
+	if !done {
+		if c.mem == nil {
+			return nil, fmt.Errorf("%w: %v needs the comm's kernels or a backend library, and the %s backend has none",
+				ErrNotInitialized, m.op, c.b.Name())
+		}
+		if err := c.moveChunks(ctx, s, m, timeout); err != nil {
+			return nil, err
+		}
+	}
+	usage.Add(1)
+	w := &Work{c: c, stream: s}
+	if cl.event {
+		if err := w.record(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// checkMove checks a data-movement call; the caller holds c.mu.
+func (c *Comm) checkMove(s backend.Stream, m moveCall, algo Algo) error {
+	if err := c.usableFor(algo); err != nil {
+		return err
+	}
+	if c.calls.failed != nil {
+		return fmt.Errorf("%w: %w", ErrCommFailed, c.calls.failed)
+	}
+	bad := func(format string, args ...any) error {
+		return backend.Errorf(backend.CodeInvalidArgument, "collective: %v: "+format, append([]any{m.op}, args...)...)
+	}
+	switch {
+	case s == nil:
+		return bad("nil stream")
+	case m.op == OpAllReduce || m.op.kernel() == "":
+		return bad("not a data-movement collective")
+	case algo != None && algo != Direct:
+		return bad("algorithm %v is an all-reduce algorithm (use Direct or None)", algo)
+	case !m.dtype.Valid():
+		return bad("unsupported dtype %v", m.dtype)
+	case m.op == OpReduceScatter && !m.red.Valid():
+		return bad("unsupported reduce op %v", m.red)
+	case m.count <= 0:
+		return bad("count %d must be positive", m.count)
+	case m.count > math.MaxInt/(kernels.MaxRanks*m.dtype.Size()):
+		return bad("count %d too large", m.count)
+	case m.op == OpBroadcast && (m.root < 0 || m.root >= c.world):
+		return bad("root %d out of range [0,%d)", m.root, c.world)
+	}
+	if c.mem != nil {
+		_, outN := m.op.Elements(m.count, c.world)
+		for r := range c.world {
+			lo := c.mem.Buffer(r)
+			if m.out < lo.Add(c.mem.BufferSize()) && m.out.Add(outN*m.dtype.Size()) > lo {
+				return bad("output %#x overlaps the symmetric buffer of rank %d (peers read it while the call runs)", uint64(m.out), r)
+			}
+		}
+	}
+	return nil
+}
+
+// moveChunks enqueues the comm's kernels for a data-movement call, in
+// chunks of as many elements per rank as the buffer holds; the caller
+// holds c.mu.
+func (c *Comm) moveChunks(ctx context.Context, s backend.Stream, m moveCall, timeoutNs uint64) error {
+	size := m.dtype.Size()
+	// Whole 16-byte vectors in every block of every chunk but the last, so
+	// that buffer parts (kernels.MoverPart) are packed.
+	chunk := c.opts.BufferSize / size
+	if m.op == OpReduceScatter || m.op == OpAllToAll {
+		chunk = c.opts.BufferSize / c.world &^ 15 / size
+	}
+	chunk &^= 15
+	if chunk <= 0 {
+		return fmt.Errorf("%w: a %d-byte buffer holds no %v of %v over %d ranks", ErrTooLarge, c.opts.BufferSize, m.op, m.dtype, c.world)
+	}
+	key := callKey{count: m.count}
+	extra := uint64(m.count) // the block stride
+	switch m.op {
+	case OpReduceScatter:
+		key.op = m.red
+	case OpBroadcast:
+		key.op, extra = backend.ReduceOp(m.root), uint64(m.root)
+	}
+	for off := 0; off < m.count; off += chunk {
+		n := min(chunk, m.count-off)
+		args := kernels.AllReduceArgs{Input: m.in.Add(off * size), Output: m.out.Add(off * size), Count: uint64(n),
+			DType: m.dtype, Op: m.red, TimeoutNs: timeoutNs, Extra: extra}
+		if !args.Op.Valid() {
+			args.Op = backend.Sum
+		}
+		in, out := m.op.Elements(n, c.world)
+		cfg := moverLaunchConfig((in + out) * size)
+		if err := c.enqueue(ctx, s, m.op.kernel(), cfg, args, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moverLaunchConfig is the launch shape of a data-movement kernel that
+// reads and writes bytes in all: 512 threads, a block per 32 KiB, at most
+// 64 blocks.
+func moverLaunchConfig(bytes int) backend.LaunchConfig {
+	const block, per, maxBlocks = 512, 32 << 10, 64
+	blocks := max(1, min((bytes+per-1)/per, maxBlocks))
+	return backend.LaunchConfig{Grid: backend.D1(uint32(blocks)), Block: backend.D1(block), Early: true}
+}

@@ -1,0 +1,418 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/internal/numeric"
+	"github.com/intranode/intranode/kernels"
+)
+
+// The data-movement collectives: reduce-scatter, all-gather, broadcast and
+// all-to-all, each in every dtype at one element per rank, odd counts, the
+// buffer's capacity and past it (chunked), in and out of place; reduce ops;
+// repeated calls enqueued back to back; broadcast from every root; bad
+// arguments.
+func init() {
+	for _, op := range movers {
+		for _, d := range backend.DTypes {
+			register(Case{Name: fmt.Sprintf("%v/%v", op, d), MinWorld: 2, Run: moverMatrix(op, d)})
+		}
+	}
+	register(
+		Case{Name: "reduce_scatter/ops", MinWorld: 2, Run: caseReduceScatterOps},
+		Case{Name: "broadcast/every-root", MinWorld: 2, Run: caseBroadcastRoots},
+		Case{Name: "movers/repeat-100", MinWorld: 2, Run: caseMoversRepeat},
+		Case{Name: "movers/bad-arguments", MinWorld: 2, Run: caseMoversBadArgs},
+	)
+}
+
+// movers are the data-movement collectives.
+var movers = []collective.Op{collective.OpReduceScatter, collective.OpAllGather, collective.OpBroadcast, collective.OpAllToAll}
+
+// moverCall is one checked data-movement call.
+type moverCall struct {
+	op       collective.Op
+	algo     collective.Algo
+	dtype    backend.DType
+	red      backend.ReduceOp
+	count    int // per rank, as the Comm methods take it
+	root     int
+	seed     int
+	outPlace bool
+}
+
+func (m moverCall) String() string {
+	s := fmt.Sprintf("%v %v %d×%v", m.op, m.algo, m.count, m.dtype)
+	switch m.op {
+	case collective.OpReduceScatter:
+		s += " " + m.red.String()
+	case collective.OpBroadcast:
+		s += fmt.Sprintf(" root %d", m.root)
+	}
+	if m.outPlace {
+		return s + " out of place"
+	}
+	return s + " in place"
+}
+
+// input is the value of element i of rank r's input.
+func (m moverCall) input(r, i int) float64 { return numeric.PatternValue(r, m.seed, i) }
+
+// want is the exact value of element i of rank me's output over world
+// ranks.
+func (m moverCall) want(me, world, i int) float64 {
+	switch m.op {
+	case collective.OpReduceScatter:
+		return numeric.ExpectedValue(m.red, world, m.seed, me*m.count+i)
+	case collective.OpAllGather:
+		return m.input(i/m.count, i%m.count)
+	case collective.OpBroadcast:
+		return m.input(m.root, i)
+	case collective.OpAllToAll:
+		return m.input(i/m.count, me*m.count+i%m.count)
+	}
+	panic("not a data-movement collective")
+}
+
+// layout returns the elements of the allocations a call needs and where
+// its input and output lie in them (element offsets): in place, one
+// allocation holds both as NCCL lays them out (the input is the output's
+// block Rank for all-gather, the output the input's block Rank for
+// reduce-scatter, the same elements otherwise).
+func (m moverCall) layout(rank, world int) (inN, outN, inOff, outOff int) {
+	inN, outN = m.op.Elements(m.count, world)
+	if m.outPlace {
+		return inN, outN, 0, 0
+	}
+	switch m.op {
+	case collective.OpReduceScatter:
+		return inN, 0, 0, rank * m.count
+	case collective.OpAllGather:
+		return outN, 0, rank * m.count, 0
+	}
+	return inN, 0, 0, 0
+}
+
+// moverOnce runs one checked data-movement call with canaries around its
+// input and output: exact results, the input untouched out of place.
+func moverOnce(ctx context.Context, e *Env, c *collective.Comm, m moverCall) error {
+	dev := c.Device()
+	size := m.dtype.Size()
+	inN, outN, inOff, outOff := m.layout(e.Rank, e.World)
+	in, err := newGuarded(ctx, dev, inN*size)
+	if err != nil {
+		return err
+	}
+	defer in.close()
+	out := in
+	if outN > 0 {
+		if out, err = newGuarded(ctx, dev, outN*size); err != nil {
+			return err
+		}
+		defer out.close()
+	}
+	host := make([]byte, inN*size)
+	inElems, _ := m.op.Elements(m.count, e.World)
+	for i := range inElems {
+		numeric.Put(m.dtype, host, inOff+i, m.input(e.Rank, i))
+	}
+	if err := in.write(ctx, host); err != nil {
+		return err
+	}
+	s, err := dev.NewStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ip, op := in.ptr().Add(inOff*size), out.ptr().Add(outOff*size)
+	var w *collective.Work
+	switch m.op {
+	case collective.OpReduceScatter:
+		w, err = c.ReduceScatter(ctx, s, ip, op, m.count, m.dtype, m.red, m.algo)
+	case collective.OpAllGather:
+		w, err = c.AllGather(ctx, s, ip, op, m.count, m.dtype, m.algo)
+	case collective.OpBroadcast:
+		var opts []collective.CallOption
+		if m.outPlace {
+			opts = append(opts, collective.Output(op))
+		}
+		w, err = c.Broadcast(ctx, s, ip, m.count, m.dtype, m.root, m.algo, opts...)
+	case collective.OpAllToAll:
+		w, err = c.AllToAll(ctx, s, ip, op, m.count, m.dtype, m.algo)
+	}
+	if err != nil {
+		return fmt.Errorf("%v: %w", m, err)
+	}
+	defer w.Close()
+	if err := w.Synchronize(ctx); err != nil {
+		return fmt.Errorf("%v: %w", m, err)
+	}
+	got, err := out.read(ctx)
+	if err != nil {
+		return err
+	}
+	_, outElems := m.op.Elements(m.count, e.World)
+	// In place, what is not output must still be the input.
+	want := make([]byte, len(got))
+	if !m.outPlace {
+		copy(want, host)
+	}
+	for i := range outElems {
+		numeric.Put(m.dtype, want, outOff+i, m.want(e.Rank, e.World, i))
+	}
+	if wrong, first := numeric.Compare(m.dtype, got, want, len(got)/size); wrong > 0 {
+		return fmt.Errorf("%v: %d of %d elements wrong; first at %v", m, wrong, outElems, first)
+	}
+	if m.outPlace {
+		back, err := in.read(ctx)
+		if err != nil {
+			return err
+		}
+		if string(back) != string(host) {
+			return fmt.Errorf("%v modified its input", m)
+		}
+	}
+	if err := in.checkCanaries(ctx); err != nil {
+		return fmt.Errorf("%v: input: %w", m, err)
+	}
+	if err := out.checkCanaries(ctx); err != nil {
+		return fmt.Errorf("%v: output: %w", m, err)
+	}
+	return nil
+}
+
+// moverCapacity is how many elements per rank one launch of op moves with
+// the comm's buffer.
+func moverCapacity(c *collective.Comm, op collective.Op, d backend.DType) int {
+	if op == collective.OpReduceScatter || op == collective.OpAllToAll {
+		return c.BufferSize() / c.World() &^ 15 / d.Size() &^ 15
+	}
+	return c.BufferSize() / d.Size() &^ 15
+}
+
+func moverMatrix(op collective.Op, d backend.DType) func(context.Context, *Env) error {
+	return func(ctx context.Context, e *Env) (err error) {
+		c, err := newComm(ctx, e, bufferFor(e))
+		if err != nil {
+			return err
+		}
+		defer closeInto(&err, c)
+		capacity := moverCapacity(c, op, d)
+		counts := []int{1, 2, 3, 7, 17, 1000, 4099, capacity, 2*capacity + 5}
+		if e.Quick {
+			counts = []int{1, 17, capacity + 3}
+		}
+		seed := 0
+		for _, n := range counts {
+			for _, outPlace := range []bool{false, true} {
+				seed++
+				m := moverCall{op: op, algo: collective.Direct, dtype: d, red: backend.Sum, count: n,
+					root: seed % e.World, seed: seed, outPlace: outPlace}
+				if err := moverOnce(ctx, e, c, m); err != nil {
+					return err
+				}
+			}
+		}
+		// None: the backend's own collective where it has one, else the
+		// kernels; either way the same result.
+		m := moverCall{op: op, algo: collective.None, dtype: d, red: backend.Sum, count: 1001, root: e.World - 1,
+			seed: 99, outPlace: true}
+		if err := moverOnce(ctx, e, c, m); err != nil {
+			return err
+		}
+		return c.Barrier(ctx)
+	}
+}
+
+func caseReduceScatterOps(ctx context.Context, e *Env) (err error) {
+	c, err := newComm(ctx, e, bufferFor(e))
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, c)
+	for _, red := range []backend.ReduceOp{backend.Max, backend.Min} {
+		for _, d := range []backend.DType{backend.Float32, backend.BFloat16, backend.Int32} {
+			m := moverCall{op: collective.OpReduceScatter, algo: collective.Direct, dtype: d, red: red, count: 1001,
+				seed: int(red) * 7, outPlace: true}
+			if err := moverOnce(ctx, e, c, m); err != nil {
+				return err
+			}
+		}
+	}
+	return c.Barrier(ctx)
+}
+
+func caseBroadcastRoots(ctx context.Context, e *Env) (err error) {
+	c, err := newComm(ctx, e, bufferFor(e))
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, c)
+	for root := range e.World {
+		m := moverCall{op: collective.OpBroadcast, algo: collective.Direct, dtype: backend.BFloat16, count: 333,
+			root: root, seed: 40 + root}
+		if err := moverOnce(ctx, e, c, m); err != nil {
+			return err
+		}
+	}
+	return c.Barrier(ctx)
+}
+
+// caseMoversRepeat enqueues 25 calls of each data-movement collective back
+// to back on one stream, then waits once and checks every result.
+func caseMoversRepeat(ctx context.Context, e *Env) (err error) {
+	c, err := newComm(ctx, e, bufferFor(e))
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, c)
+	const count, reps = 257, 25
+	d := backend.BFloat16
+	dev := c.Device()
+	s, err := dev.NewStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	type pending struct {
+		m       moverCall
+		in, out *guarded
+	}
+	var calls []pending
+	defer func() {
+		for _, p := range calls {
+			_ = p.in.close()
+			_ = p.out.close()
+		}
+	}()
+	var last *collective.Work
+	for i := range reps * len(movers) {
+		m := moverCall{op: movers[i%len(movers)], algo: collective.Direct, dtype: d, red: backend.Sum, count: count,
+			root: i % e.World, seed: 500 + i, outPlace: true}
+		inN, outN := m.op.Elements(count, e.World)
+		in, err := newGuarded(ctx, dev, inN*d.Size())
+		if err != nil {
+			return err
+		}
+		out, err := newGuarded(ctx, dev, outN*d.Size())
+		if err != nil {
+			_ = in.close()
+			return err
+		}
+		calls = append(calls, pending{m, in, out})
+		host := make([]byte, inN*d.Size())
+		for j := range inN {
+			numeric.Put(d, host, j, m.input(e.Rank, j))
+		}
+		if err := in.write(ctx, host); err != nil {
+			return err
+		}
+		switch m.op {
+		case collective.OpReduceScatter:
+			last, err = c.ReduceScatter(ctx, s, in.ptr(), out.ptr(), count, d, backend.Sum, m.algo)
+		case collective.OpAllGather:
+			last, err = c.AllGather(ctx, s, in.ptr(), out.ptr(), count, d, m.algo)
+		case collective.OpBroadcast:
+			last, err = c.Broadcast(ctx, s, in.ptr(), count, d, m.root, m.algo, collective.Output(out.ptr()))
+		case collective.OpAllToAll:
+			last, err = c.AllToAll(ctx, s, in.ptr(), out.ptr(), count, d, m.algo)
+		}
+		if err != nil {
+			return fmt.Errorf("call %d, %v: %w", i, m, err)
+		}
+	}
+	if err := last.Synchronize(ctx); err != nil {
+		return err
+	}
+	for i, p := range calls {
+		got, err := p.out.read(ctx)
+		if err != nil {
+			return err
+		}
+		want := make([]byte, len(got))
+		for j := range len(got) / d.Size() {
+			numeric.Put(d, want, j, p.m.want(e.Rank, e.World, j))
+		}
+		if wrong, first := numeric.Compare(d, got, want, len(got)/d.Size()); wrong > 0 {
+			return fmt.Errorf("call %d, %v: %d elements wrong; first at %v", i, p.m, wrong, first)
+		}
+	}
+	return c.Barrier(ctx)
+}
+
+// caseMoversBadArgs: calls no rank can serve fail at once with
+// ErrInvalidArgument, on the calling rank alone, and leave the comm usable.
+func caseMoversBadArgs(ctx context.Context, e *Env) (err error) {
+	c, err := newComm(ctx, e, quickAllReduceBuffer)
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, c)
+	dev := c.Device()
+	s, err := dev.NewStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	g, err := newGuarded(ctx, dev, 64*kernels.MaxRanks)
+	if err != nil {
+		return err
+	}
+	defer g.close()
+	p := g.ptr()
+	sym, err := c.GetBuffer(e.Rank, 4, backend.Float32, 0)
+	if err != nil {
+		return err
+	}
+	f32 := backend.Float32
+	bad := []struct {
+		name string
+		call func() (*collective.Work, error)
+	}{
+		{"reduce-scatter zero count", func() (*collective.Work, error) {
+			return c.ReduceScatter(ctx, s, p, p, 0, f32, backend.Sum, collective.Direct)
+		}},
+		{"reduce-scatter bad op", func() (*collective.Work, error) {
+			return c.ReduceScatter(ctx, s, p, p, 4, f32, backend.ReduceOp(9), collective.Direct)
+		}},
+		{"all-gather bad dtype", func() (*collective.Work, error) {
+			return c.AllGather(ctx, s, p, p, 4, backend.DType(99), collective.Direct)
+		}},
+		{"all-gather with an all-reduce algorithm", func() (*collective.Work, error) {
+			return c.AllGather(ctx, s, p, p, 4, f32, collective.OneShot)
+		}},
+		{"broadcast root -1", func() (*collective.Work, error) {
+			return c.Broadcast(ctx, s, p, 4, f32, -1, collective.Direct)
+		}},
+		{"broadcast root = world", func() (*collective.Work, error) {
+			return c.Broadcast(ctx, s, p, 4, f32, e.World, collective.Direct)
+		}},
+		{"all-to-all negative count", func() (*collective.Work, error) {
+			return c.AllToAll(ctx, s, p, p, -3, f32, collective.Direct)
+		}},
+		{"all-to-all nil stream", func() (*collective.Work, error) {
+			return c.AllToAll(ctx, nil, p, p, 4, f32, collective.Direct)
+		}},
+		{"all-gather into the symmetric buffer", func() (*collective.Work, error) {
+			return c.AllGather(ctx, s, p, sym.Ptr, 1, f32, collective.Direct)
+		}},
+		{"all-gather with Output", func() (*collective.Work, error) {
+			return c.AllGather(ctx, s, p, p, 1, f32, collective.Direct, collective.Output(p))
+		}},
+	}
+	for _, b := range bad {
+		if _, err := b.call(); !errors.Is(err, backend.ErrInvalidArgument) {
+			return fmt.Errorf("%s: got %v, want ErrInvalidArgument", b.name, err)
+		}
+	}
+	// The comm still serves calls.
+	m := moverCall{op: collective.OpAllGather, algo: collective.Direct, dtype: f32, count: 5, seed: 3, outPlace: true}
+	if err := moverOnce(ctx, e, c, m); err != nil {
+		return fmt.Errorf("after the refused calls: %w", err)
+	}
+	return c.Barrier(ctx)
+}

@@ -1,0 +1,178 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/kernels"
+)
+
+// Mover returns the kernel kernels.KernelName(algo, dtype) of a
+// data-movement collective (kernels.Movers): reduce-scatter, all-gather,
+// broadcast or all-to-all, as package kernels documents them (copy into
+// this rank's buffer, barrier, read the peers' buffers, barrier). It runs
+// as one block on channel 0, like the all-reduce kernels.
+func Mover(algo kernels.Algo, dtype backend.DType) Func {
+	name := kernels.KernelName(algo, dtype)
+	return func(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {
+		a, err := kernels.ParseAllReduceArgs(args)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		k, err := setupMover(ctx, mem, a, algo, dtype, name)
+		if err != nil {
+			return err
+		}
+		return k.run()
+	}
+}
+
+// mover is one resolved data-movement launch. Block r of the input or
+// output is the n bytes at r*stride, part r of a buffer the n bytes at
+// r*part.
+type mover struct {
+	*launch
+	algo            kernels.Algo
+	a               kernels.AllReduceArgs
+	world, root     int
+	n, stride, part int // bytes
+	bufs        [][]byte
+	in, out     []byte
+}
+
+// layout returns, for a data-movement collective over world ranks with
+// blocks of n bytes in buffer parts of p bytes, the bytes of a rank's
+// buffer it uses and whether its input and output hold one block per rank
+// (strided) or one.
+func layout(algo kernels.Algo, world, n, p int) (span int, blockedIn, blockedOut bool) {
+	switch algo {
+	case kernels.ReduceScatter:
+		return world * p, true, false
+	case kernels.AllGather:
+		return n, false, true
+	case kernels.AllToAll:
+		return world * p, true, true
+	}
+	return n, false, false
+}
+
+func setupMover(ctx context.Context, mem Memory, a kernels.AllReduceArgs, algo kernels.Algo,
+	dtype backend.DType, name string) (*mover, error) {
+	l, err := openCollective(ctx, mem, a, dtype, name)
+	if err != nil {
+		return nil, err
+	}
+	size := dtype.Size()
+	k := &mover{launch: l, algo: algo, a: a, world: int(a.World), n: int(a.Count) * size}
+	k.stride, k.part = k.n, int(kernels.MoverPart(a.Count, size))
+	switch {
+	case algo == kernels.Broadcast:
+		if a.Extra >= uint64(a.World) {
+			return nil, l.badArgs("broadcast root %d out of range [0,%d)", a.Extra, a.World)
+		}
+		k.root = int(a.Extra)
+	case a.Extra != 0:
+		if a.Extra < a.Count || a.Extra > uint64(1<<40) {
+			return nil, l.badArgs("block stride %d must be at least the count %d (and at most 2^40)", a.Extra, a.Count)
+		}
+		k.stride = int(a.Extra) * size
+	}
+	span, blockedIn, blockedOut := layout(algo, k.world, k.n, k.part)
+	if k.bufs, err = l.resolveBuffers(mem, a, span); err != nil {
+		return nil, err
+	}
+	if k.n == 0 {
+		return k, nil
+	}
+	if a.Input%backend.DevicePtr(size) != 0 || a.Output%backend.DevicePtr(size) != 0 {
+		return nil, l.badArgs("input %#x or output %#x not aligned to the %d-byte element", uint64(a.Input), uint64(a.Output), size)
+	}
+	extent := func(blocked bool) int {
+		if blocked {
+			return (k.world-1)*k.stride + k.n
+		}
+		return k.n
+	}
+	// The broadcast's input is read on the root only.
+	if algo != kernels.Broadcast || k.root == k.me {
+		if k.in, err = mem.Bytes(a.Input, extent(blockedIn)); err != nil {
+			return nil, l.badArgsWrap(err, "input %#x, %d bytes", uint64(a.Input), extent(blockedIn))
+		}
+	}
+	if k.out, err = mem.Bytes(a.Output, extent(blockedOut)); err != nil {
+		return nil, l.badArgsWrap(err, "output %#x, %d bytes", uint64(a.Output), extent(blockedOut))
+	}
+	for r, b := range k.bufs {
+		if overlaps(k.out, b) {
+			return nil, l.badArgs("output %#x overlaps the symmetric buffer of rank %d", uint64(a.Output), r)
+		}
+	}
+	return k, nil
+}
+
+// block returns block r (n bytes at r*stride) of a blocked input or output.
+func (k *mover) block(b []byte, r int) []byte { return b[r*k.stride : r*k.stride+k.n] }
+
+// partOf returns part r of a buffer: n bytes at r*part.
+func (k *mover) partOf(b []byte, r int) []byte { return b[r*k.part : r*k.part+k.n] }
+
+// copyIn is step 1: what the peers need, into this rank's own buffer.
+func (k *mover) copyIn() {
+	own := k.bufs[k.me]
+	put := func(dst, src []byte) {
+		if !same(dst, src) {
+			copy(dst, src)
+		}
+	}
+	switch k.algo {
+	case kernels.ReduceScatter, kernels.AllToAll:
+		for r := range k.world {
+			put(k.partOf(own, r), k.block(k.in, r))
+		}
+	case kernels.AllGather:
+		put(own[:k.n], k.in)
+	case kernels.Broadcast:
+		if k.me == k.root {
+			put(own[:k.n], k.in)
+		}
+	}
+}
+
+// gather is step 3: the output from the buffers.
+func (k *mover) gather() {
+	switch k.algo {
+	case kernels.ReduceScatter:
+		srcs := make([][]byte, k.world)
+		for r, b := range k.bufs {
+			srcs[r] = k.partOf(b, k.me)
+		}
+		reduce(k.a.DType, k.a.Op, k.out, srcs)
+	case kernels.AllGather:
+		for r, b := range k.bufs {
+			copy(k.block(k.out, r), b[:k.n])
+		}
+	case kernels.Broadcast:
+		copy(k.out, k.bufs[k.root][:k.n])
+	case kernels.AllToAll:
+		for r, b := range k.bufs {
+			copy(k.block(k.out, r), k.partOf(b, k.me))
+		}
+	}
+}
+
+func (k *mover) run() error {
+	k.publish(k.world, kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.CallInfo(k.algo, k.a.DType, k.a.Op)})
+	mask := uint32(1)<<k.world - 1
+	if k.n > 0 {
+		k.copyIn()
+	}
+	if ok, err := k.barrier(allReduceChannel, mask); !ok {
+		return err
+	}
+	if k.n > 0 {
+		k.gather()
+	}
+	_, err := k.barrier(allReduceChannel, mask)
+	return err
+}
