@@ -37,8 +37,8 @@ type mover struct {
 	a               kernels.AllReduceArgs
 	world, root     int
 	n, stride, part int // bytes
-	bufs        [][]byte
-	in, out     []byte
+	bufs            [][]byte
+	in, out         []byte
 }
 
 // layout returns, for a data-movement collective over world ranks with
