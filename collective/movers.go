@@ -309,3 +309,29 @@ func moverLaunchConfig(bytes int) backend.LaunchConfig {
 	blocks := max(1, min((bytes+per-1)/per, maxBlocks))
 	return backend.LaunchConfig{Grid: backend.D1(uint32(blocks)), Block: backend.D1(block), Early: true}
 }
+
+// Reference is the exact value of element i of rank me's output in a call
+// of o over world ranks with count elements per rank (as the Comm methods
+// take it) and root (broadcast), when element j of rank r's input is
+// in(r, j) and a reduction folds in ascending rank order with fold. It is
+// what the conformance suite and the bench check results against.
+func (o Op) Reference(in func(r, j int) float64, fold func(a, b float64) float64, world, me, root, count, i int) float64 {
+	reduce := func(j int) float64 {
+		acc := in(0, j)
+		for r := 1; r < world; r++ {
+			acc = fold(acc, in(r, j))
+		}
+		return acc
+	}
+	switch o {
+	case OpReduceScatter:
+		return reduce(me*count + i)
+	case OpAllGather:
+		return in(i/count, i%count)
+	case OpBroadcast:
+		return in(root, i)
+	case OpAllToAll:
+		return in(i/count, me*count+i%count)
+	}
+	return reduce(i)
+}

@@ -65,17 +65,8 @@ func (m moverCall) input(r, i int) float64 { return numeric.PatternValue(r, m.se
 // want is the exact value of element i of rank me's output over world
 // ranks.
 func (m moverCall) want(me, world, i int) float64 {
-	switch m.op {
-	case collective.OpReduceScatter:
-		return numeric.ExpectedValue(m.red, world, m.seed, me*m.count+i)
-	case collective.OpAllGather:
-		return m.input(i/m.count, i%m.count)
-	case collective.OpBroadcast:
-		return m.input(m.root, i)
-	case collective.OpAllToAll:
-		return m.input(i/m.count, me*m.count+i%m.count)
-	}
-	panic("not a data-movement collective")
+	return m.op.Reference(m.input, func(a, b float64) float64 { return numeric.Combine(m.red, a, b) }, world, me, m.root,
+		m.count, i)
 }
 
 // layout returns the elements of the allocations a call needs and where

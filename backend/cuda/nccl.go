@@ -3,7 +3,7 @@
 package cuda
 
 /*
-#cgo nocallback inu_nccl_allreduce
+#cgo nocallback inu_nccl_collective
 #include <stdlib.h>
 #include "shim.h"
 */
@@ -514,14 +514,51 @@ func (b *Backend) FallbackAllReduce(s backend.Stream, c *collective.Comm, in, ou
 // allReduceNCCL is FallbackAllReduce for group g.
 func (b *Backend) allReduceNCCL(st *gpu.Stream, g ncclGroup, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp) error {
+	return b.collectiveNCCL(st, g, collective.OpAllReduce, in, out, count, dtype, op, 0)
+}
+
+// FallbackMove runs a reduce-scatter, all-gather, broadcast or all-to-all
+// through NCCL for c's ranks (ncclReduceScatter, ncclAllGather,
+// ncclBroadcast, and a group of ncclSend/ncclRecv for the all-to-all), on
+// the communicator FallbackAllReduce uses, with the same first-call rules.
+// count is per rank as collective.Comm's methods take it. An all-to-all
+// in place is refused (NCCL's receives would overwrite blocks not yet
+// sent): the comm's kernels serve it.
+func (b *Backend) FallbackMove(s backend.Stream, c *collective.Comm, op collective.Op, in, out backend.DevicePtr,
+	count int, dtype backend.DType, red backend.ReduceOp, root int) error {
+	st, ok := s.(*gpu.Stream)
+	if !ok || st.Device().Core() != &b.Core {
+		return backend.Errorf(backend.CodeInvalidArgument, "cuda: NCCL %v: %T is not a stream of this backend", op, s)
+	}
+	if err := st.Usable(); err != nil {
+		return err
+	}
+	if op == collective.OpAllToAll && in == out {
+		return backend.Errorf(backend.CodeUnavailable, "cuda: NCCL has no all-to-all in place")
+	}
+	if c == nil {
+		return backend.Errorf(backend.CodeInvalidArgument, "cuda: NCCL %v: nil comm", op)
+	}
+	if op != collective.OpReduceScatter {
+		red = backend.Sum
+	}
+	return b.collectiveNCCL(st, groupOf(c), op, in, out, count, dtype, red, root)
+}
+
+// collectiveNCCL enqueues one NCCL collective for group g.
+func (b *Backend) collectiveNCCL(st *gpu.Stream, g ncclGroup, op collective.Op, in, out backend.DevicePtr, count int,
+	dtype backend.DType, red backend.ReduceOp, root int) error {
 	if count <= 0 {
-		return backend.Errorf(backend.CodeInvalidArgument, "cuda: NCCL all-reduce: count %d must be positive", count)
+		return backend.Errorf(backend.CodeInvalidArgument, "cuda: NCCL %v: count %d must be positive", op, count)
+	}
+	if op > collective.OpAllToAll {
+		return backend.Errorf(backend.CodeInvalidArgument, "cuda: NCCL: unknown collective %v", op)
 	}
 	dt, err := ncclDataType(dtype)
 	if err != nil {
 		return err
 	}
-	rop, err := ncclRedOp(op)
+	rop, err := ncclRedOp(red)
 	if err != nil {
 		return err
 	}
@@ -529,12 +566,13 @@ func (b *Backend) allReduceNCCL(st *gpu.Stream, g ncclGroup, in, out backend.Dev
 	if err != nil {
 		return err
 	}
-	r := int(C.inu_nccl_allreduce(C.uintptr_t(st.Device().Ctx()), C.uintptr_t(nc.h), C.uint64_t(in), C.uint64_t(out),
-		C.size_t(count), C.int(dt), C.int(rop), C.uintptr_t(st.Handle())))
+	r := int(C.inu_nccl_collective(C.uintptr_t(st.Device().Ctx()), C.uintptr_t(nc.h), C.int(op), C.uint64_t(in),
+		C.uint64_t(out), C.size_t(count), C.size_t(dtype.Size()), C.int(dt), C.int(rop), C.int(root),
+		C.int(nc.world), C.uintptr_t(st.Handle())))
 	if r == C.INU_NCCL_SUCCESS {
 		return nil
 	}
-	err = wrapNCCL(checkNCCL("ncclAllReduce", r), "cuda: NCCL all-reduce of %d %v elements (%v) for %s", count, dtype, op, nc)
+	err = wrapNCCL(checkNCCL("nccl "+op.String(), r), "cuda: NCCL %v of %d %v elements (%v) for %s", op, count, dtype, red, nc)
 	if r&C.INU_NCCL_ASYNC != 0 {
 		nc.fail(err)
 	}

@@ -14,9 +14,11 @@ package cuda
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,9 +212,10 @@ func TestNCCLClosedBackend(t *testing.T) {
 }
 
 // mockNCCL is a CPU stand-in for libnccl.so.2 with the entry points the
-// backend resolves. Its all-reduce works on the mock driver's "device"
+// backend resolves. Its collectives work on the mock driver's "device"
 // memory (host memory) for ranks that are threads of one process, f32 and
-// i32 only, synchronously. Like the mock driver it is strict: init needs a
+// i32 only (4-byte elements), synchronously; a group of sends and receives
+// runs at ncclGroupEnd. Like the mock driver it is strict: init needs a
 // current context, the all-reduce's stream must belong to the current
 // context, and aborting a communicator twice fails. MOCK_NCCL_ASYNC makes
 // ncclCommGetAsyncError report that result.
@@ -232,6 +235,7 @@ struct group {
 	int nranks, joined, arrived;
 	unsigned long gen;
 	const void *send[MAXR];
+	const void *to[MAXR][MAXR]; // to[src][dst]: what src sends dst in a group
 	struct group *next;
 };
 
@@ -344,6 +348,132 @@ int ncclAllReduce(const void *send, void *recv, size_t count, int dtype, int op,
 	memcpy(recv, tmp, count * 4);
 	free(tmp);
 	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+// enter and leave bracket a collective: check the communicator, the dtype
+// and the stream, and take mu.
+static int enter(struct comm *c, int dtype, void *stream) {
+	if (c == NULL || c->magic != MAGIC) return 5;
+	if (dtype != 7 && dtype != 2) return 4;
+	pthread_mutex_lock(&mu);
+	if (driver() && stream_query(stream) != 0) {
+		pthread_mutex_unlock(&mu);
+		return 1;
+	}
+	return 0;
+}
+
+int ncclReduceScatter(const void *send, void *recv, size_t count, int dtype, int op, struct comm *c, void *stream) {
+	if (op != 0 && op != 2 && op != 3) return 4;
+	int r = enter(c, dtype, stream);
+	if (r != 0) return r;
+	struct group *g = c->g;
+	g->send[c->rank] = send;
+	barrier(g);
+	void *tmp = malloc(count * 4 + 1);
+	const size_t base = (size_t)c->rank * count;
+	for (size_t i = 0; i < count; i++) {
+		if (dtype == 7) {
+			float acc = ((const float *)g->send[0])[base + i];
+			for (int q = 1; q < g->nranks; q++) {
+				float x = ((const float *)g->send[q])[base + i];
+				acc = op == 0 ? acc + x : op == 2 ? (x > acc ? x : acc) : (x < acc ? x : acc);
+			}
+			((float *)tmp)[i] = acc;
+		} else {
+			int acc = ((const int *)g->send[0])[base + i];
+			for (int q = 1; q < g->nranks; q++) {
+				int x = ((const int *)g->send[q])[base + i];
+				acc = op == 0 ? acc + x : op == 2 ? (x > acc ? x : acc) : (x < acc ? x : acc);
+			}
+			((int *)tmp)[i] = acc;
+		}
+	}
+	barrier(g);
+	memcpy(recv, tmp, count * 4);
+	free(tmp);
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+int ncclAllGather(const void *send, void *recv, size_t count, int dtype, struct comm *c, void *stream) {
+	int r = enter(c, dtype, stream);
+	if (r != 0) return r;
+	struct group *g = c->g;
+	void *mine = malloc(count * 4 + 1);
+	memcpy(mine, send, count * 4);
+	g->send[c->rank] = mine;
+	barrier(g);
+	for (int q = 0; q < g->nranks; q++) memcpy((char *)recv + (size_t)q * count * 4, g->send[q], count * 4);
+	barrier(g);
+	free(mine);
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+int ncclBroadcast(const void *send, void *recv, size_t count, int dtype, int root, struct comm *c, void *stream) {
+	if (root < 0 || root >= c->g->nranks) return 4;
+	int r = enter(c, dtype, stream);
+	if (r != 0) return r;
+	struct group *g = c->g;
+	g->send[c->rank] = send;
+	barrier(g);
+	if (c->rank != root) memcpy(recv, g->send[root], count * 4);
+	barrier(g);
+	if (c->rank == root && recv != send) memcpy(recv, send, count * 4);
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+// A group of sends and receives, per thread (each mock rank is a thread).
+static __thread int grouped;
+static __thread struct comm *gcomm;
+static __thread struct { void *buf; int peer; size_t bytes; } recvs[MAXR];
+static __thread int nrecvs;
+
+int ncclGroupStart(void) {
+	grouped++;
+	return 0;
+}
+
+int ncclSend(const void *buf, size_t count, int dtype, int peer, struct comm *c, void *stream) {
+	int r = enter(c, dtype, stream);
+	if (r != 0) return r;
+	if (!grouped || peer < 0 || peer >= c->g->nranks) {
+		pthread_mutex_unlock(&mu);
+		return 5;
+	}
+	c->g->to[c->rank][peer] = buf;
+	gcomm = c;
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+int ncclRecv(void *buf, size_t count, int dtype, int peer, struct comm *c, void *stream) {
+	if (c == NULL || c->magic != MAGIC) return 5;
+	if (!grouped || peer < 0 || peer >= c->g->nranks || nrecvs == MAXR) return 5;
+	(void)dtype;
+	(void)stream;
+	recvs[nrecvs].buf = buf;
+	recvs[nrecvs].peer = peer;
+	recvs[nrecvs].bytes = count * 4;
+	nrecvs++;
+	gcomm = c;
+	return 0;
+}
+
+int ncclGroupEnd(void) {
+	if (grouped == 0) return 5;
+	if (--grouped > 0 || gcomm == NULL) return 0;
+	struct group *g = gcomm->g;
+	pthread_mutex_lock(&mu);
+	barrier(g);
+	for (int i = 0; i < nrecvs; i++) memcpy(recvs[i].buf, g->to[recvs[i].peer][gcomm->rank], recvs[i].bytes);
+	barrier(g);
+	pthread_mutex_unlock(&mu);
+	nrecvs = 0;
+	gcomm = NULL;
 	return 0;
 }
 
@@ -801,6 +931,7 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 
 	a := group("IntraNodeComm0")
 	allReduce(a)
+	ncclMovers(ctx, t, b, ranks, a)
 
 	// The communicator belongs to its rank's device.
 	err := call(ranks[1], a[0], ranks[1].out.Ptr(), 1, backend.Float32, backend.Sum)
@@ -864,6 +995,64 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	require.Less(t, time.Since(start), missingCheckTimeout+time.Second)
 	err = call(ranks[0], a[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
 	require.ErrorIs(t, err, backend.ErrClosed)
+}
+
+// ncclMovers checks reduce-scatter, all-gather, broadcast and all-to-all
+// through NCCL on the ranks' communicators (group gs), f32, out of place:
+// rank r's input element i is 100*r + i.
+func ncclMovers(ctx context.Context, t *testing.T, b *Backend, ranks []*ncclRank, gs []ncclGroup) {
+	t.Helper()
+	world := len(ranks)
+	const count = 5
+	for _, op := range []collective.Op{collective.OpReduceScatter, collective.OpAllGather, collective.OpBroadcast,
+		collective.OpAllToAll} {
+		inN, outN := op.Elements(count, world)
+		require.NoError(t, eachRank(world, func(r int) error {
+			rk := ranks[r]
+			in := make([]byte, 4*inN)
+			for i := range inN {
+				binary.LittleEndian.PutUint32(in[4*i:], math.Float32bits(float32(100*r+i)))
+			}
+			if err := rk.d.CopyToDevice(ctx, rk.in.Ptr(), in); err != nil {
+				return err
+			}
+			if err := b.collectiveNCCL(rk.s.(*gpu.Stream), gs[r], op, rk.in.Ptr(), rk.out.Ptr(), count, backend.Float32,
+				backend.Sum, 1); err != nil {
+				return err
+			}
+			if err := rk.s.Synchronize(ctx); err != nil {
+				return err
+			}
+			got := make([]byte, 4*outN)
+			if err := rk.d.CopyFromDevice(ctx, got, rk.out.Ptr()); err != nil {
+				return err
+			}
+			for i := range outN {
+				var want float32
+				switch op {
+				case collective.OpReduceScatter:
+					for q := range world {
+						want += float32(100*q + r*count + i)
+					}
+				case collective.OpAllGather:
+					want = float32(100*(i/count) + i%count)
+				case collective.OpBroadcast:
+					want = float32(100 + i)
+				case collective.OpAllToAll:
+					want = float32(100*(i/count) + r*count + i%count)
+				}
+				if v := math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])); v != want {
+					return fmt.Errorf("%v rank %d element %d: got %v, want %v", op, r, i, v, want)
+				}
+			}
+			return nil
+		}))
+	}
+	// In place, NCCL's all-to-all would overwrite blocks it has yet to
+	// send: refused as unavailable, so the comm takes its kernels.
+	err := b.FallbackMove(ranks[0].s, nil, collective.OpAllToAll, ranks[0].in.Ptr(), ranks[0].in.Ptr(), 1,
+		backend.Float32, backend.Sum, 0)
+	require.ErrorIs(t, err, backend.ErrUnavailable)
 }
 
 // envNCCLMissingChild marks TestGPUNCCLMissingLibrary's child process.

@@ -421,6 +421,13 @@ static struct {
 	int (*GetUniqueId)(ncclUniqueId *);
 	int (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
 	int (*AllReduce)(const void *, void *, size_t, int, int, ncclComm_t, CUstream);
+	int (*ReduceScatter)(const void *, void *, size_t, int, int, ncclComm_t, CUstream);
+	int (*AllGather)(const void *, void *, size_t, int, ncclComm_t, CUstream);
+	int (*Broadcast)(const void *, void *, size_t, int, int, ncclComm_t, CUstream);
+	int (*Send)(const void *, size_t, int, int, ncclComm_t, CUstream);
+	int (*Recv)(void *, size_t, int, int, ncclComm_t, CUstream);
+	int (*GroupStart)(void);
+	int (*GroupEnd)(void);
 	int (*CommAbort)(ncclComm_t);
 	int (*CommGetAsyncError)(ncclComm_t, int *);
 	const char *(*GetErrorString)(int);
@@ -440,6 +447,13 @@ int inu_nccl_load(const char *path, char *err, size_t errlen) {
 		{(void **)&nccl.GetUniqueId, "ncclGetUniqueId"},
 		{(void **)&nccl.CommInitRank, "ncclCommInitRank"},
 		{(void **)&nccl.AllReduce, "ncclAllReduce"},
+		{(void **)&nccl.ReduceScatter, "ncclReduceScatter"},
+		{(void **)&nccl.AllGather, "ncclAllGather"},
+		{(void **)&nccl.Broadcast, "ncclBroadcast"},
+		{(void **)&nccl.Send, "ncclSend"},
+		{(void **)&nccl.Recv, "ncclRecv"},
+		{(void **)&nccl.GroupStart, "ncclGroupStart"},
+		{(void **)&nccl.GroupEnd, "ncclGroupEnd"},
 		{(void **)&nccl.CommAbort, "ncclCommAbort"},
 		{(void **)&nccl.CommGetAsyncError, "ncclCommGetAsyncError"},
 		{(void **)&nccl.GetErrorString, "ncclGetErrorString"},
@@ -496,17 +510,54 @@ int inu_nccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank, 
 	return r;
 }
 
-// inu_nccl_allreduce enqueues the all-reduce on stream (graph capture
+// all_to_all is the all-to-all as NCCL's documentation writes it: one
+// group of a send and a receive per peer.
+static int all_to_all(ncclComm_t comm, uint64_t in, uint64_t out, size_t count, size_t elem_size, int dtype,
+                      int nranks, CUstream stream) {
+	int r = nccl.GroupStart();
+	if (r != INU_NCCL_SUCCESS) return r;
+	const size_t block = count * elem_size;
+	for (int p = 0; p < nranks && r == INU_NCCL_SUCCESS; p++) {
+		r = nccl.Send((const void *)(uintptr_t)(in + p * block), count, dtype, p, comm, stream);
+		if (r == INU_NCCL_SUCCESS) r = nccl.Recv((void *)(uintptr_t)(out + p * block), count, dtype, p, comm, stream);
+	}
+	int end = nccl.GroupEnd();
+	return r != INU_NCCL_SUCCESS ? r : end;
+}
+
+// inu_nccl_collective enqueues the collective on stream (graph capture
 // included) and then reads the communicator's asynchronous error, so a
 // communicator that has failed is reported at the next call.
-int inu_nccl_allreduce(uintptr_t ctx, uintptr_t comm, uint64_t in, uint64_t out, size_t count,
-                       int dtype, int op, uintptr_t stream) {
+int inu_nccl_collective(uintptr_t ctx, uintptr_t comm, int kind, uint64_t in, uint64_t out, size_t count,
+                        size_t elem_size, int dtype, int op, int root, int nranks, uintptr_t stream) {
 	SET_CTX_NCCL(ctx);
-	int r = nccl.AllReduce((const void *)(uintptr_t)in, (void *)(uintptr_t)out, count, dtype, op,
-	                       (ncclComm_t)comm, (CUstream)stream);
+	const void *send = (const void *)(uintptr_t)in;
+	void *recv = (void *)(uintptr_t)out;
+	ncclComm_t c = (ncclComm_t)comm;
+	CUstream s = (CUstream)stream;
+	int r;
+	switch (kind) {
+	case INU_NCCL_ALL_REDUCE:
+		r = nccl.AllReduce(send, recv, count, dtype, op, c, s);
+		break;
+	case INU_NCCL_REDUCE_SCATTER:
+		r = nccl.ReduceScatter(send, recv, count, dtype, op, c, s);
+		break;
+	case INU_NCCL_ALL_GATHER:
+		r = nccl.AllGather(send, recv, count, dtype, c, s);
+		break;
+	case INU_NCCL_BROADCAST:
+		r = nccl.Broadcast(send, recv, count, dtype, root, c, s);
+		break;
+	case INU_NCCL_ALL_TO_ALL:
+		r = all_to_all(c, in, out, count, elem_size, dtype, nranks, s);
+		break;
+	default:
+		return 4; // ncclInvalidArgument
+	}
 	if (r != INU_NCCL_SUCCESS) return r;
 	int state = INU_NCCL_SUCCESS;
-	r = nccl.CommGetAsyncError((ncclComm_t)comm, &state);
+	r = nccl.CommGetAsyncError(c, &state);
 	if (r != INU_NCCL_SUCCESS) return r;
 	return state == INU_NCCL_SUCCESS ? INU_NCCL_SUCCESS : (INU_NCCL_ASYNC | state);
 }

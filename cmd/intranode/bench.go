@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ import (
 // benchRow is one line of the table: a size and algorithm, aggregated over
 // ranks (the slowest rank's time, the sum of wrong elements).
 type benchRow struct {
+	Coll    string  `json:"collective"`
 	Bytes   int     `json:"bytes"`
 	Count   int     `json:"count"`
 	Type    string  `json:"type"`
@@ -47,8 +49,9 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	maxB := fs.String("e", "4M", "largest message size in bytes")
 	factor := fs.Int("f", 4, "size multiplication factor between rows")
 	dtypeS := fs.String("dtype", "bfloat16", "element type: float, half, bfloat16, double, int32")
-	opS := fs.String("op", "sum", "reduction: sum, max, min")
-	algoS := fs.String("algo", "all", "all, auto (SelectAllReduceAlgo), or a list of oneshot,twoshot,hcm,pipeline,nccl")
+	collS := fs.String("op", "all_reduce", "collectives, comma-separated: all_reduce, reduce_scatter, all_gather, broadcast, alltoall, or all")
+	opS := fs.String("redop", "sum", "reduction: sum, max, min")
+	algoS := fs.String("algo", "all", "all, auto (the comm's choice per size), or a list of oneshot,twoshot,hcm,pipeline (all-reduce), direct (the other collectives' kernels), nccl")
 	iters := fs.Int("iters", 20, "timed iterations per row")
 	warmup := fs.Int("warmup", 5, "untimed iterations before timing")
 	graph := fs.Bool("graph", false, "capture the timed iterations into a graph and replay it")
@@ -71,6 +74,9 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	}
 	cfg, err := benchSetup(c.backend, *world, *minB, *maxB, *factor, *dtypeS, *opS, *algoS, *iters, *warmup, *buffer)
 	if err != nil {
+		return err
+	}
+	if cfg.Colls, err = parseColls(*collS); err != nil {
 		return err
 	}
 	cfg.Graph, cfg.InPlace, cfg.Timeout, cfg.Store = *graph, *inPlace, *timeout, *storeURL
@@ -110,7 +116,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	} else if cfg.World > n && !cfg.ShareDevice {
 		return fmt.Errorf("%w: --world %d but backend %s has %d devices", errUsage, cfg.World, b.Name(), n)
 	}
-	total := len(cfg.Sizes) * len(cfg.Algos)
+	total := len(cfg.Colls) * len(cfg.Sizes) * len(cfg.Algos)
 	progress := newProgress(s.Err, total)
 	var samples []benchSample
 	if *procs {
@@ -141,7 +147,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 		cfg.anchor = memcpyAnchor(cfg.Sizes)
 	}
 	if *plot != "" {
-		if err := savePlot(*plot, cfg, rows); err != nil {
+		if err := savePlots(*plot, cfg, rows); err != nil {
 			return err
 		}
 	}
@@ -206,7 +212,7 @@ func benchSetup(backendName string, world int, minB, maxB string, factor int, dt
 	var algos []string
 	switch algoS {
 	case "all":
-		algos = []string{"oneshot", "twoshot", "hcm", "pipeline", "nccl"}
+		algos = []string{"oneshot", "twoshot", "hcm", "pipeline", "direct", "nccl"}
 	case "auto":
 		algos = []string{"auto"}
 	default:
@@ -227,6 +233,24 @@ func benchSetup(backendName string, world int, minB, maxB string, factor int, dt
 	}
 	return benchConfig{Backend: backendName, World: world, Sizes: sizes, DType: d, Op: op, Algos: algos, Replays: 1,
 		Iters: iters, Warmup: warmup, BufferSize: buf}, nil
+}
+
+// parseColls reads --op: collective names, comma-separated, or "all".
+func parseColls(s string) ([]collective.Op, error) {
+	if s == "all" {
+		return collective.Ops, nil
+	}
+	var out []collective.Op
+	for _, name := range strings.Split(s, ",") {
+		o, err := collective.ParseOp(strings.TrimSpace(name))
+		if err != nil {
+			return nil, fmt.Errorf("%w: --op: %v", errUsage, err)
+		}
+		if !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }
 
 // parseBytes reads "4096", "1K", "8M", "1G" (powers of 1024).
@@ -388,6 +412,7 @@ func memcpyAnchor(sizes []int) string {
 
 func aggregate(cfg benchConfig, samples []benchSample) []benchRow {
 	type key struct {
+		coll    string
 		bytes   int
 		algo    string
 		inPlace bool
@@ -395,11 +420,14 @@ func aggregate(cfg benchConfig, samples []benchSample) []benchRow {
 	rows := map[key]*benchRow{}
 	var order []key
 	for _, smp := range samples {
-		k := key{smp.Bytes, smp.Algo, smp.InPlace}
+		k := key{smp.Coll, smp.Bytes, smp.Algo, smp.InPlace}
 		r, ok := rows[k]
 		if !ok {
-			r = &benchRow{Bytes: smp.Bytes, Count: smp.Bytes / cfg.DType.Size(), Type: cfg.DType.String(), Op: cfg.Op.String(),
-				Algo: smp.Algo, InPlace: smp.InPlace}
+			r = &benchRow{Coll: smp.Coll, Bytes: smp.Bytes, Count: smp.Bytes / cfg.DType.Size(), Type: cfg.DType.String(),
+				Op: cfg.Op.String(), Algo: smp.Algo, InPlace: smp.InPlace}
+			if o, _ := collective.ParseOp(smp.Coll); o != collective.OpAllReduce && o != collective.OpReduceScatter {
+				r.Op = "none"
+			}
 			rows[k] = r
 			order = append(order, k)
 		}
@@ -409,22 +437,35 @@ func aggregate(cfg benchConfig, samples []benchSample) []benchRow {
 			r.Skipped = smp.Skipped
 		}
 	}
-	sort.SliceStable(order, func(a, b int) bool { return order[a].bytes < order[b].bytes })
-	// An algorithm that could run at no size (HCM off a hybrid cube mesh)
-	// gets no rows at all.
-	ran := map[string]bool{}
+	collIndex := func(name string) int {
+		o, _ := collective.ParseOp(name)
+		return slices.Index(cfg.Colls, o)
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		if ca, cb := collIndex(order[a].coll), collIndex(order[b].coll); ca != cb {
+			return ca < cb
+		}
+		return order[a].bytes < order[b].bytes
+	})
+	// An algorithm that could run at no size for a collective (HCM off a
+	// hybrid cube mesh, an all-reduce algorithm for all-gather) gets no
+	// rows there at all.
+	type collAlgo struct{ coll, algo string }
+	ran := map[collAlgo]bool{}
 	for _, r := range rows {
-		ran[r.Algo] = ran[r.Algo] || r.Skipped == ""
+		k := collAlgo{r.Coll, r.Algo}
+		ran[k] = ran[k] || r.Skipped == ""
 	}
 	out := make([]benchRow, 0, len(order))
 	for _, k := range order {
 		r := rows[k]
-		if !ran[r.Algo] {
+		if !ran[collAlgo{r.Coll, r.Algo}] {
 			continue
 		}
 		if r.Skipped == "" && r.TimeUS > 0 {
+			o, _ := collective.ParseOp(r.Coll)
 			r.AlgBW = float64(r.Bytes) / (r.TimeUS * 1e-6) / 1e9
-			r.BusBW = r.AlgBW * 2 * float64(cfg.World-1) / float64(cfg.World)
+			r.BusBW = r.AlgBW * o.BusFactor(cfg.World)
 		}
 		out = append(out, *r)
 	}
@@ -452,13 +493,18 @@ func writeTable(w io.Writer, cfg benchConfig, procs bool, openUS, rendezvousUS f
 	if cfg.anchor != "" {
 		fmt.Fprintf(w, "# anchor, same run: %s\n", cfg.anchor)
 	}
-	fmt.Fprintf(w, "# time is the slowest rank's mean per call; busbw = algbw * 2(n-1)/n; GB/s = 1e9 bytes/s\n#\n")
+	fmt.Fprintf(w, "# time is the slowest rank's mean per call; size and count are nccl-tests': the whole message (all-gather: the\n")
+	fmt.Fprintf(w, "# output, reduce-scatter: the input, alltoall: what a rank sends); busbw = algbw * 2(n-1)/n (all_reduce),\n")
+	fmt.Fprintf(w, "# (n-1)/n (reduce_scatter, all_gather, alltoall), 1 (broadcast); GB/s = 1e9 bytes/s\n")
 	const head = "#%11s %12s %9s %6s %8s %6s %10s %8s %8s %7s\n"
-	fmt.Fprintf(w, head, "size", "count", "type", "redop", "algo", "place", "time", "algbw", "busbw", "#wrong")
-	fmt.Fprintf(w, head, "(B)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "")
 	var sum float64
 	n, wrong := 0, 0
-	for _, r := range rows {
+	for i, r := range rows {
+		if i == 0 || r.Coll != rows[i-1].Coll {
+			fmt.Fprintf(w, "#\n# %s\n", r.Coll)
+			fmt.Fprintf(w, head, "size", "count", "type", "redop", "algo", "place", "time", "algbw", "busbw", "#wrong")
+			fmt.Fprintf(w, head, "(B)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "")
+		}
 		place := "out"
 		if r.InPlace {
 			place = "in"
@@ -489,9 +535,9 @@ func writeTable(w io.Writer, cfg benchConfig, procs bool, openUS, rendezvousUS f
 
 func writeCSV(w io.Writer, rows []benchRow) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"size_bytes", "count", "type", "redop", "algo", "inplace", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "skipped"})
+	_ = cw.Write([]string{"collective", "size_bytes", "count", "type", "redop", "algo", "inplace", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "skipped"})
 	for _, r := range rows {
-		_ = cw.Write([]string{strconv.Itoa(r.Bytes), strconv.Itoa(r.Count), r.Type, r.Op, r.Algo, strconv.FormatBool(r.InPlace),
+		_ = cw.Write([]string{r.Coll, strconv.Itoa(r.Bytes), strconv.Itoa(r.Count), r.Type, r.Op, r.Algo, strconv.FormatBool(r.InPlace),
 			strconv.FormatFloat(r.TimeUS, 'f', 3, 64), strconv.FormatFloat(r.AlgBW, 'f', 3, 64),
 			strconv.FormatFloat(r.BusBW, 'f', 3, 64), strconv.Itoa(r.Wrong), r.Skipped})
 	}
@@ -531,7 +577,30 @@ func (p *progress) done() {
 	}
 }
 
-func savePlot(path string, cfg benchConfig, rows []benchRow) error {
+// savePlots writes a chart per collective: to path itself for one, to
+// path with the collective's name before the extension for several
+// ("bench.svg" -> "bench-all_gather.svg").
+func savePlots(path string, cfg benchConfig, rows []benchRow) error {
+	for _, o := range cfg.Colls {
+		var mine []benchRow
+		for _, r := range rows {
+			if r.Coll == o.String() {
+				mine = append(mine, r)
+			}
+		}
+		p := path
+		if len(cfg.Colls) > 1 {
+			ext := filepath.Ext(path)
+			p = strings.TrimSuffix(path, ext) + "-" + o.String() + ext
+		}
+		if err := savePlot(p, o, cfg, mine); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func savePlot(path string, o collective.Op, cfg benchConfig, rows []benchRow) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -540,7 +609,7 @@ func savePlot(path string, cfg benchConfig, rows []benchRow) error {
 	if cfg.Graph {
 		mode = "graph replay"
 	}
-	title := fmt.Sprintf("all-reduce %v, %s backend, %d ranks, %s", cfg.DType, cfg.Backend, cfg.World, mode)
+	title := fmt.Sprintf("%v %v, %s backend, %d ranks, %s", o, cfg.DType, cfg.Backend, cfg.World, mode)
 	if err := writePlot(f, title, rows); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("plot: %w", err)

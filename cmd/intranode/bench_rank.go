@@ -27,7 +27,9 @@ type benchConfig struct {
 	Sizes   []int            `json:"sizes"`
 	DType   backend.DType    `json:"dtype"`
 	Op      backend.ReduceOp `json:"op"`
-	Algos   []string         `json:"algos"` // "oneshot", "twoshot", "hcm", "auto"
+	// Colls are the collectives measured, in order.
+	Colls []collective.Op `json:"colls"`
+	Algos []string        `json:"algos"` // "oneshot", "twoshot", "hcm", "pipeline", "direct", "nccl", "auto"
 	Iters   int              `json:"iters"`
 	Warmup  int              `json:"warmup"`
 	Graph   bool             `json:"graph"`
@@ -54,6 +56,7 @@ type benchConfig struct {
 
 // benchSample is one rank's measurement of one (size, algo, placement).
 type benchSample struct {
+	Coll    string  `json:"coll"`
 	Rank    int     `json:"rank"`
 	Bytes   int     `json:"bytes"`
 	Algo    string  `json:"algo"`
@@ -187,29 +190,36 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 		return backend.Errorf(backend.CodeNotSupported, "backend %s cannot capture graphs", b.Name())
 	}
 	m := &benchMeasure{c: c, dev: d, s: s, in: in.Ptr(), out: out.Ptr(), cfg: cfg, rank: rank, timing: timing}
-	for _, size := range cfg.Sizes {
-		count := size / cfg.DType.Size()
-		if count == 0 {
-			continue
+	for _, coll := range cfg.Colls {
+		m.coll = coll
+		// Sizes are nccl-tests': the whole message; a rank's count is its
+		// share where the collective splits it over the ranks.
+		div := 1
+		if coll == collective.OpReduceScatter || coll == collective.OpAllGather || coll == collective.OpAllToAll {
+			div = cfg.World
 		}
-		if err := m.fill(ctx, count, size); err != nil {
-			return err
-		}
-		for _, name := range cfg.Algos {
-			placements := []bool{false}
-			if cfg.InPlace {
-				placements = append(placements, true)
+		for _, size := range cfg.Sizes {
+			count := size / cfg.DType.Size() / div
+			if count == 0 {
+				continue
 			}
-			for _, inPlace := range placements {
-				smp := benchSample{Rank: rank, Bytes: count * cfg.DType.Size(), Algo: name, InPlace: inPlace}
-				algo, why := m.algo(name, count)
-				if why != "" {
-					smp.Skipped = why
-				} else if smp.TimeUS, smp.Wrong, err = m.run(ctx, algo, count, size, inPlace); err != nil {
-					return fmt.Errorf("%d bytes %s: %w", size, name, err)
+			for _, name := range cfg.Algos {
+				placements := []bool{false}
+				if cfg.InPlace {
+					placements = append(placements, true)
 				}
-				if err := emit(smp); err != nil {
-					return err
+				for _, inPlace := range placements {
+					smp := benchSample{Coll: coll.String(), Rank: rank, Bytes: count * div * cfg.DType.Size(), Algo: name,
+						InPlace: inPlace}
+					algo, why := m.algo(name, count)
+					if why != "" {
+						smp.Skipped = why
+					} else if smp.TimeUS, smp.Wrong, err = m.run(ctx, algo, count, size, inPlace); err != nil {
+						return fmt.Errorf("%v %d bytes %s: %w", coll, size, name, err)
+					}
+					if err := emit(smp); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -218,6 +228,7 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 }
 
 type benchMeasure struct {
+	coll    collective.Op // the collective measured now
 	c       *collective.Comm
 	dev     backend.Device
 	s       backend.Stream
@@ -228,21 +239,47 @@ type benchMeasure struct {
 	input   []byte
 }
 
-func (m *benchMeasure) fill(ctx context.Context, count, seed int) error {
-	m.input = make([]byte, count*m.cfg.DType.Size())
-	numeric.Pattern(m.cfg.DType, m.input, count, m.rank, seed)
-	return m.dev.CopyToDevice(ctx, m.in, m.input)
+// placement returns where a call of count elements per rank reads and
+// writes: out of place m.in and m.out; in place one buffer, m.in, laid out
+// as NCCL lays in-place calls out (the input is the output's block Rank for
+// all-gather, the output the input's block Rank for reduce-scatter).
+func (m *benchMeasure) placement(count int, inPlace bool) (in, out backend.DevicePtr) {
+	if !inPlace {
+		return m.in, m.out
+	}
+	block := m.in.Add(m.rank * count * m.cfg.DType.Size())
+	switch m.coll {
+	case collective.OpReduceScatter:
+		return m.in, block
+	case collective.OpAllGather:
+		return block, m.in
+	}
+	return m.in, m.in
 }
 
-// algo resolves a name to an algorithm, or says why it cannot run.
+// fill writes the pattern input of a call of count elements per rank
+// where placement puts the input.
+func (m *benchMeasure) fill(ctx context.Context, count, seed int, inPlace bool) error {
+	n, _ := m.coll.Elements(count, m.cfg.World)
+	m.input = make([]byte, n*m.cfg.DType.Size())
+	numeric.Pattern(m.cfg.DType, m.input, n, m.rank, seed)
+	in, _ := m.placement(count, inPlace)
+	return m.dev.CopyToDevice(ctx, in, m.input)
+}
+
+// algo resolves a name to a path for the collective measured, or says why
+// it cannot run.
 func (m *benchMeasure) algo(name string, count int) (collective.Algo, string) {
-	if name == "auto" {
-		return m.c.SelectAllReduceAlgo(count, m.cfg.DType), ""
-	}
-	if name == "nccl" {
+	d := m.cfg.DType
+	switch name {
+	case "auto":
+		return m.c.SelectAlgo(m.coll, count, d), ""
+	case "nccl":
 		// The vendor library, reached through the fallback path.
-		if _, ok := m.c.Backend().(collective.FallbackAllReducer); !ok {
-			return 0, "backend has no vendor all-reduce"
+		_, all := m.c.Backend().(collective.FallbackAllReducer)
+		_, movers := m.c.Backend().(collective.FallbackMover)
+		if m.coll == collective.OpAllReduce && !all || m.coll != collective.OpAllReduce && !movers {
+			return 0, "backend has no vendor " + m.coll.String()
 		}
 		return collective.None, ""
 	}
@@ -250,31 +287,57 @@ func (m *benchMeasure) algo(name string, count int) (collective.Algo, string) {
 	if err != nil {
 		return 0, err.Error()
 	}
-	if a == collective.HCM && m.c.Topology().String() != "HybridCubeMesh" {
-		return 0, "needs a hybrid cube mesh"
+	if m.coll != collective.OpAllReduce {
+		if a != collective.Direct {
+			return 0, "an all-reduce algorithm"
+		}
+		return a, ""
 	}
-	if count > m.c.Capacity(a, m.cfg.DType) {
+	switch {
+	case a == collective.Direct:
+		return 0, "not an all-reduce algorithm"
+	case a == collective.HCM && m.c.Topology().String() != "HybridCubeMesh":
+		return 0, "needs a hybrid cube mesh"
+	case count > m.c.Capacity(a, d):
 		return 0, "larger than the buffer"
 	}
 	return a, ""
 }
 
+// call enqueues one call of the collective measured.
+func (m *benchMeasure) call(ctx context.Context, algo collective.Algo, count int, inPlace bool) error {
+	in, out := m.placement(count, inPlace)
+	d, red := m.cfg.DType, m.cfg.Op
+	var w *collective.Work
+	var err error
+	switch m.coll {
+	case collective.OpAllReduce:
+		var opts []collective.CallOption
+		if !inPlace {
+			opts = append(opts, collective.Output(out))
+		}
+		w, err = m.c.AllReduce(ctx, m.s, in, count, d, red, algo, opts...)
+	case collective.OpReduceScatter:
+		w, err = m.c.ReduceScatter(ctx, m.s, in, out, count, d, red, algo)
+	case collective.OpAllGather:
+		w, err = m.c.AllGather(ctx, m.s, in, out, count, d, algo)
+	case collective.OpBroadcast:
+		w, err = m.c.Broadcast(ctx, m.s, in, count, d, 0, algo, collective.Output(out))
+	case collective.OpAllToAll:
+		w, err = m.c.AllToAll(ctx, m.s, in, out, count, d, algo)
+	}
+	if err != nil {
+		return err
+	}
+	return w.Close()
+}
+
 // run times cfg.Iters calls after cfg.Warmup and checks the result.
 func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, seed int, inPlace bool) (float64, int, error) {
-	dst := m.out
-	var opts []collective.CallOption
-	if inPlace {
-		dst = m.in
-	} else {
-		opts = append(opts, collective.Output(m.out))
+	if err := m.fill(ctx, count, seed, inPlace); err != nil {
+		return 0, 0, err
 	}
-	call := func() error {
-		w, err := m.c.AllReduce(ctx, m.s, m.in, count, m.cfg.DType, m.cfg.Op, algo, opts...)
-		if err != nil {
-			return err
-		}
-		return w.Close()
-	}
+	call := func() error { return m.call(ctx, algo, count, inPlace) }
 	for range m.cfg.Warmup {
 		if err := call(); err != nil {
 			return 0, 0, err
@@ -342,7 +405,7 @@ func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, see
 	}
 	// Check: in-place iterations compound, so redo one call on fresh input.
 	if inPlace {
-		if err := m.dev.CopyToDevice(ctx, m.in, m.input); err != nil {
+		if err := m.fill(ctx, count, seed, inPlace); err != nil {
 			return 0, 0, err
 		}
 		if err := call(); err != nil {
@@ -352,19 +415,30 @@ func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, see
 			return 0, 0, err
 		}
 	}
-	got := make([]byte, count*m.cfg.DType.Size())
-	if err := m.dev.CopyFromDevice(ctx, got, dst); err != nil {
+	wrong, err := m.check(ctx, count, seed, inPlace)
+	if err != nil {
 		return 0, 0, err
 	}
-	want := make([]byte, len(got))
-	numeric.Expected(m.cfg.DType, m.cfg.Op, want, count, m.cfg.World, seed)
-	wrong, _ := numeric.Compare(m.cfg.DType, got, want, count)
-	if inPlace {
-		if err := m.dev.CopyToDevice(ctx, m.in, m.input); err != nil {
-			return 0, 0, err
-		}
-	}
 	return float64(elapsed.Nanoseconds()) / 1e3 / float64(m.cfg.Iters), wrong, nil
+}
+
+// check counts the wrong elements of the output of the last call.
+func (m *benchMeasure) check(ctx context.Context, count, seed int, inPlace bool) (int, error) {
+	_, dst := m.placement(count, inPlace)
+	_, n := m.coll.Elements(count, m.cfg.World)
+	d := m.cfg.DType
+	got := make([]byte, n*d.Size())
+	if err := m.dev.CopyFromDevice(ctx, got, dst); err != nil {
+		return 0, err
+	}
+	want := make([]byte, len(got))
+	pattern := func(r, j int) float64 { return numeric.PatternValue(r, seed, j) }
+	fold := func(a, b float64) float64 { return numeric.Combine(m.cfg.Op, a, b) }
+	for i := range n {
+		numeric.Put(d, want, i, m.coll.Reference(pattern, fold, m.cfg.World, m.rank, 0, count, i))
+	}
+	wrong, _ := numeric.Compare(d, got, want, n)
+	return wrong, nil
 }
 
 // timed runs enqueue and returns the device time it took: from events

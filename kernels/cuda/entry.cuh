@@ -21,6 +21,9 @@
 //   hcm:       block 512, grid = clamp(ceil(bytes / (512 * 16 * 2)), 1, 32)
 //   pipeline:  block 512, any grid <= 128 that leaves kernels.PipelineChunk
 //              >= 16 bytes (collective.LaunchConfig: up to 128 blocks)
+//   reduce_scatter, all_gather, broadcast, all_to_all (AllReduceArgs too):
+//              block 512, any grid <= 128 (collective's moverLaunchConfig:
+//              a block per 32 KiB read and written, up to 64)
 //   barrier, put_signal, wait_signal: grid 1, block 32.
 //
 // A kernel that finds bad arguments or times out stores its status word (CAS
@@ -50,6 +53,10 @@ INTRANODE_ALL_REDUCE_TYPES(one_shot, intranode::Algo::kOneShot)
 INTRANODE_ALL_REDUCE_TYPES(two_shot, intranode::Algo::kTwoShot)
 INTRANODE_ALL_REDUCE_TYPES(hcm, intranode::Algo::kHCM)
 INTRANODE_ALL_REDUCE_TYPES(pipeline, intranode::Algo::kPipeline)
+INTRANODE_ALL_REDUCE_TYPES(reduce_scatter, intranode::Algo::kReduceScatter)
+INTRANODE_ALL_REDUCE_TYPES(all_gather, intranode::Algo::kAllGather)
+INTRANODE_ALL_REDUCE_TYPES(broadcast, intranode::Algo::kBroadcast)
+INTRANODE_ALL_REDUCE_TYPES(all_to_all, intranode::Algo::kAllToAll)
 
 #undef INTRANODE_ALL_REDUCE_TYPES
 #undef INTRANODE_ALL_REDUCE

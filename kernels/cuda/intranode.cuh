@@ -654,7 +654,11 @@ struct Args {
   uint64_t peer_pad;
 };
 
-enum class Algo { kOneShot, kTwoShot, kHCM, kPipeline };
+// Algo numbers the kernels as kernels.AlgoID does, less one: the all-reduce
+// algorithms, then the data-movement collectives (kernels.Movers).
+enum class Algo { kOneShot, kTwoShot, kHCM, kPipeline, kReduceScatter, kAllGather, kBroadcast, kAllToAll };
+
+INTRANODE_DEVICE constexpr bool is_mover(Algo algo) { return algo >= Algo::kReduceScatter; }
 
 INTRANODE_DEVICE bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
@@ -726,6 +730,11 @@ INTRANODE_DEVICE bool check(Args& a, Algo algo) {
     ok = a.world == 8 && q0 < 8 && q1 < 8 && q2 < 8 && c < 8 && port::popcount(seen) == 5 &&
          (half & 15) == 0 && bytes <= half;
   }
+  if (ok && algo == Algo::kBroadcast) {
+    ok = a.extra < a.world;  // the root
+  } else if (ok && is_mover(algo)) {
+    ok = a.extra == 0 || (a.extra >= a.count && a.extra <= (1ull << 40));  // the block stride
+  }
   if (ok) {
     const uint32_t t = port::thread_index();
     a.my_pad = port::load_arg_u64(a.pads + a.rank);
@@ -756,7 +765,7 @@ INTRANODE_DEVICE bool check(Args& a, Algo algo) {
   }
   if (ok && a.call != 0 && port::thread_index() == 0 && port::block_index() == 0) {
     // kernels.Record: what the host reads to name ranks whose calls differ.
-    const uint32_t id = algo == Algo::kOneShot ? 1 : algo == Algo::kTwoShot ? 2 : algo == Algo::kHCM ? 3 : 4;
+    const uint32_t id = static_cast<uint32_t>(algo) + 1;  // kernels.AlgoID
     uint64_t* rec = reinterpret_cast<uint64_t*>(a.my_pad + kRecordOffset);
     port::store_word64(rec + 1, a.count);
     port::store_word64(rec + 2, uint64_t(id << 16 | (a.dtype & 0xff) << 8 | (a.op & 0xff)));
@@ -1632,6 +1641,99 @@ INTRANODE_DEVICE void two_shot_world(const Args& a) {
   by_world(a.world, [&](auto w, int n) { two_shot<DT, OP, decltype(w)::value>(a, n); });
 }
 
+// ---------------------------------------------------------------------------
+// Data-movement collectives (kernels/abi.go, "Reduce-scatter, all-gather,
+// broadcast and all-to-all"): copy into this rank's buffer, Barrier, read
+// the peers' buffers, Barrier. A block handles the same share of vectors of
+// every rank's block, so every rank's copy-in of a vector and every peer's
+// read of it happen in same-index blocks, across the barrier of that
+// channel.
+
+// copy_elems copies elements [0, count) from src to dst, this block's
+// vectors [lo, hi) of them; FROM_INPUT reads through the input path (any
+// element alignment), otherwise src is a 16-byte aligned buffer part.
+template <uint32_t DT, bool FROM_INPUT>
+INTRANODE_DEVICE void copy_elems(const char* src, char* dst, uint64_t count, uint64_t lo, uint64_t hi) {
+  const uint64_t nfull = count / kVecElems<DT>;
+  const char* const s[1] = {src};
+  copy_vectors<DT, 1, FROM_INPUT>(s, dst, 0, nfull, 0, 1, aligned16(src), aligned16(dst), lo, min_u64(hi, nfull));
+  if (nfull * kVecElems<DT> < count && lo <= nfull && nfull < hi) {
+    copy_tail<DT>(src, dst, nfull * kVecElems<DT>, count);
+  }
+}
+
+template <uint32_t DT, uint32_t OP>
+INTRANODE_DEVICE void mover(const Args& a, Algo algo) {
+  Team team;
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
+
+  constexpr uint64_t size = kElemSize<DT>;
+  const uint32_t me = a.rank, world = a.world;
+  const uint64_t n = a.count;
+  const uint64_t part = (n * size + 15) & ~uint64_t(15);  // kernels.MoverPart
+  const uint64_t stride = (algo == Algo::kBroadcast || a.extra == 0 ? n : a.extra) * size;
+  const uint32_t root = uint32_t(a.extra);
+  char* mine = reinterpret_cast<char*>(port::load_arg_u64(a.bufs + me));
+  const auto buf = [&](uint32_t r) { return reinterpret_cast<const char*>(port::load_arg_u64(a.bufs + r)); };
+
+  const uint64_t nvec = (n + kVecElems<DT> - 1) / kVecElems<DT>;
+  uint64_t lo, hi;
+  split(nvec, port::grid_blocks(), port::block_index(), lo, hi);
+
+  switch (algo) {
+    case Algo::kReduceScatter:
+    case Algo::kAllToAll:
+      for (uint32_t r = 0; r < world; ++r) {
+        if (a.input + r * stride != mine + r * part) {
+          copy_elems<DT, true>(a.input + r * stride, mine + r * part, n, lo, hi);
+        }
+      }
+      break;
+    case Algo::kBroadcast:
+      if (me != root) {
+        break;
+      }
+      [[fallthrough]];
+    default:
+      if (a.input != mine) {
+        copy_elems<DT, true>(a.input, mine, n, lo, hi);
+      }
+      break;
+  }
+  if (!team.barrier()) {
+    return;
+  }
+  switch (algo) {
+    case Algo::kReduceScatter: {
+      const uint64_t nfull = n / kVecElems<DT>;
+      by_world(world, [&](auto w, int nr) {
+        constexpr int N = decltype(w)::value;
+        const char* src[N];
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          src[r] = r < nr ? buf(r) + me * part : nullptr;
+        }
+        reduce_block<DT, OP, N>(Fold<OP>(a.op), src, nr, a.output, aligned16(a.output), lo, hi, nfull, n);
+      });
+      break;
+    }
+    case Algo::kAllGather:
+      for (uint32_t r = 0; r < world; ++r) {
+        copy_elems<DT, false>(buf(r), a.output + r * stride, n, lo, hi);
+      }
+      break;
+    case Algo::kBroadcast:
+      copy_elems<DT, false>(buf(root), a.output, n, lo, hi);
+      break;
+    default:
+      for (uint32_t r = 0; r < world; ++r) {
+        copy_elems<DT, false>(buf(r) + me * part, a.output + r * stride, n, lo, hi);
+      }
+      break;
+  }
+  team.last_barrier();
+}
+
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void run(const Args& a, Algo algo) {
   switch (algo) {
@@ -1646,6 +1748,9 @@ INTRANODE_DEVICE void run(const Args& a, Algo algo) {
       break;
     case Algo::kPipeline:
       pipeline_world<DT, OP>(a);
+      break;
+    default:
+      mover<DT, OP>(a, algo);
       break;
   }
 }
@@ -1669,7 +1774,9 @@ INTRANODE_DEVICE void all_reduce(Args a, Algo algo) {
   if (!check<DT>(a, algo)) {
     return;
   }
-  if (a.op == kSum) {
+  if (is_mover(algo) && algo != Algo::kReduceScatter) {
+    mover<DT, kSum>(a, algo);  // no reduction: one instantiation
+  } else if (a.op == kSum) {
     run<DT, kSum>(a, algo);
   } else {
     run<DT, kMinMax>(a, algo);

@@ -185,6 +185,10 @@ AllReduceFn kernel_for(Algo a) {
   PICK(Algo::kTwoShot, two_shot)
   PICK(Algo::kHCM, hcm)
   PICK(Algo::kPipeline, pipeline)
+  PICK(Algo::kReduceScatter, reduce_scatter)
+  PICK(Algo::kAllGather, all_gather)
+  PICK(Algo::kBroadcast, broadcast)
+  PICK(Algo::kAllToAll, all_to_all)
 #undef PICK
   return nullptr;
 }
@@ -371,6 +375,106 @@ void sweep(std::mt19937_64& rng, bool quick) {
             Group g(8, buffer);
             run_case<DT>(g, {Algo::kHCM, 8, n, grid, 8, op, mode, half}, rng, 2);
           }
+        }
+      }
+    }
+  }
+}
+
+// run_mover runs one data-movement launch on a fresh group twice (n
+// elements per block, blocks `stride` elements apart in the strided input
+// or output, root for the broadcast) and checks every rank's output, bit
+// for bit, and that nothing beyond the output changed. in_buffer puts the
+// input in the symmetric buffer where the ABI lets a rank skip its copy.
+template <uint32_t DT>
+void run_mover(Algo algo, int W, uint64_t n, uint64_t stride, uint32_t grid, uint32_t op, uint32_t root,
+               bool in_buffer, std::mt19937_64& rng) {
+  using B = Bits<DT>;
+  const size_t es = sizeof(B);
+  const bool blocked_in = algo == Algo::kReduceScatter || algo == Algo::kAllToAll;
+  const bool blocked_out = algo == Algo::kAllGather || algo == Algo::kAllToAll;
+  const uint64_t S = stride == 0 ? n : stride;
+  const uint64_t in_n = blocked_in ? (W - 1) * S + n : n, out_n = blocked_out ? (W - 1) * S + n : n;
+  const uint64_t part = (n * es + 15) & ~uint64_t(15);
+  char label[200];
+  std::snprintf(label, sizeof label, "mover %d_%s world=%d count=%llu stride=%llu grid=%u op=%u root=%u%s",
+                int(algo), dtype_name<DT>(), W, (unsigned long long)n, (unsigned long long)stride, grid, op, root,
+                in_buffer ? " input=buf" : "");
+  Group g(W, std::max<size_t>(W * part, 64));
+  for (int call = 0; call < 2; ++call) {
+    std::vector<std::vector<B>> in(W, std::vector<B>(in_n));
+    std::vector<std::unique_ptr<Mem>> user_in, user_out;
+    std::vector<char*> inp(W), outp(W);
+    const B poison = Type<DT>::down(12345);
+    for (int r = 0; r < W; ++r) {
+      for (auto& x : in[r]) x = random_elem<DT>(rng);
+      user_in.push_back(std::make_unique<Mem>(in_n * es + 64));
+      user_out.push_back(std::make_unique<Mem>(out_n * es + 64));
+      inp[r] = in_buffer ? g.bufs[r]->p : user_in[r]->p;
+      outp[r] = user_out[r]->p;
+      std::memcpy(inp[r], in[r].data(), in_n * es);
+      for (uint64_t i = 0; i < out_n; ++i) std::memcpy(outp[r] + i * es, &poison, es);
+    }
+    AllReduceFn fn = kernel_for<DT>(algo);
+    std::fill(g.status.begin(), g.status.end(), 0);
+    const uint64_t tag = call_tag(++g.seq, algo, n, DT, op);
+    const uint64_t extra = algo == Algo::kBroadcast ? root : stride;
+    launch(all_ranks(W), grid, 16, [&](int r) {
+      fn(g.buf_ptrs.data(), g.pad_ptrs.data(), inp[r], outp[r], n, r, W, DT, op, &g.status[r], kTimeout, extra, tag);
+    });
+    for (int r = 0; r < W; ++r) {
+      CHECK(g.status[r] == 0, "%s call %d rank %d: status %#x", label, call, r, g.status[r]);
+      std::vector<B> want(out_n, poison), col(W);
+      for (uint64_t i = 0; i < n; ++i) {
+        switch (algo) {
+          case Algo::kReduceScatter:
+            for (int q = 0; q < W; ++q) col[q] = in[q][r * S + i];
+            want[i] = fold_ranks<DT>(op, col, all_ranks(W));
+            break;
+          case Algo::kAllGather:
+            for (int q = 0; q < W; ++q) want[q * S + i] = in[q][i];
+            break;
+          case Algo::kBroadcast:
+            want[i] = in[root][i];
+            break;
+          default:
+            for (int q = 0; q < W; ++q) want[q * S + i] = in[q][r * S + i];
+            break;
+        }
+      }
+      std::vector<B> got(out_n);
+      std::memcpy(got.data(), outp[r], out_n * es);
+      uint64_t bad = 0, first = out_n;
+      for (uint64_t i = 0; i < out_n; ++i)
+        if (got[i] != want[i]) {
+          if (first == out_n) first = i;
+          ++bad;
+        }
+      CHECK(bad == 0, "%s call %d rank %d: %llu wrong, first at %llu", label, call, r, (unsigned long long)bad,
+            (unsigned long long)first);
+    }
+  }
+}
+
+template <uint32_t DT>
+void movers(std::mt19937_64& rng, bool quick) {
+  const std::vector<uint64_t> counts = quick ? std::vector<uint64_t>{1, 9, 100}
+                                             : std::vector<uint64_t>{1, 2, 7, 8, 9, 17, 31, 100, 1031};
+  for (Algo algo : {Algo::kReduceScatter, Algo::kAllGather, Algo::kBroadcast, Algo::kAllToAll}) {
+    for (int world : {2, 3, 4, 8}) {
+      for (uint64_t n : counts) {
+        for (uint32_t grid : {1u, 3u}) {
+          for (uint64_t stride : {uint64_t(0), n + 5}) {
+            if (algo == Algo::kBroadcast && stride != 0) continue;
+            run_mover<DT>(algo, world, n, stride, grid, kSum, uint32_t(n % world), false, rng);
+          }
+        }
+        if (algo == Algo::kReduceScatter) {
+          run_mover<DT>(algo, world, n, 0, 2, kMax, 0, false, rng);
+          run_mover<DT>(algo, world, n, 0, 2, kMin, 0, false, rng);
+        }
+        if (algo != Algo::kReduceScatter && algo != Algo::kAllToAll) {
+          run_mover<DT>(algo, world, n, 0, 2, kSum, uint32_t(world - 1), true, rng);
         }
       }
     }
@@ -578,6 +682,10 @@ int main(int argc, char** argv) {
   sweep<kF32>(rng, quick);
   sweep<kF64>(rng, true);
   sweep<kI32>(rng, true);
+  movers<kBF16>(rng, quick);
+  movers<kF32>(rng, true);
+  movers<kI32>(rng, true);
+  movers<kF64>(rng, true);
   if (failures != 0) {
     std::fprintf(stderr, "%d failures\n", failures);
     return 1;
