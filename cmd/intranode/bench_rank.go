@@ -28,11 +28,11 @@ type benchConfig struct {
 	DType   backend.DType    `json:"dtype"`
 	Op      backend.ReduceOp `json:"op"`
 	// Colls are the collectives measured, in order.
-	Colls []collective.Op `json:"colls"`
-	Algos []string        `json:"algos"` // "oneshot", "twoshot", "hcm", "pipeline", "direct", "nccl", "auto"
-	Iters   int              `json:"iters"`
-	Warmup  int              `json:"warmup"`
-	Graph   bool             `json:"graph"`
+	Colls  []collective.Op `json:"colls"`
+	Algos  []string        `json:"algos"` // "oneshot", "twoshot", "hcm", "pipeline", "direct", "nccl", "auto"
+	Iters  int             `json:"iters"`
+	Warmup int             `json:"warmup"`
+	Graph  bool            `json:"graph"`
 	// Replays (at least 1) is how many times the timed iterations run, each
 	// after a barrier; the median is reported. A graph is replayed once untimed
 	// first (its first launch uploads it to the device).
