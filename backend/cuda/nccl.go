@@ -833,3 +833,4 @@ func (b *Backend) closeNCCL() error {
 }
 
 var _ collective.FallbackAllReducer = (*Backend)(nil)
+var _ collective.FallbackMover = (*Backend)(nil)
