@@ -14,10 +14,10 @@ import (
 
 // Call failures, for errors.Is.
 var (
-	// ErrMismatch: ranks made different all-reduce calls (count, dtype, op,
+	// ErrMismatch: ranks made different collective calls (collective, count, dtype, op, root,
 	// algorithm or position in the sequence). Every rank of the call gets
 	// it; the message names the ranks whose calls differ from this rank's.
-	ErrMismatch = errors.New("collective: ranks made different all-reduce calls")
+	ErrMismatch = errors.New("collective: ranks made different collective calls")
 	// ErrCommFailed: an earlier call of the comm failed (a timeout, a
 	// mismatch, rejected arguments), which leaves the ranks' signal counters
 	// out of step; close the comm and create a new one.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/collective"
@@ -43,6 +44,13 @@ type moverCall struct {
 	root     int
 	seed     int
 	outPlace bool
+	// kernelDeadline, when set, bounds the call on the device alone: the
+	// call's context carries no deadline (the kernel takes the comm's
+	// timeout) and the host waits FaultGrace/2 longer, so that the
+	// kernel's account of who did not arrive is what the error says.
+	kernelDeadline time.Duration
+	// untouched: the call must fail, leaving the output as it was.
+	untouched bool
 }
 
 func (m moverCall) String() string {
@@ -121,6 +129,18 @@ func moverOnce(ctx context.Context, e *Env, c *collective.Comm, m moverCall) err
 	defer s.Close()
 	ip, op := in.ptr().Add(inOff*size), out.ptr().Add(outOff*size)
 	var w *collective.Work
+	callCtx, syncCtx := ctx, ctx
+	if m.kernelDeadline > 0 {
+		callCtx = context.WithoutCancel(ctx)
+		var cancel context.CancelFunc
+		syncCtx, cancel = context.WithTimeout(callCtx, m.kernelDeadline+FaultGrace/2)
+		defer cancel()
+	}
+	before, err := out.read(ctx)
+	if err != nil {
+		return err
+	}
+	ctx = callCtx
 	switch m.op {
 	case collective.OpReduceScatter:
 		w, err = c.ReduceScatter(ctx, s, ip, op, m.count, m.dtype, m.red, m.algo)
@@ -139,7 +159,12 @@ func moverOnce(ctx context.Context, e *Env, c *collective.Comm, m moverCall) err
 		return fmt.Errorf("%v: %w", m, err)
 	}
 	defer w.Close()
-	if err := w.Synchronize(ctx); err != nil {
+	if err := w.Synchronize(syncCtx); err != nil {
+		if m.untouched {
+			if got, rerr := out.read(syncCtx); rerr != nil || string(got) != string(before) {
+				return errors.Join(fmt.Errorf("%v failed (%w) but changed its output", m, err), rerr)
+			}
+		}
 		return fmt.Errorf("%v: %w", m, err)
 	}
 	got, err := out.read(ctx)
