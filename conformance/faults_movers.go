@@ -24,7 +24,7 @@ func init() {
 				Role: VictimStalls}},
 		Case{Name: "faults/mismatched-movers", MinWorld: 2, Run: caseMismatchedMovers,
 			Fault: &Fault{Summary: "ranks make different reduce-scatter, all-gather, broadcast or all-to-all calls",
-				Role: VictimNone,
+				Role:   VictimNone,
 				Expect: "ended in ErrMismatch on every rank, outputs untouched, within deadline+" + FaultGrace.String()}},
 	)
 }
