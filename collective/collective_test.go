@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/connectivity"
 	"github.com/intranode/intranode/kernels"
 )
@@ -46,6 +47,61 @@ func TestThresholdsSelect(t *testing.T) {
 			require.True(t, tab.PipelineMin == 0 || tab.PipelineMin > tab.OneShotMax)
 		}
 	}
+}
+
+func TestMoverWindows(t *testing.T) {
+	w := Window{Min: 1 << 20, Max: 4 << 20}
+	for _, tc := range []struct {
+		n    int
+		want bool
+	}{{1<<20 - 1, false}, {1 << 20, true}, {4 << 20, true}, {4<<20 + 1, false}} {
+		require.Equal(t, tc.want, w.Contains(tc.n), "n=%d", tc.n)
+	}
+	require.True(t, Window{}.Contains(1<<40), "the zero window holds every size")
+	require.False(t, Never.Contains(1<<40))
+	// The CUDA tables name every data-movement collective; where they were
+	// not measured (worlds 4 and 8), NCCL takes every size.
+	for _, world := range []int{2, 4, 8} {
+		tab := DefaultThresholds("cuda", world)
+		for _, o := range Ops[1:] {
+			win, ok := tab.Movers[o]
+			require.True(t, ok, "world %d %v", world, o)
+			if world > 2 {
+				require.Equal(t, Never, win)
+			}
+		}
+	}
+	require.Empty(t, DefaultThresholds("fake", 2).Movers, "the fake has no vendor library: always its kernels")
+}
+
+func TestOpNamesAndFactors(t *testing.T) {
+	for _, o := range Ops {
+		got, err := ParseOp(o.String())
+		require.NoError(t, err)
+		require.Equal(t, o, got)
+	}
+	got, err := ParseOp("all_to_all")
+	require.NoError(t, err)
+	require.Equal(t, OpAllToAll, got)
+	_, err = ParseOp("gather")
+	require.ErrorIs(t, err, backend.ErrInvalidArgument)
+	require.InDelta(t, 1.5, OpAllReduce.BusFactor(4), 1e-12)
+	require.InDelta(t, 0.75, OpAllGather.BusFactor(4), 1e-12)
+	require.InDelta(t, 1.0, OpBroadcast.BusFactor(8), 1e-12)
+	in, out := OpReduceScatter.Elements(10, 4)
+	require.Equal(t, []int{40, 10}, []int{in, out})
+}
+
+func TestReference(t *testing.T) {
+	in := func(r, j int) float64 { return float64(100*r + j) }
+	sum := func(a, b float64) float64 { return a + b }
+	const world, count = 3, 2
+	// Rank 1's outputs.
+	require.Equal(t, float64(0+2+100+2+200+2), OpReduceScatter.Reference(in, sum, world, 1, 0, count, 0))
+	require.Equal(t, float64(201), OpAllGather.Reference(in, sum, world, 1, 0, count, 5))
+	require.Equal(t, float64(201), OpBroadcast.Reference(in, sum, world, 1, 2, count, 1))
+	require.Equal(t, float64(203), OpAllToAll.Reference(in, sum, world, 1, 0, count, 5))
+	require.Equal(t, float64(0+100+200+3), OpAllReduce.Reference(in, sum, world, 1, 0, count, 1))
 }
 
 func TestLaunchConfigSameForEveryRankAndBounded(t *testing.T) {

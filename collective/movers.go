@@ -123,7 +123,7 @@ func (c *Comm) SelectAlgo(op Op, count int, dtype backend.DType) Algo {
 		return None
 	}
 	in, out := op.Elements(count, c.world)
-	if limit := c.tab.MoverMax; limit > 0 && max(in, out)*dtype.Size() > limit {
+	if w, ok := c.tab.Movers[op]; ok && !w.Contains(max(in, out)*dtype.Size()) {
 		return None
 	}
 	return Direct

@@ -1,6 +1,8 @@
 package collective
 
 import (
+	"math"
+
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/kernels"
 )
@@ -20,12 +22,23 @@ type Thresholds struct {
 	// the fastest; 0 means never. Pipeline has no buffer limit, so it also
 	// takes the messages over the buffer that would otherwise go to None.
 	PipelineMin int
-	// MoverMax is the largest call, in bytes of a rank's larger side (its
-	// input or its output), for which the data-movement kernels (Direct)
-	// beat the vendor library's reduce-scatter, all-gather, broadcast and
-	// all-to-all; larger calls select None. 0 means no limit.
-	MoverMax int
+	// Movers holds, per data-movement collective, the message sizes for
+	// which its kernels (Direct) beat the vendor library's reduce-scatter,
+	// all-gather, broadcast and all-to-all; other sizes select None. A size
+	// is nccl-tests': the larger of a rank's input and output, in bytes. A
+	// collective missing from the map always selects Direct.
+	Movers map[Op]Window
 }
+
+// Window is a range of message sizes in bytes, [Min, Max]; Max 0 means no
+// upper bound.
+type Window struct{ Min, Max int }
+
+// Never is the Window no message falls in.
+var Never = Window{Min: math.MaxInt}
+
+// Contains reports whether n bytes fall in the window.
+func (w Window) Contains(n int) bool { return n >= w.Min && (w.Max == 0 || n <= w.Max) }
 
 // Select returns the faster path for a message of n bytes. A caller must
 // still check the choice against the buffer (Comm.Capacity): over it,
@@ -90,14 +103,38 @@ func (t Thresholds) Select(n int) Algo {
 //
 // Two-shot reads 1/world of each peer's buffer where one-shot reads all of
 // it; it wins from about 16 KiB.
+//
+// The data-movement collectives, cuda, world 2, 2×H100, graph replay, bf16,
+// µs per call, nccl-tests sizes, the Direct kernels (copy in, barrier, read
+// the peers' buffers, barrier) against NCCL in the same run
+// (docs/results/2026-11-25-session6-h100x2, run C):
+//
+//	bytes            1K    16K   256K  1M    4M    16M   64M    256M
+//	reduce_scatter   9.25  8.88  9.78  11.17 16.68 51.52 203.00 793.83
+//	  NCCL           5.89  6.14  7.50  10.12 22.81 52.13 169.19 590.13
+//	all_gather       8.47  8.66  9.64  10.69 16.36 39.94 171.54 658.21
+//	  NCCL           5.68  6.40  7.44  11.09 26.57 54.82 158.99 548.94
+//	broadcast        8.25  8.38  9.83  11.36 22.19 71.43 282.40 1109.00
+//	  NCCL           5.24  5.89  7.06  11.45 25.16 62.39 204.59 751.14
+//	alltoall         9.14  9.45  10.31 11.60 18.09 56.15 221.76 869.83
+//	  NCCL           6.60  7.76  8.42  12.86 21.45 53.79 140.67 503.61
+//
+// Two barriers cost the Direct kernels about 8 µs at every small size,
+// where NCCL's LL protocol takes 5–7, and above 16 MiB NCCL moves more
+// bytes per second; the kernels win only in the windows below. At worlds
+// 4 and 8 nothing is measured yet: NCCL throughout.
 func DefaultThresholds(backendName string, world int) Thresholds {
 	switch {
 	case backendName == "cuda" && world <= 2:
-		return Thresholds{OneShotMax: 2 << 20, PipelineMin: 2<<20 + 1}
-	case backendName == "cuda" && world <= 4:
-		return Thresholds{OneShotMax: 256 << 10}
+		return Thresholds{OneShotMax: 2 << 20, PipelineMin: 2<<20 + 1, Movers: map[Op]Window{
+			OpReduceScatter: {Min: 4 << 20, Max: 16 << 20},
+			OpAllGather:     {Min: 1 << 20, Max: 16 << 20},
+			OpBroadcast:     {Min: 1 << 20, Max: 4 << 20},
+			OpAllToAll:      {Min: 1 << 20, Max: 4 << 20},
+		}}
 	case backendName == "cuda":
-		return Thresholds{OneShotMax: 256 << 10}
+		never := map[Op]Window{OpReduceScatter: Never, OpAllGather: Never, OpBroadcast: Never, OpAllToAll: Never}
+		return Thresholds{OneShotMax: 256 << 10, Movers: never}
 	}
 	return Thresholds{OneShotMax: 16 << 10}
 }
