@@ -114,7 +114,33 @@ func TestBenchGraphCSV(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 3)
-	require.True(t, strings.HasPrefix(lines[0], "size_bytes,count,type"))
+	require.True(t, strings.HasPrefix(lines[0], "collective,size_bytes,count,type"))
+	require.True(t, strings.HasPrefix(lines[1], "all_reduce,4096,"), lines[1])
+}
+
+// TestBenchEveryCollective runs each collective's kernels through the
+// bench, ranks as processes, and checks nccl-tests' sizes and bus
+// bandwidth factors in the JSON.
+func TestBenchEveryCollective(t *testing.T) {
+	out, stderr, code := runCLI(t, "bench", "--backend", "fake", "--world", "4", "-b", "4K", "-e", "4K", "--iters", "2",
+		"--warmup", "1", "--op", "all", "--algo", "direct,auto,nccl", "--json", "--inplace")
+	require.Equal(t, 0, code, stderr)
+	var rows []benchRow
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	factor := map[string]float64{"all_reduce": 1.5, "reduce_scatter": 0.75, "all_gather": 0.75, "broadcast": 1, "alltoall": 0.75}
+	seen := map[string]int{}
+	for _, r := range rows {
+		if r.Skipped != "" {
+			continue
+		}
+		seen[r.Coll]++
+		require.Zero(t, r.Wrong, "%+v", r)
+		require.Equal(t, 4096, r.Bytes, "%+v", r)
+		require.InDelta(t, factor[r.Coll], r.BusBW/r.AlgBW, 1e-9, "%+v", r)
+	}
+	// all_reduce: auto in and out of place; the others: direct and auto,
+	// in and out of place (the fake has no vendor library: nccl skipped).
+	require.Equal(t, map[string]int{"all_reduce": 2, "reduce_scatter": 4, "all_gather": 4, "broadcast": 4, "alltoall": 4}, seen)
 }
 
 func TestConformanceCommand(t *testing.T) {
