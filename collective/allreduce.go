@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/connectivity"
@@ -175,18 +174,16 @@ func (w *Work) Wait(ctx context.Context, s backend.Stream) error {
 	return s.WaitEvent(w.done)
 }
 
-// Synchronize blocks the host until the collective has finished and
-// returns its error: a kernel timeout (ErrTimeout naming the rank that did
-// not arrive) or the stream's error.
+// Synchronize blocks the host until the collective has finished, or the
+// caller's context ends, and returns its error: a kernel timeout
+// (ErrTimeout naming the rank that did not arrive), a mismatch, the
+// stream's error, or, when ctx ends first, a timeout or cancellation of its
+// own. It never waits past ctx's deadline. The kernels give up at the
+// deadline they were launched with and leave their account in the status
+// word; when ctx ends first and that account is already there, it is the
+// error. A call whose Synchronize ended early still runs on the device
+// until its kernels finish or give up.
 func (w *Work) Synchronize(ctx context.Context) error {
-	// The kernels give up at the deadline they were launched with and
-	// say which rank did not arrive; the host waits a little longer so
-	// that the kernel's account, not the host's impatience, is reported.
-	if dl, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl.Add(syncGrace))
-		defer cancel()
-	}
 	var err error
 	if w.done != nil {
 		err = w.done.Synchronize(ctx)
@@ -194,7 +191,12 @@ func (w *Work) Synchronize(ctx context.Context) error {
 		err = w.stream.Synchronize(ctx)
 	}
 	if err != nil {
-		return fmt.Errorf("collective: all-reduce: %w", err)
+		if ctx.Err() != nil {
+			if serr := w.c.CheckStatus(); serr != nil {
+				return serr
+			}
+		}
+		return fmt.Errorf("collective: waiting for the collective: %w", err)
 	}
 	return w.c.CheckStatus()
 }
@@ -209,9 +211,6 @@ func (w *Work) Close() error {
 	return nil
 }
 
-// syncGrace is how much longer than a call's deadline the host waits for
-// its kernels, which stop at that deadline themselves.
-const syncGrace = 2 * time.Second
 
 // CallOption adjusts one AllReduce call.
 type CallOption func(*call)

@@ -320,3 +320,54 @@ func TestRendezvousHybridCubeMeshChecksLinkedPairs(t *testing.T) {
 	require.Equal(t, connectivity.HybridCubeMesh, comms[0].Topology())
 	require.NoError(t, allReduceAll(ctx, comms, collective.HCM))
 }
+
+// TestSynchronizeHonoursTheDeadline: a call whose kernels were launched
+// with a long deadline (the call's context had none, so the comm's 5 s
+// timeout) and a peer that never comes: Synchronize with a 300 ms deadline
+// returns at that deadline with a timeout, not when the kernels give up
+// (it used to wait 2 s past the caller's deadline, whatever the kernels'
+// own deadline), and the kernels' own account follows at their deadline.
+func TestSynchronizeHonoursTheDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := fake.New(fake.WithDevices(2))
+	require.NoError(t, err)
+	defer b.Close()
+	st := store.NewMem()
+	defer st.Close()
+	comms := make([]*collective.Comm, 2)
+	for r := range comms {
+		dev := r
+		c, err := collective.New(st, r, 2, collective.Options{Backend: b, Device: &dev, BufferSize: 64 << 10, Timeout: 5 * time.Second})
+		require.NoError(t, err)
+		defer c.Close()
+		comms[r] = c
+	}
+	var wg sync.WaitGroup
+	for _, c := range comms {
+		wg.Add(1)
+		go func() { defer wg.Done(); require.NoError(t, c.Rendezvous(ctx)) }()
+	}
+	wg.Wait()
+	c := comms[0]
+	s, err := c.Device().NewStream(ctx)
+	require.NoError(t, err)
+	defer s.Close()
+	buf, err := c.Device().Alloc(ctx, 4096)
+	require.NoError(t, err)
+	defer buf.Close()
+	w, err := c.AllReduce(context.Background(), s, buf.Ptr(), 1024, backend.Float32, backend.Sum, collective.TwoShot)
+	require.NoError(t, err)
+	defer w.Close()
+	sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer scancel()
+	start := time.Now()
+	err = w.Synchronize(sctx)
+	took := time.Since(start)
+	require.ErrorIs(t, err, backend.ErrTimeout)
+	require.Less(t, took, 1500*time.Millisecond, "Synchronize waited past the caller's deadline")
+	// The kernel gives up at its own deadline and names the absent rank.
+	err = w.Synchronize(ctx)
+	require.ErrorIs(t, err, backend.ErrTimeout)
+	require.ErrorContains(t, err, "rank 1")
+}
