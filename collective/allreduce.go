@@ -211,7 +211,6 @@ func (w *Work) Close() error {
 	return nil
 }
 
-
 // CallOption adjusts one AllReduce call.
 type CallOption func(*call)
 
