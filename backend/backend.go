@@ -193,6 +193,18 @@ type Function interface {
 	Name() string
 }
 
+// RangeChecker is implemented by devices that can tell whether device
+// memory [p, p+n) lies inside one live allocation (the fake's allocation
+// table; cuMemGetAddressRange or hipMemGetAddressRange on a GPU). The
+// collectives check their arguments against it before launching, so a
+// count beyond the caller's allocation is a clear error on the calling
+// rank, never an access past the allocation.
+type RangeChecker interface {
+	// CheckRange returns an error matching ErrInvalidArgument, naming the
+	// allocation, when [p, p+n) is not inside one live allocation.
+	CheckRange(p DevicePtr, n int) error
+}
+
 // Device is an opened device. Its methods are safe for concurrent use;
 // work queued on one Stream runs in order, work on different streams may
 // overlap.

@@ -268,6 +268,9 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 	if algo > Pipeline {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: unknown algorithm %d", algo)
 	}
+	if err := c.checkRanges(buf, count*dtype.Size(), out, count*dtype.Size()); err != nil {
+		return nil, fmt.Errorf("collective: all-reduce: %w", err)
+	}
 	timeout := symmetric.TimeoutFor(ctx, c.opts.Timeout)
 	if algo == None {
 		if err := c.fallback(ctx, s, buf, out, count, dtype, op, uint64(timeout)); err != nil {
@@ -366,6 +369,9 @@ func (c *Comm) fallback(ctx context.Context, s backend.Stream, in, out backend.D
 	chunk := c.Capacity(algo, dtype)
 	size := dtype.Size()
 	for off := 0; off < count; off += chunk {
+		if err := chunkDeadline(ctx, off, count); err != nil {
+			return fmt.Errorf("collective: all-reduce: %w", err)
+		}
 		n := min(chunk, count-off)
 		a := algo
 		if algo != HCM {

@@ -250,8 +250,14 @@ func (c *Comm) checkMove(s backend.Stream, m moveCall, algo Algo) error {
 	case m.op == OpBroadcast && (m.root < 0 || m.root >= c.world):
 		return bad("root %d out of range [0,%d)", m.root, c.world)
 	}
+	inN, outN := m.op.Elements(m.count, c.world)
+	if m.op == OpBroadcast && c.rank != m.root {
+		inN = 0 // only the root reads its input
+	}
+	if err := c.checkRanges(m.in, inN*m.dtype.Size(), m.out, outN*m.dtype.Size()); err != nil {
+		return fmt.Errorf("collective: %v: %w", m.op, err)
+	}
 	if c.mem != nil {
-		_, outN := m.op.Elements(m.count, c.world)
 		for r := range c.world {
 			lo := c.mem.Buffer(r)
 			if m.out < lo.Add(c.mem.BufferSize()) && m.out.Add(outN*m.dtype.Size()) > lo {
@@ -286,6 +292,9 @@ func (c *Comm) moveChunks(ctx context.Context, s backend.Stream, m moveCall, tim
 		key.op, extra = backend.ReduceOp(m.root), uint64(m.root)
 	}
 	for off := 0; off < m.count; off += chunk {
+		if err := chunkDeadline(ctx, off, m.count); err != nil {
+			return fmt.Errorf("collective: %v: %w", m.op, err)
+		}
 		n := min(chunk, m.count-off)
 		args := kernels.AllReduceArgs{Input: m.in.Add(off * size), Output: m.out.Add(off * size), Count: uint64(n),
 			DType: m.dtype, Op: m.red, TimeoutNs: timeoutNs, Extra: extra}
@@ -296,6 +305,40 @@ func (c *Comm) moveChunks(ctx context.Context, s backend.Stream, m moveCall, tim
 		cfg := moverLaunchConfig((in + out) * size)
 		if err := c.enqueue(ctx, s, m.op.kernel(), cfg, args, key); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// chunkDeadline is the check a chunk loop makes before issuing the chunk
+// at element off of count: the caller's context still open.
+func chunkDeadline(ctx context.Context, off, count int) error {
+	if err := ctx.Err(); err != nil {
+		code := backend.CodeClosed
+		if errors.Is(err, context.DeadlineExceeded) {
+			code = backend.CodeTimeout
+		}
+		return backend.Wrap(code, err, fmt.Sprintf("stopped before the chunk at element %d of %d", off, count))
+	}
+	return nil
+}
+
+// checkRanges checks, where the device can tell (backend.RangeChecker),
+// that the n bytes at in and the m bytes at out each lie inside one
+// allocation.
+func (c *Comm) checkRanges(in backend.DevicePtr, n int, out backend.DevicePtr, m int) error {
+	rc, ok := c.dev.(backend.RangeChecker)
+	if !ok {
+		return nil
+	}
+	if n > 0 {
+		if err := rc.CheckRange(in, n); err != nil {
+			return fmt.Errorf("input of %d bytes at %#x: %w", n, uint64(in), err)
+		}
+	}
+	if m > 0 {
+		if err := rc.CheckRange(out, m); err != nil {
+			return fmt.Errorf("output of %d bytes at %#x: %w", m, uint64(out), err)
 		}
 	}
 	return nil

@@ -371,3 +371,78 @@ func TestSynchronizeHonoursTheDeadline(t *testing.T) {
 	require.ErrorIs(t, err, backend.ErrTimeout)
 	require.ErrorContains(t, err, "rank 1")
 }
+
+// fakePair rendezvouses two goroutine ranks on the fake backend with the
+// given buffer and comm timeout.
+func fakePair(t *testing.T, ctx context.Context, buffer int, timeout time.Duration) []*collective.Comm {
+	t.Helper()
+	b, err := fake.New(fake.WithDevices(2))
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	st := store.NewMem()
+	t.Cleanup(func() { st.Close() })
+	comms := make([]*collective.Comm, 2)
+	for r := range comms {
+		dev := r
+		c, err := collective.New(st, r, 2, collective.Options{Backend: b, Device: &dev, BufferSize: buffer, Timeout: timeout})
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		comms[r] = c
+	}
+	var wg sync.WaitGroup
+	for _, c := range comms {
+		wg.Add(1)
+		go func() { defer wg.Done(); require.NoError(t, c.Rendezvous(ctx)) }()
+	}
+	wg.Wait()
+	return comms
+}
+
+// TestCountBeyondTheAllocation: rank 0 passes a count far beyond its
+// allocation on the chunked path, rank 1 a good one. Rank 0 gets a clear
+// error at once (the fake knows its allocations: nothing is launched, so
+// nothing reads past the allocation); rank 1's kernels wait for rank 0 no
+// longer than the call's deadline and name it.
+func TestCountBeyondTheAllocation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	comms := fakePair(t, ctx, 64<<10, 10*time.Second)
+	const good = 64 << 10 // elements, four chunks of the buffer
+	errs := make([]error, 2)
+	took := make([]time.Duration, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := c.Device().NewStream(ctx)
+			require.NoError(t, err)
+			defer s.Close()
+			buf, err := c.Device().Alloc(ctx, good*4)
+			require.NoError(t, err)
+			defer buf.Close()
+			count := good
+			if r == 0 {
+				count = 64 << 20
+			}
+			cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+			defer ccancel()
+			start := time.Now()
+			defer func() { took[r] = time.Since(start) }()
+			w, err := c.AllReduce(cctx, s, buf.Ptr(), count, backend.Float32, backend.Sum, collective.None)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer w.Close()
+			errs[r] = w.Synchronize(ctx)
+		}()
+	}
+	wg.Wait()
+	require.ErrorIs(t, errs[0], backend.ErrInvalidArgument)
+	require.ErrorContains(t, errs[0], "input of 268435456 bytes")
+	require.Less(t, took[0], time.Second, "refused before anything was launched")
+	require.ErrorIs(t, errs[1], backend.ErrTimeout)
+	require.ErrorContains(t, errs[1], "rank 0")
+	require.Less(t, took[1], 2*time.Second+time.Second, "rank 1 waited past the call's deadline")
+}

@@ -83,6 +83,13 @@ func (d *device) forget(obj any) {
 	}
 }
 
+// CheckRange reports whether [p, p+n) lies inside one live allocation of
+// the process (backend.RangeChecker).
+func (d *device) CheckRange(p backend.DevicePtr, n int) error {
+	_, err := addresses.find(p, n, false)
+	return err
+}
+
 // Index is the device index.
 func (d *device) Index() int { return d.st.index }
 
