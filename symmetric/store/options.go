@@ -23,6 +23,17 @@ const (
 	// DefaultMaxInflight is the most requests one TCP connection may have
 	// outstanding at once.
 	DefaultMaxInflight = 128
+	// DefaultHelloTimeout is how long a new TCP connection may take to
+	// say hello (and authenticate) before the server closes it.
+	DefaultHelloTimeout = 5 * time.Second
+	// DefaultMaxPending is the most TCP connections still in their hello
+	// that a server keeps, in all and from one address
+	// (DefaultMaxPendingPerAddr); past either, the oldest is closed.
+	DefaultMaxPending        = 256
+	DefaultMaxPendingPerAddr = 64
+	// DefaultMaxConns is the most TCP connections past their hello a
+	// server serves at once; more are refused with an error frame.
+	DefaultMaxConns = 4096
 )
 
 // Option configures a store, a TCP server or an Exchange. Options that do
@@ -35,6 +46,7 @@ type options struct {
 	maxFrameSize int
 	maxKeys      int
 	maxInflight  int
+	admission    Admission
 	secret       []byte // see WithSecret and authSecret
 	secretSet    bool
 }
@@ -46,6 +58,8 @@ func buildOptions(opts []Option) options {
 		maxFrameSize: DefaultMaxFrameSize,
 		maxKeys:      DefaultMaxKeys,
 		maxInflight:  DefaultMaxInflight,
+		admission: Admission{HelloTimeout: DefaultHelloTimeout, MaxPending: DefaultMaxPending,
+			MaxPendingPerAddr: DefaultMaxPendingPerAddr, MaxConns: DefaultMaxConns},
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -104,6 +118,43 @@ func WithMaxInflight(n int) Option {
 	return func(o *options) {
 		if n > 0 {
 			o.maxInflight = n
+		}
+	}
+}
+
+// Admission is how a TCP server admits connections. A connection is
+// pending from accept until its hello (and, with a secret, its proof) is
+// in; pending connections are few and short-lived, so a flood of silent or
+// garbage connections evicts the oldest of them instead of shutting out the
+// ranks of the job, whose hello takes a round trip.
+type Admission struct {
+	// HelloTimeout: a pending connection is closed after this long.
+	HelloTimeout time.Duration
+	// MaxPending and MaxPendingPerAddr bound the pending connections in
+	// all and from one remote address; a new one past either bound evicts
+	// the oldest pending one (of that address, or of all).
+	MaxPending, MaxPendingPerAddr int
+	// MaxConns bounds the connections past their hello; one more is
+	// refused with an error frame matching backend.ErrUnavailable.
+	MaxConns int
+}
+
+// WithAdmission sets how a TCP server admits connections; fields that are
+// not positive keep their defaults (DefaultHelloTimeout, DefaultMaxPending,
+// DefaultMaxPendingPerAddr, DefaultMaxConns).
+func WithAdmission(a Admission) Option {
+	return func(o *options) {
+		if a.HelloTimeout > 0 {
+			o.admission.HelloTimeout = a.HelloTimeout
+		}
+		if a.MaxPending > 0 {
+			o.admission.MaxPending = a.MaxPending
+		}
+		if a.MaxPendingPerAddr > 0 {
+			o.admission.MaxPendingPerAddr = a.MaxPendingPerAddr
+		}
+		if a.MaxConns > 0 {
+			o.admission.MaxConns = a.MaxConns
 		}
 	}
 }

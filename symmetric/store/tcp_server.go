@@ -13,11 +13,6 @@ import (
 	"github.com/intranode/intranode/backend"
 )
 
-// maxHandshakeTimeout bounds how long a new connection may take to say
-// hello (and prove the secret, when there is one), so silent connections do
-// not pile up.
-const maxHandshakeTimeout = 30 * time.Second
-
 // Server serves one store over TCP to the ranks of a job; one rank runs it
 // and every rank, that one included, connects with DialTCP. Keys live in a
 // Mem, so blocked Gets sleep until the Set that satisfies them.
@@ -34,11 +29,13 @@ type Server struct {
 	ln     net.Listener
 	mem    *Mem
 
-	mu     sync.Mutex
-	conns  map[*serverConn]struct{}
-	closed bool
-	done   chan struct{} // closed by Close
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[*serverConn]struct{}
+	pending admissionQueue // connections still in their hello, oldest first
+	served  int            // connections past their hello
+	closed  bool
+	done    chan struct{} // closed by Close
+	wg      sync.WaitGroup
 }
 
 // ListenTCP starts a server on addr ("host:port"). An empty host, or an
@@ -150,6 +147,7 @@ func (s *Server) accept() {
 			cancel:  cancel,
 			cancels: make(map[uint64]context.CancelFunc),
 		}
+		c.addr = remoteHost(conn)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -157,6 +155,9 @@ func (s *Server) accept() {
 			return
 		}
 		s.conns[c] = struct{}{}
+		for _, old := range s.pending.admit(c, s.opts.admission) {
+			old.shutdown()
+		}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go c.serve()
@@ -169,6 +170,8 @@ func (s *Server) accept() {
 type serverConn struct {
 	s      *Server
 	conn   net.Conn
+	addr   string // the remote host, for admission
+	served bool   // past its hello and counted in Server.served (Server.mu)
 	r      *bufio.Reader
 	ctx    context.Context // ends when the connection does
 	cancel context.CancelFunc
@@ -206,10 +209,18 @@ func (c *serverConn) serve() {
 		_ = c.conn.Close()
 		c.s.mu.Lock()
 		delete(c.s.conns, c)
+		if c.served {
+			c.s.served--
+		} else {
+			c.s.pending.remove(c)
+		}
 		c.s.mu.Unlock()
 		c.s.wg.Done()
 	}()
 	err := c.handshake()
+	if err == nil {
+		err = c.admitted()
+	}
 	for err == nil {
 		err = c.next()
 	}
@@ -229,12 +240,92 @@ func (c *serverConn) serve() {
 	}
 }
 
+// admitted moves the connection from pending to served, or refuses it
+// when the server serves as many as it may.
+func (c *serverConn) admitted() error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if !c.s.pending.remove(c) {
+		return io.EOF // evicted while finishing its hello
+	}
+	if c.s.served >= c.s.opts.admission.MaxConns {
+		c.s.pending.add(c) // counted as pending until it goes
+		c.sendError(0, backend.CodeUnavailable, fmt.Sprintf("tcp store: too many connections (limit %d)", c.s.opts.admission.MaxConns))
+		return io.EOF
+	}
+	c.s.served++
+	c.served = true
+	return nil
+}
+
+// remoteHost is the host part of a connection's remote address.
+func remoteHost(conn net.Conn) string {
+	host, _, err := net.SplitHostPort(conn.RemoteAddr().String())
+	if err != nil {
+		return conn.RemoteAddr().String()
+	}
+	return host
+}
+
+// admissionQueue is the pending connections in accept order, with counts
+// per remote host. Guarded by Server.mu.
+type admissionQueue struct {
+	order  []*serverConn
+	byAddr map[string]int
+}
+
+// add appends c.
+func (q *admissionQueue) add(c *serverConn) {
+	if q.byAddr == nil {
+		q.byAddr = map[string]int{}
+	}
+	q.order = append(q.order, c)
+	q.byAddr[c.addr]++
+}
+
+// admit adds c and returns the pending connections to evict so that the
+// bounds hold: the oldest of c's address while it has too many, then the
+// oldest of all while there are too many.
+func (q *admissionQueue) admit(c *serverConn, a Admission) []*serverConn {
+	q.add(c)
+	var out []*serverConn
+	for q.byAddr[c.addr] > a.MaxPendingPerAddr {
+		for _, old := range q.order {
+			if old.addr == c.addr {
+				q.remove(old)
+				out = append(out, old)
+				break
+			}
+		}
+	}
+	for len(q.order) > a.MaxPending {
+		old := q.order[0]
+		q.remove(old)
+		out = append(out, old)
+	}
+	return out
+}
+
+// remove drops c and reports whether it was pending.
+func (q *admissionQueue) remove(c *serverConn) bool {
+	for i, x := range q.order {
+		if x == c {
+			q.order = append(q.order[:i], q.order[i+1:]...)
+			if q.byAddr[c.addr]--; q.byAddr[c.addr] == 0 {
+				delete(q.byAddr, c.addr)
+			}
+			return true
+		}
+	}
+	return false
+}
+
 // handshake reads the client's hello and answers it; when the server has a
 // secret, the client must then prove it (see authHMAC) before anything else
 // is read. The whole exchange must finish within the handshake timeout, so
 // silent or slow connections cannot pile up.
 func (c *serverConn) handshake() error {
-	deadline := time.Now().Add(min(c.s.opts.timeout, maxHandshakeTimeout))
+	deadline := time.Now().Add(c.s.opts.admission.HelloTimeout)
 	_ = c.conn.SetReadDeadline(deadline)
 	p, err := c.readPayload()
 	if err != nil {

@@ -502,3 +502,47 @@ func TestTCPConcurrentCallsOnOneConnection(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
 }
+
+// TestTCPAdmission: 300 connections that never say hello. The server keeps
+// at most MaxPendingPerAddr of them at a time (the oldest are closed as
+// new ones come), closes the rest at the hello timeout, and a legitimate
+// client is served meanwhile; past MaxConns, a client is refused with an
+// error matching backend.ErrUnavailable. (Before admission control the
+// 300 were all still open after 12 s: the hello deadline was the store's
+// timeout capped at 30 s, and nothing bounded how many a client could
+// hold.)
+func TestTCPAdmission(t *testing.T) {
+	const perAddr, hello = 16, 500 * time.Millisecond
+	srv := newServer(t, WithAdmission(Admission{HelloTimeout: hello, MaxPending: 64, MaxPendingPerAddr: perAddr, MaxConns: 3}))
+	silent := make([]*rawConn, 300)
+	for i := range silent {
+		silent[i] = rawDial(t, srv.Addr())
+	}
+	requireUsable(t, srv) // served while the silent ones wait
+
+	// All but the newest perAddr were evicted at once; those go at the
+	// hello timeout. Every one ends closed by the server.
+	for _, c := range silent {
+		c.requireClosed()
+	}
+	srv.mu.Lock()
+	pending, served := len(srv.pending.order), srv.served
+	srv.mu.Unlock()
+	require.LessOrEqual(t, pending, perAddr)
+	require.LessOrEqual(t, served, 1)
+
+	// Two more clients fill MaxConns (the usable check's client is still
+	// connected); the next is refused with an error frame.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dial(t, srv.Addr())
+	dial(t, srv.Addr())
+	c, err := DialTCP(ctx, srv.Addr())
+	if err == nil {
+		// The refusal may arrive as the answer to the first request.
+		err = c.Set(ctx, "k", nil)
+		_ = c.Close()
+	}
+	require.ErrorIs(t, err, backend.ErrUnavailable)
+	require.ErrorContains(t, err, "too many connections")
+}
