@@ -9,7 +9,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -545,4 +547,50 @@ func TestTCPAdmission(t *testing.T) {
 	}
 	require.ErrorIs(t, err, backend.ErrUnavailable)
 	require.ErrorContains(t, err, "too many connections")
+}
+
+// TestTCPFlood measures, when INTRANODE_STORE_FLOOD names a number of
+// connections (docs/RELIABILITY.md: 10000), how a server with the default
+// admission copes with that many connections that never say hello or send
+// garbage: how long a legitimate client's Set+Get takes while they are
+// open, and how much the process's heap grew. It asserts only that the
+// client was served.
+func TestTCPFlood(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("INTRANODE_STORE_FLOOD"))
+	if n <= 0 {
+		t.Skip("set INTRANODE_STORE_FLOOD=N to measure N hostile connections")
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	srv := newServer(t)
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for i := range n {
+		c, err := net.Dial("tcp", srv.Addr())
+		require.NoError(t, err)
+		if i%2 == 1 {
+			_, _ = c.Write([]byte("GET / HTTP/1.1\r\n\r\n")) // garbage
+		}
+		conns = append(conns, c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	c := dial(t, srv.Addr())
+	require.NoError(t, c.Set(ctx, "k", []byte("v")))
+	_, err := c.Get(ctx, "k")
+	require.NoError(t, err)
+	took := time.Since(start)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	srv.mu.Lock()
+	pending := len(srv.pending.order)
+	srv.mu.Unlock()
+	t.Logf("%d hostile connections: a legitimate dial+Set+Get took %v; heap in use %d -> %d MiB; server connections pending their hello: %d",
+		n, took, before.HeapInuse>>20, after.HeapInuse>>20, pending)
 }
