@@ -201,6 +201,8 @@ func (c *Comm) Memory() *symmetric.Memory {
 type handshake struct {
 	Host   string `json:"host"`
 	Device int    `json:"device"`
+	// Topology is the rank's topologyDigest.
+	Topology uint64 `json:"topology"`
 }
 
 // Rendezvous forms the group. It follows the reference's steps in order and
@@ -260,12 +262,19 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 		return fmt.Errorf("collective: comm counter: %w", err)
 	}
 	id := n - 1
+	// The link matrix is read before the handshake, so that what each
+	// rank judges the topology from travels with it.
+	m, err := c.b.LinkMatrix(ctx)
+	if err != nil {
+		return fmt.Errorf("collective: reading link matrix: %w", err)
+	}
 	ex, err := store.NewExchange(c.st, fmt.Sprintf("IntraNodeComm%d/handshake-0", id), c.rank, c.world)
 	if err != nil {
 		return err
 	}
 	defer ex.Close(ctx)
-	all, err := store.AllGatherValue(ctx, ex, encodeHandshake(handshake{Host: c.opts.Hostname, Device: c.devIndex}))
+	all, err := store.AllGatherValue(ctx, ex, encodeHandshake(handshake{Host: c.opts.Hostname, Device: c.devIndex,
+		Topology: topologyDigest(m, connectivity.ForcedFullyConnected())}))
 	if err != nil {
 		return fmt.Errorf("collective: handshake: %w", err)
 	}
@@ -292,9 +301,15 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 	// Named before the topology is judged: a refused comm kept for the
 	// backend's fallback all-reduce needs the name as much as a usable one.
 	c.name = fmt.Sprintf("IntraNodeComm%d", id)
-	m, err := c.b.LinkMatrix(ctx)
-	if err != nil {
-		return fmt.Errorf("collective: reading link matrix: %w", err)
+	var differ []int
+	for r, p := range peers {
+		if p.Topology != peers[0].Topology {
+			differ = append(differ, r)
+		}
+	}
+	if len(differ) > 0 {
+		return fmt.Errorf("%w: ranks %v judge the topology from another link matrix (or another %s) than rank 0; every rank of a group must see the same host",
+			ErrTopology, differ, connectivity.EnvForceFullyConnected)
 	}
 	topo, err := detect(m, devices)
 	if err != nil {

@@ -1,20 +1,28 @@
 package collective
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/fnv"
+
+	"github.com/intranode/intranode/connectivity"
+)
 
 // hostLen bounds host names in the handshake (HOST_NAME_MAX is 64).
 const hostLen = 64
 
 // handshakeWire is the fixed-size record ranks all-gather first.
 type handshakeWire struct {
-	Host   [hostLen]byte
-	Device int32
+	Host     [hostLen]byte
+	Device   int32
+	Topology uint64
 }
 
 func encodeHandshake(h handshake) handshakeWire {
 	var w handshakeWire
 	copy(w.Host[:], h.Host)
 	w.Device = int32(h.Device)
+	w.Topology = h.Topology
 	return w
 }
 
@@ -23,5 +31,32 @@ func decodeHandshake(w handshakeWire) handshake {
 	if i := bytes.IndexByte(host, 0); i >= 0 {
 		host = host[:i]
 	}
-	return handshake{Host: string(host), Device: int(w.Device)}
+	return handshake{Host: string(host), Device: int(w.Device), Topology: w.Topology}
+}
+
+// topologyDigest fingerprints what a rank judges the group's topology
+// from: the host's link matrix and whether TEST_INTRA_NODE_COMM forces a
+// fully connected verdict. Ranks that agree on it reach the same verdict
+// for the same devices; the handshake compares it, so a rank that would
+// judge differently fails every rank at once instead of leaving its peers
+// to wait for it.
+func topologyDigest(m connectivity.Matrix, forced bool) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	put := func(v int) {
+		binary.LittleEndian.PutUint64(b[:], uint64(v))
+		h.Write(b[:])
+	}
+	h.Write([]byte(m.Kind))
+	put(len(m.Links))
+	for _, row := range m.Links {
+		put(len(row))
+		for _, v := range row {
+			put(v)
+		}
+	}
+	if forced {
+		put(1)
+	}
+	return h.Sum64() | 1 // never 0
 }

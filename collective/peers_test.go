@@ -446,3 +446,40 @@ func TestCountBeyondTheAllocation(t *testing.T) {
 	require.ErrorContains(t, errs[1], "rank 0")
 	require.Less(t, took[1], 2*time.Second+time.Second, "rank 1 waited past the call's deadline")
 }
+
+// TestTopologyDisagreement: two ranks whose backends see different link
+// matrices (rank 1's fake has no links). Rank 1 alone would refuse the
+// group at once while rank 0 waited for it in the memory exchange until
+// its deadline; the digest in the handshake makes both fail at once with
+// ErrTopology naming rank 1.
+func TestTopologyDisagreement(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := store.NewMem()
+	defer st.Close()
+	errs := make([]error, 2)
+	took := make([]time.Duration, 2)
+	var wg sync.WaitGroup
+	for r, preset := range []fake.Preset{fake.PresetFull, fake.PresetNone} {
+		b, err := fake.New(fake.WithDevices(2), fake.WithTopology(preset))
+		require.NoError(t, err)
+		defer b.Close()
+		dev := r
+		c, err := collective.New(st, r, 2, collective.Options{Backend: b, Device: &dev, BufferSize: 64 << 10, Timeout: 20 * time.Second})
+		require.NoError(t, err)
+		defer c.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			errs[r] = c.Rendezvous(ctx)
+			took[r] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	for r := range errs {
+		require.ErrorIs(t, errs[r], collective.ErrTopology, "rank %d", r)
+		require.ErrorContains(t, errs[r], "ranks [1] judge the topology", "rank %d", r)
+		require.Less(t, took[r], 5*time.Second, "rank %d waited for its deadline", r)
+	}
+}
