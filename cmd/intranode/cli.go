@@ -41,9 +41,11 @@ func commands() []command {
 		{name: "topo", summary: "show devices, link matrix, topology, peer access, fabric and multicast support", run: runTopo},
 		{name: "bench", summary: "measure all-reduce latency and bandwidth (nccl-tests style table)", run: runBench},
 		{name: "conformance", summary: "run the backend conformance suite", run: runConformance},
+		{name: "soak", summary: "run random collectives for a while, checking every result, with faults injected (--chaos)", run: runSoak},
 		{name: "doctor", summary: "check drivers, libraries, peer access and IPC, with hints", run: runDoctor},
 		{name: "version", summary: "print the version", run: runVersion},
 		{name: benchRankCommand, hidden: true, run: runBenchRank},
+		{name: soakRankCommand, hidden: true, run: runSoakRank},
 	}
 }
 

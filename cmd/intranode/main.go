@@ -2,8 +2,9 @@
 // on the host's accelerators:
 //
 //	intranode topo          link matrix, topology, peer access, fabric, multicast
-//	intranode bench         all-reduce latency and bandwidth, nccl-tests style
+//	intranode bench         collective latency and bandwidth, nccl-tests style
 //	intranode conformance   the backend conformance suite
+//	intranode soak          random collectives for a while, results checked, faults injected
 //	intranode doctor        driver, library and IPC health with hints
 //	intranode version
 //

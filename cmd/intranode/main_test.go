@@ -18,8 +18,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// Bench and conformance re-execute this binary as their ranks.
-	if len(os.Args) > 1 && os.Args[1] == benchRankCommand {
+	// Bench, soak and conformance re-execute this binary as their ranks.
+	if len(os.Args) > 1 && (os.Args[1] == benchRankCommand || os.Args[1] == soakRankCommand) {
 		os.Exit(run(context.Background(), os.Args[1:], streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 	}
 	conformance.MaybeChild()
@@ -243,4 +243,15 @@ func TestBenchSharedDevice(t *testing.T) {
 	_, stderr, code = runCLI(t, "bench", "--backend", "fake", "--share-device", "--json")
 	require.NotEqual(t, 0, code)
 	require.Contains(t, stderr, "--share-device prints only the table")
+}
+
+// TestSoakWithChaos runs a short soak of 2 rank processes with a rank
+// killed or stopped in each job: every survivor must fail within the call
+// timeout plus a second, no result may be wrong, and nothing may leak.
+func TestSoakWithChaos(t *testing.T) {
+	out, stderr, code := runCLI(t, "soak", "--backend", "fake", "--world", "2", "--duration", "4s", "--chaos", "kill,stop",
+		"--job", "1500ms", "--timeout", "1s", "--max", "64K", "--seed", "7")
+	require.Equal(t, 0, code, stderr+out)
+	require.Contains(t, out, "# OK: no wrong result, no hang, no leak")
+	require.Regexp(t, `[1-9][0-9]* faults injected`, out)
 }

@@ -1,0 +1,500 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/internal/launch"
+	"github.com/intranode/intranode/internal/numeric"
+	"github.com/intranode/intranode/symmetric/store"
+)
+
+// soakRankCommand is the hidden subcommand a soak rank process runs.
+const soakRankCommand = "__soak-rank"
+
+const envSoakConfig = "INTRANODE_SOAK_CONFIG"
+
+// The chaos a soak injects, one fault per job.
+const (
+	chaosNone  = "none"
+	chaosKill  = "kill"  // SIGKILL a random rank at a random moment
+	chaosStop  = "stop"  // SIGSTOP a random rank past the call timeout, then SIGCONT
+	chaosStore = "store" // close the job's TCP store server at a random moment
+)
+
+// soakConfig is what every rank of one job runs; the parent passes it as
+// JSON.
+type soakConfig struct {
+	Backend    string        `json:"backend"`
+	World      int           `json:"world"`
+	Store      string        `json:"store"`
+	Duration   time.Duration `json:"duration"` // how long the rank makes calls
+	Timeout    time.Duration `json:"timeout"`  // each call's deadline
+	BufferSize int           `json:"buffer_size"`
+	MaxBytes   int           `json:"max_bytes"` // largest message
+	Seed       uint64        `json:"seed"`
+}
+
+// soakReport is a rank's last line: what it did and what it holds.
+type soakReport struct {
+	Rank  int    `json:"rank"`
+	Calls int    `json:"calls"`
+	Wrong int    `json:"wrong"` // calls whose result was not exact
+	Error string `json:"error,omitempty"`
+	Kind  string `json:"kind,omitempty"` // timeout, peer_failed, mismatch, closed, invalid, other
+	// ErrorAt is when the rank's error came (Unix nanoseconds).
+	ErrorAt int64 `json:"error_at,omitempty"`
+	// Resources after the first call and after the last, the comm still
+	// open both times.
+	Start resources `json:"start"`
+	End   resources `json:"end"`
+}
+
+// resources is what a rank process holds.
+type resources struct {
+	RSS        int64 `json:"rss_bytes"`
+	FDs        int   `json:"fds"`
+	Goroutines int   `json:"goroutines"`
+}
+
+func readResources() resources {
+	r := resources{Goroutines: runtime.NumGoroutine()}
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 1 {
+			pages, _ := strconv.ParseInt(f[1], 10, 64)
+			r.RSS = pages * int64(os.Getpagesize())
+		}
+	}
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		r.FDs = len(ents)
+	}
+	return r
+}
+
+// errorKind sorts an error for the report.
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, collective.ErrMismatch):
+		return "mismatch"
+	case errors.Is(err, backend.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, backend.ErrPeerFailed):
+		return "peer_failed"
+	case errors.Is(err, backend.ErrClosed):
+		return "closed"
+	case errors.Is(err, backend.ErrInvalidArgument):
+		return "invalid"
+	}
+	return "other"
+}
+
+func runSoak(ctx context.Context, args []string, s streams) error {
+	var c common
+	fs := newFlags("soak", s)
+	c.register(fs)
+	world := fs.Int("world", 2, "ranks per job (processes)")
+	duration := fs.Duration("duration", 30*time.Second, "how long to soak")
+	chaosS := fs.String("chaos", chaosNone, "fault per job: none, kill, stop, store, or a comma-separated mix (each job draws one)")
+	job := fs.Duration("job", 10*time.Second, "with --chaos: longest a job runs before its fault (drawn uniformly from a fifth of it to all of it)")
+	timeout := fs.Duration("timeout", 2*time.Second, "each call's deadline; a survivor of a fault must fail within it plus 1 s")
+	buffer := fs.String("buffer", "1M", "symmetric buffer per rank")
+	maxB := fs.String("max", "256K", "largest message (some calls are larger than the buffer: chunked)")
+	seed := fs.Uint64("seed", 0, "random seed (0: from the clock)")
+	rssGrowth := fs.Float64("max-rss-growth", 0.05, "largest RSS growth of a rank from its first call to its last, in jobs of 30 s or more")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *world < 2 || *world > collective.MaxDevices || *duration <= 0 || *timeout <= 0 {
+		return fmt.Errorf("%w: need 2 <= --world <= %d and positive --duration and --timeout", errUsage, collective.MaxDevices)
+	}
+	var chaos []string
+	for _, k := range strings.Split(*chaosS, ",") {
+		if !slices.Contains([]string{chaosNone, chaosKill, chaosStop, chaosStore}, k) {
+			return fmt.Errorf("%w: --chaos %q (none, kill, stop, store)", errUsage, k)
+		}
+		chaos = append(chaos, k)
+	}
+	bufBytes, err := parseBytes(*buffer)
+	if err != nil {
+		return err
+	}
+	maxBytes, err := parseBytes(*maxB)
+	if err != nil {
+		return err
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	rng := rand.New(rand.NewPCG(*seed, 0x50a4))
+	sum := soakSummary{errors: map[string]int{}}
+	fmt.Fprintf(s.Out, "# intranode soak: backend %s, world %d, %v, chaos %s, call timeout %v, seed %d\n",
+		c.backend, *world, *duration, *chaosS, *timeout, *seed)
+	end := time.Now().Add(*duration)
+	for n := 1; time.Until(end) > 0; n++ {
+		kind := chaos[rng.IntN(len(chaos))]
+		length := time.Until(end)
+		var faultAt time.Duration
+		if kind != chaosNone {
+			faultAt = *job/5 + time.Duration(rng.Int64N(int64(*job*4/5)))
+			length = min(length, faultAt+*timeout+2*time.Second)
+		}
+		cfg := soakConfig{Backend: c.backend, World: *world, Duration: length, Timeout: *timeout, BufferSize: bufBytes,
+			MaxBytes: maxBytes, Seed: rng.Uint64()}
+		j, err := soakJob(ctx, cfg, kind, faultAt, rng.IntN(*world), *rssGrowth)
+		if err != nil {
+			return err
+		}
+		sum.add(j)
+		fmt.Fprintln(s.Out, j.line(n))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return sum.print(s.Out)
+}
+
+// soakResult is one job as the parent saw it.
+type soakResult struct {
+	kind     string // the chaos
+	victim   int
+	faultAt  time.Duration
+	injected time.Time // zero when no fault was injected (the job ended first)
+	reports  map[int]soakReport
+	problems []string // wrong results, hangs, leaks, missing reports
+	toError  []time.Duration
+}
+
+func (j soakResult) line(n int) string {
+	calls := 0
+	kinds := map[string]int{}
+	for _, r := range j.reports {
+		calls += r.Calls
+		if r.Kind != "" {
+			kinds[r.Kind]++
+		}
+	}
+	fault := "no fault"
+	if !j.injected.IsZero() {
+		fault = fmt.Sprintf("%s rank %d at %v", j.kind, j.victim, j.faultAt.Round(time.Millisecond))
+	}
+	var lat []string
+	for _, d := range j.toError {
+		lat = append(lat, d.Round(time.Millisecond).String())
+	}
+	verdict := "ok"
+	if len(j.problems) > 0 {
+		verdict = "FAILED: " + strings.Join(j.problems, "; ")
+	}
+	return fmt.Sprintf("job %d: %s; %d calls; errors %v; fault to error on survivors [%s]; %s",
+		n, fault, calls, kinds, strings.Join(lat, " "), verdict)
+}
+
+// soakJob runs one job of cfg.World rank processes with its own TCP
+// store, injects the fault, and judges what the ranks report.
+func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Duration, victim int, rssGrowth float64) (soakResult, error) {
+	j := soakResult{kind: kind, victim: victim, faultAt: faultAt, reports: map[int]soakReport{}}
+	srv, err := store.ListenTCP("127.0.0.1:0", store.WithTimeout(cfg.Timeout+5*time.Second))
+	if err != nil {
+		return j, err
+	}
+	defer srv.Close()
+	cfg.Store = "tcp://" + srv.Addr()
+	raw, _ := json.Marshal(cfg)
+	var stderr []string
+	g, err := launch.Start(ctx, launch.Config{
+		World: cfg.World,
+		Args:  []string{soakRankCommand},
+		Env:   func(int, string) []string { return []string{envSoakConfig + "=" + string(raw)} },
+		// A rank that outlives this is a hang.
+		Deadline: cfg.Duration + cfg.Timeout + 15*time.Second,
+		Lines: func(r int, line []byte) {
+			var rep soakReport
+			if err := json.Unmarshal(line, &rep); err != nil {
+				stderr = append(stderr, fmt.Sprintf("rank %d: %s", r, line))
+				return
+			}
+			j.reports[r] = rep
+		},
+	})
+	if err != nil {
+		return j, err
+	}
+	if kind != chaosNone {
+		select {
+		case <-time.After(faultAt):
+			j.injected = time.Now()
+			switch kind {
+			case chaosKill:
+				err = g.Signal(victim, syscall.SIGKILL)
+			case chaosStop:
+				if err = g.Signal(victim, syscall.SIGSTOP); err == nil {
+					time.Sleep(cfg.Timeout + time.Second)
+					err = g.Signal(victim, syscall.SIGCONT)
+				}
+			case chaosStore:
+				err = srv.Close()
+			}
+			if err != nil {
+				j.injected = time.Time{} // the rank had already ended
+			}
+		case <-ctx.Done():
+		}
+	}
+	results := g.Wait()
+	for _, res := range results {
+		r := res.Rank
+		rep, ok := j.reports[r]
+		switch {
+		case res.TimedOut:
+			j.problems = append(j.problems, fmt.Sprintf("rank %d hung (killed at the job's deadline)", r))
+			continue
+		case kind == chaosKill && r == victim && !j.injected.IsZero():
+			continue // killed: no report expected
+		case !ok:
+			j.problems = append(j.problems, fmt.Sprintf("rank %d ended without a report (%v): %s", r, res.Err, strings.TrimSpace(res.Output)))
+			continue
+		}
+		if rep.Wrong > 0 {
+			j.problems = append(j.problems, fmt.Sprintf("rank %d: %d wrong results", r, rep.Wrong))
+		}
+		if rep.Error == "" && rep.Calls > 0 {
+			if rep.End.FDs > rep.Start.FDs || rep.End.Goroutines > rep.Start.Goroutines {
+				j.problems = append(j.problems, fmt.Sprintf("rank %d leaked: descriptors %d -> %d, goroutines %d -> %d", r,
+					rep.Start.FDs, rep.End.FDs, rep.Start.Goroutines, rep.End.Goroutines))
+			}
+			if cfg.Duration >= 30*time.Second && float64(rep.End.RSS) > float64(rep.Start.RSS)*(1+rssGrowth) {
+				j.problems = append(j.problems, fmt.Sprintf("rank %d: RSS grew %d -> %d bytes", r, rep.Start.RSS, rep.End.RSS))
+			}
+		}
+		if !j.injected.IsZero() && r != victim && rep.ErrorAt != 0 && (kind == chaosKill || kind == chaosStop) {
+			d := time.Unix(0, rep.ErrorAt).Sub(j.injected)
+			j.toError = append(j.toError, d)
+			if d > cfg.Timeout+time.Second {
+				j.problems = append(j.problems, fmt.Sprintf("rank %d failed %v after the fault (limit %v)", r, d, cfg.Timeout+time.Second))
+			}
+		}
+		if rep.Error == "" && !j.injected.IsZero() && r != victim && (kind == chaosKill || kind == chaosStop) {
+			j.problems = append(j.problems, fmt.Sprintf("rank %d survived a %s of rank %d without an error", r, kind, victim))
+		}
+	}
+	if len(stderr) > 0 && len(j.problems) > 0 {
+		j.problems = append(j.problems, strings.Join(stderr, " | "))
+	}
+	return j, nil
+}
+
+// soakSummary adds up the jobs.
+type soakSummary struct {
+	jobs, faults, calls, wrong int
+	errors                     map[string]int
+	toError                    []time.Duration
+	failed                     []string
+}
+
+func (s *soakSummary) add(j soakResult) {
+	s.jobs++
+	if !j.injected.IsZero() {
+		s.faults++
+	}
+	for _, r := range j.reports {
+		s.calls += r.Calls
+		s.wrong += r.Wrong
+		if r.Kind != "" {
+			s.errors[r.Kind]++
+		}
+	}
+	s.toError = append(s.toError, j.toError...)
+	if len(j.problems) > 0 {
+		s.failed = append(s.failed, fmt.Sprintf("job %d: %s", s.jobs, strings.Join(j.problems, "; ")))
+	}
+}
+
+func (s *soakSummary) print(w io.Writer) error {
+	sort.Slice(s.toError, func(a, b int) bool { return s.toError[a] < s.toError[b] })
+	slowest := time.Duration(0)
+	if n := len(s.toError); n > 0 {
+		slowest = s.toError[n-1]
+	}
+	fmt.Fprintf(w, "# %d jobs, %d faults injected, %d calls, %d wrong results, errors by kind %v, slowest fault-to-error %v\n",
+		s.jobs, s.faults, s.calls, s.wrong, s.errors, slowest.Round(time.Millisecond))
+	if len(s.failed) > 0 {
+		return fmt.Errorf("%d of %d jobs failed: %s", len(s.failed), s.jobs, strings.Join(s.failed, " || "))
+	}
+	fmt.Fprintln(w, "# OK: no wrong result, no hang, no leak")
+	return nil
+}
+
+// soakAgreeStop all-reduces (max) one int32 saying whether this rank
+// wants to stop: the ranks stop together, after the same call.
+func soakAgreeStop(ctx context.Context, c *collective.Comm, s backend.Stream, flag backend.Allocation, mine bool,
+	timeout time.Duration) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v := make([]byte, 4)
+	if mine {
+		numeric.Put(backend.Int32, v, 0, 1)
+	}
+	d := c.Device()
+	if err := d.CopyToDevice(ctx, flag.Ptr(), v); err != nil {
+		return false, err
+	}
+	w, err := c.AllReduce(ctx, s, flag.Ptr(), 1, backend.Int32, backend.Max, collective.OneShot)
+	if err != nil {
+		return false, err
+	}
+	defer w.Close()
+	if err := w.Synchronize(ctx); err != nil {
+		return false, err
+	}
+	if err := d.CopyFromDevice(ctx, v, flag.Ptr()); err != nil {
+		return false, err
+	}
+	return numeric.Get(backend.Int32, v, 0) != 0, nil
+}
+
+// runSoakRank is one rank of a soak job: random calls of every collective
+// until the job's duration ends or a call fails, every result checked.
+func runSoakRank(ctx context.Context, _ []string, s streams) error {
+	var cfg soakConfig
+	if err := json.Unmarshal([]byte(os.Getenv(envSoakConfig)), &cfg); err != nil {
+		return fmt.Errorf("soak rank: bad config: %w", err)
+	}
+	rank, ok := launch.Rank()
+	if !ok {
+		return fmt.Errorf("soak rank: no rank in %s (the command is started by intranode soak)", launch.EnvRank)
+	}
+	rep := soakRank(ctx, cfg, rank)
+	return json.NewEncoder(s.Out).Encode(rep)
+}
+
+func soakRank(ctx context.Context, cfg soakConfig, rank int) soakReport {
+	rep := soakReport{Rank: rank}
+	fail := func(err error) soakReport {
+		rep.Error, rep.Kind, rep.ErrorAt = err.Error(), errorKind(err), time.Now().UnixNano()
+		return rep
+	}
+	st, err := store.Open(ctx, cfg.Store, store.WithTimeout(cfg.Timeout+5*time.Second))
+	if err != nil {
+		return fail(err)
+	}
+	defer st.Close()
+	b, err := backend.Open(ctx, cfg.Backend)
+	if err != nil {
+		return fail(err)
+	}
+	defer b.Close()
+	dev := rank
+	c, err := collective.New(st, rank, cfg.World, collective.Options{Backend: b, Device: &dev, BufferSize: cfg.BufferSize,
+		Timeout: cfg.Timeout})
+	if err != nil {
+		return fail(err)
+	}
+	defer c.Close()
+	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout+5*time.Second)
+	err = c.Rendezvous(rctx)
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+	d := c.Device()
+	s, err := d.NewStream(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer s.Close()
+	// One input and one output allocation, as large as any call needs.
+	in, err := d.Alloc(ctx, cfg.MaxBytes)
+	if err != nil {
+		return fail(err)
+	}
+	defer in.Close()
+	out, err := d.Alloc(ctx, cfg.MaxBytes)
+	if err != nil {
+		return fail(err)
+	}
+	defer out.Close()
+	flag, err := d.Alloc(ctx, 16)
+	if err != nil {
+		return fail(err)
+	}
+	defer flag.Close()
+	// Every rank draws the same calls: same seed.
+	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
+	m := &benchMeasure{c: c, dev: d, s: s, in: in.Ptr(), out: out.Ptr(), rank: rank,
+		cfg: benchConfig{World: cfg.World}}
+	end := time.Now().Add(cfg.Duration)
+	for {
+		// Every 16 calls the ranks agree whether to go on: each says
+		// whether its clock has run out, and a max all-reduce tells all.
+		if rep.Calls%16 == 0 {
+			stop, err := soakAgreeStop(ctx, c, s, flag, time.Now().After(end) || ctx.Err() != nil, cfg.Timeout)
+			if err != nil {
+				return fail(fmt.Errorf("agreeing to go on after call %d: %w", rep.Calls, err))
+			}
+			if stop {
+				break
+			}
+		}
+		m.coll = collective.Ops[rng.IntN(len(collective.Ops))]
+		m.cfg.DType = backend.DTypes[rng.IntN(len(backend.DTypes))]
+		m.cfg.Op = []backend.ReduceOp{backend.Sum, backend.Max, backend.Min}[rng.IntN(3)]
+		inPlace := rng.IntN(2) == 0
+		div := 1
+		if m.coll == collective.OpReduceScatter || m.coll == collective.OpAllGather || m.coll == collective.OpAllToAll {
+			div = cfg.World
+		}
+		count := 1 + rng.IntN(max(1, cfg.MaxBytes/m.cfg.DType.Size()/div))
+		algo := collective.Direct
+		if m.coll == collective.OpAllReduce {
+			algo = []collective.Algo{collective.None, collective.OneShot, collective.TwoShot, collective.Pipeline}[rng.IntN(4)]
+			if algo != collective.None && algo != collective.Pipeline && count > c.Capacity(algo, m.cfg.DType) {
+				algo = collective.None
+			}
+		} else if rng.IntN(4) == 0 {
+			algo = collective.None
+		}
+		seed := rep.Calls + 1
+		cctx, ccancel := context.WithTimeout(ctx, cfg.Timeout)
+		err := m.fill(cctx, count, seed, inPlace)
+		if err == nil {
+			err = m.call(cctx, algo, count, inPlace)
+		}
+		if err == nil {
+			err = s.Synchronize(cctx)
+		}
+		if err == nil {
+			err = c.CheckStatus()
+		}
+		var wrong int
+		if err == nil {
+			wrong, err = m.check(cctx, count, seed, inPlace)
+		}
+		ccancel()
+		if err != nil {
+			return fail(fmt.Errorf("call %d (%v %d×%v, %v): %w", rep.Calls+1, m.coll, count, m.cfg.DType, algo, err))
+		}
+		if wrong > 0 {
+			rep.Wrong++
+		}
+		rep.Calls++
+		if rep.Calls == 1 {
+			rep.Start = readResources()
+		}
+	}
+	rep.End = readResources()
+	return rep
+}
