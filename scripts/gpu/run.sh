@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# One GPU experiment, end to end, on a lent multi-GPU host:
-# topology, doctor, the CUDA backend's own tests, the conformance suite,
-# our benchmark and the NCCL / PyTorch anchors in the same session.
-# Build first on the development machine:
+# Prove a multi-GPU host in one device call (at most 10 minutes with the
+# default steps): topology against nvidia-smi's, doctor, the CUDA backend's
+# own tests, the conformance suite in processes, the bench of every
+# collective with NCCL in the same run, the PyTorch anchor, the fault
+# cases. Build first on the development machine:
 #   go build -tags cuda -o .gpu/intranode ./cmd/intranode
 #   go test -c -tags cuda -o .gpu/cuda.test ./backend/cuda
-# then run this with the device tool, carrying .gpu; results go to $OUT.
+# then run this with the device tool, carrying .gpu. Everything lands in
+# $OUT/r and is packed into $OUT/results.tgz at the end (the device tool
+# brings back at most 8 files).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-STEPS=${STEPS:-"info topo doctor unit conformance bench anchor"}
+mkdir -p "$R/r"
+R=$OUT/r
+STEPS=${STEPS:-"info topo doctor unit conformance bench anchor faults"}
 WORLD=${WORLD:-$(nvidia-smi -L | wc -l)}
 WORLDS=${WORLDS:-$WORLD}
 step() { echo; echo "=== $1 ($(date -u +%T))"; }
@@ -18,40 +22,53 @@ for s in $STEPS; do
   case $s in
   info)
     step info
-    nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv | tee "$OUT/info.txt"
-    nvidia-smi topo -m | tee -a "$OUT/info.txt" ;;
+    nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv | tee "$R/info.txt"
+    nvidia-smi topo -m | tee -a "$R/info.txt" ;;
   topo)
     step topo
-    timeout 60 .gpu/intranode topo --backend cuda 2>&1 | tee "$OUT/topo.txt" ;;
+    timeout 60 .gpu/intranode topo --backend cuda 2>&1 | tee "$R/topo.txt" ;;
   doctor)
     step doctor
-    timeout 120 .gpu/intranode doctor --backend cuda 2>&1 | tee "$OUT/doctor.txt" ;;
+    timeout 120 .gpu/intranode doctor --backend cuda 2>&1 | tee "$R/doctor.txt" ;;
   unit)
     step unit
-    timeout 180 .gpu/cuda.test -test.v -test.timeout 170s 2>&1 > "$OUT/unit.txt"
-    grep -E '^(--- |FAIL|PASS|ok)' "$OUT/unit.txt" | grep -v PASS: | head -40
-    grep -c -- '--- PASS' "$OUT/unit.txt" ;;
+    timeout 180 .gpu/cuda.test -test.v -test.timeout 170s 2>&1 > "$R/unit.txt"
+    grep -E '^(--- |FAIL|PASS|ok)' "$R/unit.txt" | grep -v PASS: | head -40
+    grep -c -- '--- PASS' "$R/unit.txt" ;;
   conformance)
     step conformance
-    timeout 300 .gpu/intranode conformance --backend cuda --world "$WORLDS" --timeout 60s 2>&1 | tee "$OUT/conformance.txt" | grep -v '^pass' ;;
+    timeout 300 .gpu/intranode conformance --backend cuda --world "$WORLDS" --timeout 60s 2>&1 | tee "$R/conformance.txt" | grep -v '^pass' ;;
   bench)
+    # All-reduce by algorithm, then every collective: the selected path
+    # and NCCL in the same run, a chart per collective.
     step bench
-    timeout 150 .gpu/intranode bench --backend cuda --world "$WORLD" --graph -b 1K -e 256M -f 4 --iters 50 --warmup 10 --plot "$OUT/bench-graph.svg" 2>&1 | tee "$OUT/bench-graph.txt"
-    timeout 120 .gpu/intranode bench --backend cuda --world "$WORLD" -b 1K -e 64K -f 4 --iters 50 --warmup 10 --algo auto 2>&1 | tee "$OUT/bench-eager.txt" ;;
+    timeout 150 .gpu/intranode bench --backend cuda --world "$WORLD" --graph -b 1K -e 256M -f 4 --iters 30 --warmup 5 \
+      --algo oneshot,twoshot,pipeline,nccl,auto --plot "$R/bench-allreduce.svg" 2>&1 | tee "$R/bench-graph.txt" | grep -E 'auto|nccl'
+    timeout 200 .gpu/intranode bench --backend cuda --world "$WORLD" --graph --op reduce_scatter,all_gather,broadcast,alltoall \
+      -b 1K -e 256M -f 4 --iters 30 --warmup 5 --algo direct,nccl,auto --plot "$R/bench.svg" 2>&1 | tee "$R/bench-movers.txt" \
+      | grep -E '^# [a-z_]+$|auto|nccl'
+    timeout 60 .gpu/intranode bench --backend cuda --world "$WORLD" -b 1K -e 64K -f 4 --iters 50 --warmup 10 --algo auto 2>&1 | tee "$R/bench-eager.txt" ;;
+  shared)
+    # Every collective's kernels with 2, 4 and 8 ranks on GPU 0.
+    step shared
+    TEST_INTRA_NODE_COMM=1 timeout 240 .gpu/intranode conformance --backend cuda --share-device --world 2,4,8 --timeout 30s \
+      2>&1 | tee "$R/shared.txt" | grep -v '^pass' ;;
   faults)
     # Kernel-level faults on the device: mismatched calls, a stalled rank
     # and a killed rank in the middle of an all-reduce.
     step faults
-    timeout 420 .gpu/intranode conformance --backend cuda --world "$WORLDS" --faults --trials "${TRIALS:-20}" \
-      --run 'faults/(mismatched-calls|stall-allreduce|kill-allreduce)' 2>&1 | tee "$OUT/faults.txt" | grep -v '^pass' ;;
+    timeout 420 .gpu/intranode conformance --backend cuda --world "$WORLDS" --faults --trials "${TRIALS:-5}" \
+      --run 'faults/(mismatched-calls|stall-allreduce|kill-allreduce|kill-movers|stall-movers|mismatched-movers)' 2>&1 | tee "$R/faults.txt" | grep -v '^pass' ;;
   rendezvous)
     # Where Rendezvous spends its time: the phases each rank logs at debug
     # level, from a short bench run.
     step rendezvous
     timeout 120 .gpu/intranode bench --backend cuda --world "$WORLD" -b 1K -e 1K --iters 5 --warmup 1 -v 2>&1 \
-      | tee "$OUT/rendezvous.txt" | grep -E 'rendezvous|phase' | head -60 ;;
+      | tee "$R/rendezvous.txt" | grep -E 'rendezvous|phase' | head -60 ;;
   anchor)
     step anchor
-    timeout 200 python3 scripts/gpu/anchor.py 2>&1 | tee "$OUT/anchor.csv" ;;
+    timeout 200 python3 scripts/gpu/anchor.py 2>&1 | tee "$R/anchor.csv" ;;
   esac
 done
+step pack
+tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"
