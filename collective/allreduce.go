@@ -289,6 +289,12 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 			return nil, err
 		}
 	}
+	return c.served(ctx, s, cl)
+}
+
+// served counts a call that was enqueued on s and returns its Work, with
+// the event the call asked for.
+func (c *Comm) served(ctx context.Context, s backend.Stream, cl call) (*Work, error) {
 	usage.Add(1)
 	w := &Work{c: c, stream: s}
 	if cl.event {

@@ -211,14 +211,7 @@ func (c *Comm) move(ctx context.Context, s backend.Stream, m moveCall, algo Algo
 			return nil, err
 		}
 	}
-	usage.Add(1)
-	w := &Work{c: c, stream: s}
-	if cl.event {
-		if err := w.record(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return w, nil
+	return c.served(ctx, s, cl)
 }
 
 // checkMove checks a data-movement call; the caller holds c.mu.

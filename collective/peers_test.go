@@ -330,25 +330,7 @@ func TestRendezvousHybridCubeMeshChecksLinkedPairs(t *testing.T) {
 func TestSynchronizeHonoursTheDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := fake.New(fake.WithDevices(2))
-	require.NoError(t, err)
-	defer b.Close()
-	st := store.NewMem()
-	defer st.Close()
-	comms := make([]*collective.Comm, 2)
-	for r := range comms {
-		dev := r
-		c, err := collective.New(st, r, 2, collective.Options{Backend: b, Device: &dev, BufferSize: 64 << 10, Timeout: 5 * time.Second})
-		require.NoError(t, err)
-		defer c.Close()
-		comms[r] = c
-	}
-	var wg sync.WaitGroup
-	for _, c := range comms {
-		wg.Add(1)
-		go func() { defer wg.Done(); require.NoError(t, c.Rendezvous(ctx)) }()
-	}
-	wg.Wait()
+	comms := fakePair(t, ctx, 64<<10, 5*time.Second)
 	c := comms[0]
 	s, err := c.Device().NewStream(ctx)
 	require.NoError(t, err)

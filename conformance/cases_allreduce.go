@@ -9,6 +9,7 @@ import (
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/connectivity"
 	"github.com/intranode/intranode/internal/numeric"
+	"github.com/intranode/intranode/kernels"
 )
 
 // allReduceBuffer is the symmetric buffer of the all-reduce cases: large
@@ -31,7 +32,7 @@ func init() {
 		Case{Name: "allreduce/symmetric-input", MinWorld: 2, Run: caseSymmetricInput},
 		Case{Name: "allreduce/too-large", MinWorld: 2, Run: caseTooLarge},
 		Case{Name: "allreduce/select", MinWorld: 2, Run: caseSelect},
-		Case{Name: "allreduce/bad-arguments", MinWorld: 2, Run: caseBadArgs},
+		Case{Name: "collective/bad-arguments", MinWorld: 2, Run: caseBadArgs},
 		Case{Name: "collective/barrier", MinWorld: 2, Run: caseCommBarrier},
 	)
 }
@@ -421,28 +422,41 @@ func caseBadArgs(ctx context.Context, e *Env) (err error) {
 		return err
 	}
 	defer s.Close()
-	g, err := newGuarded(ctx, dev, 64)
+	g, err := newGuarded(ctx, dev, 64*kernels.MaxRanks)
 	if err != nil {
 		return err
 	}
 	defer g.close()
-	bad := []struct {
-		name  string
-		count int
-		d     backend.DType
-		op    backend.ReduceOp
-		algo  collective.Algo
-	}{
-		{"zero count", 0, backend.Float32, backend.Sum, collective.OneShot},
-		{"negative count", -1, backend.Float32, backend.Sum, collective.OneShot},
-		{"bad dtype", 4, backend.DType(99), backend.Sum, collective.OneShot},
-		{"bad op", 4, backend.Float32, backend.ReduceOp(9), collective.OneShot},
-		{"bad algo", 4, backend.Float32, backend.Sum, collective.Algo(42)},
+	p := g.ptr()
+	allReduce := func(count int, d backend.DType, op backend.ReduceOp, algo collective.Algo) func() (*collective.Work, error) {
+		return func() (*collective.Work, error) { return c.AllReduce(ctx, s, p, count, d, op, algo) }
 	}
+	f32 := backend.Float32
+	bad := []struct {
+		name string
+		call func() (*collective.Work, error)
+	}{
+		{"zero count", allReduce(0, f32, backend.Sum, collective.OneShot)},
+		{"negative count", allReduce(-1, f32, backend.Sum, collective.OneShot)},
+		{"bad dtype", allReduce(4, backend.DType(99), backend.Sum, collective.OneShot)},
+		{"bad op", allReduce(4, f32, backend.ReduceOp(9), collective.OneShot)},
+		{"bad algo", allReduce(4, f32, backend.Sum, collective.Algo(42))},
+		{"all-reduce with Direct", allReduce(4, f32, backend.Sum, collective.Direct)},
+	}
+	moverCalls, err := moverBadCalls(ctx, e, c, s, p)
+	if err != nil {
+		return err
+	}
+	bad = append(bad, moverCalls...)
 	for _, b := range bad {
-		if _, err := c.AllReduce(ctx, s, g.ptr(), b.count, b.d, b.op, b.algo); !errors.Is(err, backend.ErrInvalidArgument) {
+		if _, err := b.call(); !errors.Is(err, backend.ErrInvalidArgument) {
 			return fmt.Errorf("%s: got %v, want ErrInvalidArgument", b.name, err)
 		}
+	}
+	// The comm still serves calls.
+	m := moverCall{op: collective.OpAllGather, algo: collective.Direct, dtype: f32, count: 5, seed: 3, outPlace: true}
+	if err := moverOnce(ctx, e, c, m); err != nil {
+		return fmt.Errorf("after the refused calls: %w", err)
 	}
 	if c.Topology() != connectivity.HybridCubeMesh {
 		if _, err := c.AllReduce(ctx, s, g.ptr(), 4, backend.Float32, backend.Sum, collective.HCM); !errors.Is(err, backend.ErrInvalidArgument) {

@@ -71,12 +71,9 @@ type benchSample struct {
 // serves, and prints one JSON sample per line.
 func runBenchRank(ctx context.Context, args []string, s streams) error {
 	var cfg benchConfig
-	if err := json.Unmarshal([]byte(os.Getenv(envBenchConfig)), &cfg); err != nil {
-		return fmt.Errorf("bench rank: bad config: %w", err)
-	}
-	rank, ok := launch.Rank()
-	if !ok {
-		return fmt.Errorf("bench rank: no rank in %s (the command is started by intranode bench)", launch.EnvRank)
+	rank, err := rankConfig("bench", envBenchConfig, &cfg)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -99,6 +96,20 @@ func runBenchRank(ctx context.Context, args []string, s streams) error {
 		defer stop()
 	}
 	return benchRank(ctx, cfg, rank, st, b, func(smp benchSample) error { return enc.Encode(smp) })
+}
+
+// rankConfig is how a rank process of command (bench, soak) starts: its
+// config, JSON in the environment variable env, and its rank from the
+// launcher.
+func rankConfig(command, env string, cfg any) (int, error) {
+	if err := json.Unmarshal([]byte(os.Getenv(env)), cfg); err != nil {
+		return 0, fmt.Errorf("%s rank: bad config: %w", command, err)
+	}
+	rank, ok := launch.Rank()
+	if !ok {
+		return 0, fmt.Errorf("%s rank: no rank in %s (the command is started by intranode %s)", command, launch.EnvRank, command)
+	}
+	return rank, nil
 }
 
 // startCPUProfile writes this process's Go CPU profile to path until stop

@@ -370,12 +370,9 @@ func soakAgreeStop(ctx context.Context, c *collective.Comm, s backend.Stream, fl
 // until the job's duration ends or a call fails, every result checked.
 func runSoakRank(ctx context.Context, _ []string, s streams) error {
 	var cfg soakConfig
-	if err := json.Unmarshal([]byte(os.Getenv(envSoakConfig)), &cfg); err != nil {
-		return fmt.Errorf("soak rank: bad config: %w", err)
-	}
-	rank, ok := launch.Rank()
-	if !ok {
-		return fmt.Errorf("soak rank: no rank in %s (the command is started by intranode soak)", launch.EnvRank)
+	rank, err := rankConfig("soak", envSoakConfig, &cfg)
+	if err != nil {
+		return err
 	}
 	rep := soakRank(ctx, cfg, rank)
 	return json.NewEncoder(s.Out).Encode(rep)

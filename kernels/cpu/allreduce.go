@@ -52,13 +52,20 @@ const allReduceChannel = 0
 // input in chunks through the same push areas, runs as a grid of one block
 // and, reading no symmetric buffer, lets the output lie anywhere.
 func AllReduce(algo kernels.Algo, dtype backend.DType) Func {
+	return collectiveKernel(algo, dtype, setupAllReduce)
+}
+
+// collectiveKernel is the Func of a collective kernel (AllReduceArgs):
+// parse the arguments, resolve them with setup, run.
+func collectiveKernel[K interface{ run() error }](algo kernels.Algo, dtype backend.DType,
+	setup func(context.Context, Memory, kernels.AllReduceArgs, kernels.Algo, backend.DType, string) (K, error)) Func {
 	name := kernels.KernelName(algo, dtype)
 	return func(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {
 		a, err := kernels.ParseAllReduceArgs(args)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		k, err := setupAllReduce(ctx, mem, a, algo, dtype, name)
+		k, err := setup(ctx, mem, a, algo, dtype, name)
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/kernels"
@@ -14,18 +13,7 @@ import (
 // this rank's buffer, barrier, read the peers' buffers, barrier). It runs
 // as one block on channel 0, like the all-reduce kernels.
 func Mover(algo kernels.Algo, dtype backend.DType) Func {
-	name := kernels.KernelName(algo, dtype)
-	return func(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {
-		a, err := kernels.ParseAllReduceArgs(args)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		k, err := setupMover(ctx, mem, a, algo, dtype, name)
-		if err != nil {
-			return err
-		}
-		return k.run()
-	}
+	return collectiveKernel(algo, dtype, setupMover)
 }
 
 // mover is one resolved data-movement launch. Block r of the input or
