@@ -9,6 +9,7 @@ import (
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/internal/numeric"
+	"github.com/intranode/intranode/kernels"
 )
 
 // The data-movement collectives: reduce-scatter, all-gather, broadcast and
@@ -25,6 +26,7 @@ func init() {
 	register(
 		Case{Name: "reduce_scatter/ops", MinWorld: 2, Run: caseReduceScatterOps},
 		Case{Name: "broadcast/every-root", MinWorld: 2, Run: caseBroadcastRoots},
+		Case{Name: "movers/classic-path", MinWorld: 2, Run: caseMoversClassic},
 		Case{Name: "movers/repeat-100", MinWorld: 2, Run: caseMoversRepeat},
 	)
 }
@@ -247,6 +249,29 @@ func moverMatrix(op collective.Op, d backend.DType) func(context.Context, *Env) 
 		}
 		return c.Barrier(ctx)
 	}
+}
+
+// caseMoversClassic runs each data-movement collective with blocks just
+// over what the push path takes (kernels.MoverPath), so that one launch
+// copies into the symmetric buffer and reads the peers' buffers between
+// two barriers.
+func caseMoversClassic(ctx context.Context, e *Env) (err error) {
+	d := backend.Float32
+	count := kernels.OneShotPushMax(e.World)/d.Size() + 5
+	part := int(kernels.MoverPart(uint64(count), d.Size()))
+	c, err := newComm(ctx, e, e.World*part+(64<<10))
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, c)
+	for i, op := range movers {
+		m := moverCall{op: op, algo: collective.Direct, dtype: d, red: backend.Sum, count: count, root: i % e.World,
+			seed: 70 + i, outPlace: i%2 == 0}
+		if err := moverOnce(ctx, e, c, m); err != nil {
+			return err
+		}
+	}
+	return c.Barrier(ctx)
 }
 
 func caseReduceScatterOps(ctx context.Context, e *Env) (err error) {

@@ -262,6 +262,23 @@
 //	               out block r (at out+r*S) = part me of bufs[r]
 //
 // where part r of a buffer is its n elements at byte r*P.
+// Up to OneShotPushMax(World) bytes per block (n*size), a launch takes the
+// push path instead (MoverPath): no symmetric buffer and one barrier. It
+// reads E and leaves E+1 like the one-shot's push path and uses the same
+// slots (the epoch argument there holds: every rank waits for every peer's
+// signal):
+//
+//  1. every rank writes what peer p needs at PushData(World, s, me, p) of
+//     p's pad: its input (all-gather; broadcast: the root only) or its
+//     input block p (reduce-scatter, all-to-all);
+//  2. Barrier(all), whose first signal is followed by the agreement check;
+//  3. the output from this rank's own pad (the region of sender r at
+//     PushData(World, s, r, me)) and, for this rank's own part, its input:
+//     all-gather out block r, all-to-all out block r, broadcast out (from
+//     the root), reduce-scatter out = reduce over r of block me of r's
+//     input, ascending;
+//  4. epoch = E+1.
+//
 // The buffer must hold World*P bytes for ReduceScatter and AllToAll, n
 // elements for the others (the host checks; the kernels cannot). An output that
 // overlaps a symmetric buffer is refused (the host refuses it first; the
@@ -593,6 +610,15 @@ var (
 	AllReduceAlgos = []Algo{OneShot, TwoShot, HCM, Pipeline}
 	Movers         = []Algo{ReduceScatter, AllGather, Broadcast, AllToAll}
 )
+
+// MoverPath names the path a data-movement kernel takes for blocks of n
+// bytes: "push" when 0 < n <= OneShotPushMax(world), else "classic".
+func MoverPath(n, world int) string {
+	if n > 0 && n <= OneShotPushMax(world) {
+		return "push"
+	}
+	return "classic"
+}
 
 // MoverPart is P, the byte stride of the parts of a buffer in a
 // data-movement launch of count elements of size bytes per block.

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/kernels"
@@ -151,6 +152,9 @@ func (k *mover) gather() {
 
 func (k *mover) run() error {
 	k.publish(k.world, kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.CallInfo(k.algo, k.a.DType, k.a.Op)})
+	if kernels.MoverPath(k.n, k.world) == "push" {
+		return k.push()
+	}
 	mask := uint32(1)<<k.world - 1
 	if k.n > 0 {
 		k.copyIn()
@@ -163,4 +167,58 @@ func (k *mover) run() error {
 	}
 	_, err := k.barrier(allReduceChannel, mask)
 	return err
+}
+
+// push is the push path (kernels.MoverPath): what each peer needs, into
+// the peer's push slot; one barrier; the output from this rank's own pad
+// and input. The epoch picks the slot.
+func (k *mover) push() error {
+	me := k.me
+	epochWord := word(k.pads[me], kernels.EpochWord)
+	epoch := atomic.LoadUint32(epochWord)
+	s := int(epoch & 1)
+	atomic.StoreUint32(epochWord, epoch+1)
+	// mine is what this rank contributes to rank r: its input or block r.
+	mine := func(r int) []byte {
+		if k.algo == kernels.ReduceScatter || k.algo == kernels.AllToAll {
+			return k.block(k.in, r)
+		}
+		return k.in[:k.n]
+	}
+	// from is what rank r sent this rank, in its own pad.
+	from := func(r int) []byte {
+		off := kernels.PushData(k.world, s, r, me)
+		return k.pads[me][off : off+k.n]
+	}
+	for p := range k.world {
+		if p == me || (k.algo == kernels.Broadcast && me != k.root) {
+			continue
+		}
+		off := kernels.PushData(k.world, s, me, p)
+		copy(k.pads[p][off:off+k.n], mine(p))
+	}
+	if ok, err := k.barrier(allReduceChannel, uint32(1)<<k.world-1); !ok {
+		return err
+	}
+	part := func(r int) []byte {
+		if r == me {
+			return mine(me)
+		}
+		return from(r)
+	}
+	switch k.algo {
+	case kernels.ReduceScatter:
+		srcs := make([][]byte, k.world)
+		for r := range k.world {
+			srcs[r] = part(r)
+		}
+		reduce(k.a.DType, k.a.Op, k.out, srcs)
+	case kernels.Broadcast:
+		copy(k.out, part(k.root))
+	default:
+		for r := range k.world {
+			copy(k.block(k.out, r), part(r))
+		}
+	}
+	return nil
 }
