@@ -58,8 +58,8 @@ type soakReport struct {
 	Kind  string `json:"kind,omitempty"` // timeout, peer_failed, mismatch, closed, invalid, other
 	// ErrorAt is when the rank's error came (Unix nanoseconds).
 	ErrorAt int64 `json:"error_at,omitempty"`
-	// Resources after the first call and after the last, the comm still
-	// open both times.
+	// Resources once warm (after the first fifth of the job) and after the
+	// last call, the comm still open both times.
 	Start resources `json:"start"`
 	End   resources `json:"end"`
 }
@@ -271,6 +271,13 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 		if rep.Wrong > 0 {
 			j.problems = append(j.problems, fmt.Sprintf("rank %d: %d wrong results", r, rep.Wrong))
 		}
+		if rep.Error != "" && (j.injected.IsZero() || kind == chaosStore) {
+			// No rank was hurt: every call should have succeeded. (A closed
+			// store only ends a job that still needed it.)
+			if kind != chaosStore || !strings.Contains(rep.Error, "store") {
+				j.problems = append(j.problems, fmt.Sprintf("rank %d failed with no fault to explain it: %s", r, rep.Error))
+			}
+		}
 		if rep.Error == "" && rep.Calls > 0 {
 			if rep.End.FDs > rep.Start.FDs || rep.End.Goroutines > rep.Start.Goroutines {
 				j.problems = append(j.problems, fmt.Sprintf("rank %d leaked: descriptors %d -> %d, goroutines %d -> %d", r,
@@ -434,6 +441,7 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int) soakReport {
 	m := &benchMeasure{c: c, dev: d, s: s, in: in.Ptr(), out: out.Ptr(), rank: rank,
 		cfg: benchConfig{World: cfg.World}}
 	end := time.Now().Add(cfg.Duration)
+	warmAt, warm := time.Now().Add(cfg.Duration/5), false
 	for {
 		// Every 16 calls the ranks agree whether to go on: each says
 		// whether its clock has run out, and a max all-reduce tells all.
@@ -488,8 +496,12 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int) soakReport {
 			rep.Wrong++
 		}
 		rep.Calls++
-		if rep.Calls == 1 {
+		// The starting point: after the first call, then again once a
+		// fifth of the job has passed (the heap has grown to its working
+		// size by then, so what grows after it is what leaks).
+		if rep.Calls == 1 || (!warm && time.Now().After(warmAt)) {
 			rep.Start = readResources()
+			warm = rep.Calls > 1
 		}
 	}
 	rep.End = readResources()

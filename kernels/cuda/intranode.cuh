@@ -1662,8 +1662,96 @@ INTRANODE_DEVICE void copy_elems(const char* src, char* dst, uint64_t count, uin
   }
 }
 
+// mover_push is the push path (kernels.MoverPath): what each peer needs
+// into the peer's push slot, one barrier, the output from this rank's own
+// pad and input. The slots alternate with the epoch, as the one-shot's push
+// path's do.
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void mover_push(const Args& a, Algo algo, int nr) {
+  constexpr uint64_t E = kVecElems<DT>;
+  constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
+  const int me = int(a.rank);
+  const int np = nr - 1;
+  Team team;
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
+
+  const uint32_t epoch = port::load_plain(reinterpret_cast<const uint32_t*>(a.my_pad + kEpochWord));
+  port::block_sync();  // every thread has read the epoch
+  const uint32_t ticket = epoch_count_in(a.my_pad, epoch);
+  const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
+  const uint64_t region = push_max(a.world);
+  char* dst[P];
+  const char* src[P];
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    dst[k] = nullptr;
+    src[k] = nullptr;
+    if (k < np) {
+      const int r = k + (k >= me);
+      const uint64_t peer_pad = port::load_arg_u64(a.pads + r);
+      const uint64_t to = me < r ? me : me - 1;
+      dst[k] = reinterpret_cast<char*>(peer_pad + kPushOffset + (slot_base + to) * region);
+      src[k] = reinterpret_cast<const char*>(a.my_pad + kPushOffset + (slot_base + k) * region);
+    }
+  }
+  const uint64_t n = a.count;
+  const uint64_t stride = (algo == Algo::kBroadcast || a.extra == 0 ? n : a.extra) * kElemSize<DT>;
+  const int root = int(a.extra);
+  const bool per_peer = algo == Algo::kReduceScatter || algo == Algo::kAllToAll;
+  const uint64_t nfull = n / E;
+  const uint64_t nvec = (n + E - 1) / E;
+  uint64_t lo, hi;
+  split(nvec, port::grid_blocks(), port::block_index(), lo, hi);
+
+  // 1. Push: block r of the input to peer r, or the input to every peer.
+  if (per_peer) {
+    for (int k = 0; k < np; ++k) {
+      Args b = a;
+      b.input = a.input + uint64_t(k + (k >= me)) * stride;
+      char* const one[1] = {dst[k]};
+      push_part<DT, 2>(b, one, 1, nfull, aligned16(b.input), lo, hi);
+    }
+  } else if (algo != Algo::kBroadcast || me == root) {
+    push_part<DT, N>(a, dst, np, nfull, aligned16(a.input), lo, hi);
+  }
+  if (!team.barrier()) {
+    return;
+  }
+  // 3. The output: this rank's own part from its input, the others' from
+  // its pad.
+  Args own = a;
+  own.input = per_peer ? a.input + uint64_t(me) * stride : a.input;
+  switch (algo) {
+    case Algo::kReduceScatter:
+      reduce_part<DT, OP, N>(own, src, nr, nfull, aligned16(own.input), aligned16(a.output), lo, hi);
+      break;
+    case Algo::kBroadcast:
+      if (me != root) {
+        copy_elems<DT, false>(src[root - (root > me)], a.output, n, lo, hi);
+      } else if (a.input != a.output) {
+        copy_elems<DT, true>(a.input, a.output, n, lo, hi);
+      }
+      break;
+    default:
+      for (int r = 0; r < nr; ++r) {
+        char* out = a.output + uint64_t(r) * stride;
+        if (r != me) {
+          copy_elems<DT, false>(src[r - (r > me)], out, n, lo, hi);
+        } else if (own.input != out) {
+          copy_elems<DT, true>(own.input, out, n, lo, hi);
+        }
+      }
+      break;
+  }
+  epoch_count_out(a.my_pad, epoch, ticket);
+}
+
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void mover(const Args& a, Algo algo) {
+  if (a.count > 0 && a.count <= push_max(a.world) / kElemSize<DT>) {
+    by_world(a.world, [&](auto w, int nr) { mover_push<DT, OP, decltype(w)::value>(a, algo, nr); });
+    return;
+  }
   Team team;
   team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
 

@@ -387,20 +387,19 @@ void sweep(std::mt19937_64& rng, bool quick) {
 // for bit, and that nothing beyond the output changed. in_buffer puts the
 // input in the symmetric buffer where the ABI lets a rank skip its copy.
 template <uint32_t DT>
-void run_mover(Algo algo, int W, uint64_t n, uint64_t stride, uint32_t grid, uint32_t op, uint32_t root,
+void run_mover(Group& g, Algo algo, uint64_t n, uint64_t stride, uint32_t grid, uint32_t op, uint32_t root,
                bool in_buffer, std::mt19937_64& rng) {
+  const int W = g.world;
   using B = Bits<DT>;
   const size_t es = sizeof(B);
   const bool blocked_in = algo == Algo::kReduceScatter || algo == Algo::kAllToAll;
   const bool blocked_out = algo == Algo::kAllGather || algo == Algo::kAllToAll;
   const uint64_t S = stride == 0 ? n : stride;
   const uint64_t in_n = blocked_in ? (W - 1) * S + n : n, out_n = blocked_out ? (W - 1) * S + n : n;
-  const uint64_t part = (n * es + 15) & ~uint64_t(15);
   char label[200];
   std::snprintf(label, sizeof label, "mover %d_%s world=%d count=%llu stride=%llu grid=%u op=%u root=%u%s",
                 int(algo), dtype_name<DT>(), W, (unsigned long long)n, (unsigned long long)stride, grid, op, root,
                 in_buffer ? " input=buf" : "");
-  Group g(W, std::max<size_t>(W * part, 64));
   for (int call = 0; call < 2; ++call) {
     std::vector<std::vector<B>> in(W, std::vector<B>(in_n));
     std::vector<std::unique_ptr<Mem>> user_in, user_out;
@@ -456,25 +455,37 @@ void run_mover(Algo algo, int W, uint64_t n, uint64_t stride, uint32_t grid, uin
   }
 }
 
+// mover_buffer is a symmetric buffer large enough for any mover launch of n
+// elements per block over world ranks.
+template <uint32_t DT>
+size_t mover_buffer(int world, uint64_t n) {
+  return std::max<size_t>(world * ((n * sizeof(Bits<DT>) + 15) & ~uint64_t(15)), 64);
+}
+
 template <uint32_t DT>
 void movers(std::mt19937_64& rng, bool quick) {
-  const std::vector<uint64_t> counts = quick ? std::vector<uint64_t>{1, 9, 100}
-                                             : std::vector<uint64_t>{1, 2, 7, 8, 9, 17, 31, 100, 1031};
+  // 2100 elements are over the emulator's push bound (4 KiB) in every
+  // type: the classic path.
+  const std::vector<uint64_t> counts = quick ? std::vector<uint64_t>{1, 9, 100, 2100}
+                                             : std::vector<uint64_t>{1, 2, 7, 8, 9, 17, 31, 100, 1031, 2100};
   for (Algo algo : {Algo::kReduceScatter, Algo::kAllGather, Algo::kBroadcast, Algo::kAllToAll}) {
     for (int world : {2, 3, 4, 8}) {
       for (uint64_t n : counts) {
         for (uint32_t grid : {1u, 3u}) {
           for (uint64_t stride : {uint64_t(0), n + 5}) {
             if (algo == Algo::kBroadcast && stride != 0) continue;
-            run_mover<DT>(algo, world, n, stride, grid, kSum, uint32_t(n % world), false, rng);
+            Group g(world, mover_buffer<DT>(world, n));
+            run_mover<DT>(g, algo, n, stride, grid, kSum, uint32_t(n % world), false, rng);
           }
         }
         if (algo == Algo::kReduceScatter) {
-          run_mover<DT>(algo, world, n, 0, 2, kMax, 0, false, rng);
-          run_mover<DT>(algo, world, n, 0, 2, kMin, 0, false, rng);
+          Group g(world, mover_buffer<DT>(world, n));
+          run_mover<DT>(g, algo, n, 0, 2, kMax, 0, false, rng);
+          run_mover<DT>(g, algo, n, 0, 2, kMin, 0, false, rng);
         }
         if (algo != Algo::kReduceScatter && algo != Algo::kAllToAll) {
-          run_mover<DT>(algo, world, n, 0, 2, kSum, uint32_t(world - 1), true, rng);
+          Group g(world, mover_buffer<DT>(world, n));
+          run_mover<DT>(g, algo, n, 0, 2, kSum, uint32_t(world - 1), true, rng);
         }
       }
     }
@@ -501,15 +512,20 @@ void mixed_sequence(std::mt19937_64& rng) {
     run_case<kI32>(g, {Algo::kPipeline, 4, 3000 + uint64_t(i), grids[(i + 1) % 5], 16, kSum,
                        Mode::kUserInPlace, false},
                    rng, 1);
+    // The data-movement kernels' push path shares the slots and the epoch
+    // (two calls each); the classic path uses neither.
+    run_mover<kF32>(g, Algo::kAllGather, 100 + uint64_t(i), 0, grids[i], kSum, 0, false, rng);
+    run_mover<kBF16>(g, Algo::kReduceScatter, 50 + uint64_t(i), 0, grids[(i + 3) % 5], kSum, 0, false, rng);
+    run_mover<kI32>(g, Algo::kAllToAll, 2000, 0, grids[(i + 4) % 5], kSum, 0, false, rng);
     std::fill(g.status.begin(), g.status.end(), 0);
     launch(all_ranks(4), 1, 32, [&](int r) {
       intranode_barrier(g.pad_ptrs.data(), r, 4, 0, uint32_t(i), 0xf, &g.status[r], kTimeout);
     });
     for (int r = 0; r < 4; ++r) CHECK(g.status[r] == 0, "barrier %d rank %d: %#x", i, r, g.status[r]);
   }
-  // One epoch step per one-shot call on the LL or push path and per
-  // pipeline call.
-  uint32_t want = 5;
+  // One epoch step per one-shot call on the LL or push path, per pipeline
+  // call and per mover call on its push path (four per iteration).
+  uint32_t want = 5 + 5 * 4;
   for (int i = 0; i < 5; ++i) {
     want += uint64_t(1000 + i) * 2 <= push_max(4);
     want += uint64_t(1024 + i) * 4 <= push_max(4);
