@@ -133,10 +133,16 @@
 //  3. for every peer q, wait (with the deadline) until line j at
 //     LLLine(World, s, q, me, j) of my own pad carries f in both halves;
 //     output[i] = reduce over r of (r == me ? input : q's payload)[i];
+//     then set every line read to zero;
 //  4. epoch = E+1.
 //
-// A line left in the slot by call E-2 carries another epoch byte, so it
-// never passes for one of call E.
+// Lines are cleared once read, so every line in a slot is zero or of the
+// call in progress: the flag's epoch byte repeats every 256 calls, and a
+// line left by call E-256 at a position no call since has written would
+// otherwise pass for a differing call of epoch E (or, should its 23-bit
+// hash match, for data). The clearing stores precede the launch's end, and
+// the next write into the slot (call E+2 of the sender) follows this rank's
+// lines of call E+1, so they cannot overtake it.
 //
 // The push path, when OneShotLLMax(World) < count*size <=
 // OneShotPushMax(World), in one round, or two when count*size >

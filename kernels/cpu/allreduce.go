@@ -397,6 +397,11 @@ func (k *allReduce) oneShotLL() error {
 			binary.LittleEndian.PutUint32(got[8*j:], uint32(w0))
 			binary.LittleEndian.PutUint32(got[8*j+4:], uint32(w1))
 		}
+		// Consumed lines are cleared, so that a line in a slot is always
+		// of the call in progress: the flag's epoch byte repeats every
+		// 256 calls, and a stale line of one of those would pass for a
+		// differing call, or, with a 23-bit hash that matched, for data.
+		clear(pad[off : off+16*nlines])
 		srcs[q] = got[:k.n]
 	}
 	// No peer reads this rank's output or buffer: no aside needed.

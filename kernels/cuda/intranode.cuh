@@ -1091,6 +1091,20 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
         message_store<DT>(a, i, nfull, out_aligned, reduce_pack<DT, OP, N>(Fold<OP>(a.op), x, n));
       }
     }
+    // 3. Clear the lines read (kernels/abi.go): a line left in the slot
+    // would pass, 256 calls later, for one of that call.
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint64_t i = base + u * T;
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        if (i < hi && k < np) {
+          char* line = const_cast<char*>(src[k]) + 32 * i;
+          port::store16(line, V16{0, 0, 0, 0});
+          port::store16(line + 16, V16{0, 0, 0, 0});
+        }
+      }
+    }
   }
 
   epoch_count_out(a.my_pad, epoch, ticket);
@@ -1705,11 +1719,14 @@ INTRANODE_DEVICE void mover_push(const Args& a, Algo algo, int nr) {
 
   // 1. Push: block r of the input to peer r, or the input to every peer.
   if (per_peer) {
-    for (int k = 0; k < np; ++k) {
-      Args b = a;
-      b.input = a.input + uint64_t(k + (k >= me)) * stride;
-      char* const one[1] = {dst[k]};
-      push_part<DT, 2>(b, one, 1, nfull, aligned16(b.input), lo, hi);
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      if (k < np) {
+        Args b = a;
+        b.input = a.input + uint64_t(k + (k >= me)) * stride;
+        char* const one[1] = {dst[k]};
+        push_part<DT, 2>(b, one, 1, nfull, aligned16(b.input), lo, hi);
+      }
     }
   } else if (algo != Algo::kBroadcast || me == root) {
     push_part<DT, N>(a, dst, np, nfull, aligned16(a.input), lo, hi);
@@ -1726,20 +1743,28 @@ INTRANODE_DEVICE void mover_push(const Args& a, Algo algo, int nr) {
       reduce_part<DT, OP, N>(own, src, nr, nfull, aligned16(own.input), aligned16(a.output), lo, hi);
       break;
     case Algo::kBroadcast:
-      if (me != root) {
-        copy_elems<DT, false>(src[root - (root > me)], a.output, n, lo, hi);
-      } else if (a.input != a.output) {
-        copy_elems<DT, true>(a.input, a.output, n, lo, hi);
+      if (me == root) {
+        if (a.input != a.output) {
+          copy_elems<DT, true>(a.input, a.output, n, lo, hi);
+        }
+        break;
+      }
+#pragma unroll
+      for (int k = 0; k < P; ++k) {  // static indices: src stays in registers
+        if (k < np && k + (k >= me) == root) {
+          copy_elems<DT, false>(src[k], a.output, n, lo, hi);
+        }
       }
       break;
     default:
-      for (int r = 0; r < nr; ++r) {
-        char* out = a.output + uint64_t(r) * stride;
-        if (r != me) {
-          copy_elems<DT, false>(src[r - (r > me)], out, n, lo, hi);
-        } else if (own.input != out) {
-          copy_elems<DT, true>(own.input, out, n, lo, hi);
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        if (k < np) {
+          copy_elems<DT, false>(src[k], a.output + uint64_t(k + (k >= me)) * stride, n, lo, hi);
         }
+      }
+      if (own.input != a.output + uint64_t(me) * stride) {
+        copy_elems<DT, true>(own.input, a.output + uint64_t(me) * stride, n, lo, hi);
       }
       break;
   }
