@@ -18,10 +18,11 @@ import (
 // repeated calls enqueued back to back; broadcast from every root; bad
 // arguments.
 func init() {
+	// One case per collective runs every dtype on one comm: a case per
+	// dtype would form a group (and, in processes, start the ranks) five
+	// times over.
 	for _, op := range movers {
-		for _, d := range backend.DTypes {
-			register(Case{Name: fmt.Sprintf("%v/%v", op, d), MinWorld: 2, Run: moverMatrix(op, d)})
-		}
+		register(Case{Name: fmt.Sprintf("%v/every-dtype", op), MinWorld: 2, Run: moverMatrix(op)})
 	}
 	register(
 		Case{Name: "reduce_scatter/ops", MinWorld: 2, Run: caseReduceScatterOps},
@@ -210,51 +211,63 @@ func moverCapacity(c *collective.Comm, op collective.Op, d backend.DType) int {
 	return c.BufferSize() / d.Size() &^ 15
 }
 
-func moverMatrix(op collective.Op, d backend.DType) func(context.Context, *Env) error {
+func moverMatrix(op collective.Op) func(context.Context, *Env) error {
 	return func(ctx context.Context, e *Env) (err error) {
 		c, err := newComm(ctx, e, bufferFor(e))
 		if err != nil {
 			return err
 		}
 		defer closeInto(&err, c)
-		capacity := moverCapacity(c, op, d)
-		counts := []int{1, 2, 3, 7, 17, 1000, 4099, capacity, 2*capacity + 5}
-		if e.Quick {
-			// Past the buffer (chunked) in one dtype only: the chunk loop
-			// does not depend on the type, and the race detector makes
-			// large copies slow.
-			counts = []int{1, 17, 1023}
-			if d == backend.BFloat16 {
-				counts[2] = capacity + 3
-			}
-		}
-		seed := 0
-		for i, n := range counts {
-			for _, outPlace := range []bool{false, true} {
-				// Quick: each count in one placement, alternating.
-				if e.Quick && outPlace != (i%2 == 1) {
-					continue
-				}
-				seed++
-				m := moverCall{op: op, algo: collective.Direct, dtype: d, red: backend.Sum, count: n,
-					root: seed % e.World, seed: seed, outPlace: outPlace}
-				if err := moverOnce(ctx, e, c, m); err != nil {
-					return err
-				}
-			}
-		}
-		// None: the backend's own collective where it has one, else the
-		// kernels (which the fake, with no vendor library, has already
-		// shown above: a quick run skips it there).
-		if !e.Quick || c.Backend().Name() != "fake" {
-			m := moverCall{op: op, algo: collective.None, dtype: d, red: backend.Sum, count: 1001, root: e.World - 1,
-				seed: 99, outPlace: true}
-			if err := moverOnce(ctx, e, c, m); err != nil {
+		for _, d := range backend.DTypes {
+			if err := moverDType(ctx, e, c, op, d); err != nil {
 				return err
 			}
 		}
 		return c.Barrier(ctx)
 	}
+}
+
+// moverDType checks one collective in one dtype: one element per rank, odd
+// counts, the buffer's capacity and past it, in and out of place, and once
+// through None.
+func moverDType(ctx context.Context, e *Env, c *collective.Comm, op collective.Op, d backend.DType) error {
+	capacity := moverCapacity(c, op, d)
+	counts := []int{1, 2, 3, 7, 17, 1000, 4099, capacity, 2*capacity + 5}
+	if e.Quick {
+		// Past the buffer (chunked) in one dtype only: the chunk loop
+		// does not depend on the type, and the race detector makes
+		// large copies slow.
+		counts = []int{1, 17, 1023}
+		if d == backend.BFloat16 {
+			counts[2] = capacity + 3
+		}
+	}
+	seed := 0
+	for i, n := range counts {
+		for _, outPlace := range []bool{false, true} {
+			// Quick: each count in one placement, alternating.
+			if e.Quick && outPlace != (i%2 == 1) {
+				continue
+			}
+			seed++
+			m := moverCall{op: op, algo: collective.Direct, dtype: d, red: backend.Sum, count: n,
+				root: seed % e.World, seed: seed, outPlace: outPlace}
+			if err := moverOnce(ctx, e, c, m); err != nil {
+				return err
+			}
+		}
+	}
+	// None: the backend's own collective where it has one, else the
+	// kernels (which the fake, with no vendor library, has already
+	// shown above: a quick run skips it there).
+	if !e.Quick || c.Backend().Name() != "fake" {
+		m := moverCall{op: op, algo: collective.None, dtype: d, red: backend.Sum, count: 1001, root: e.World - 1,
+			seed: 99, outPlace: true}
+		if err := moverOnce(ctx, e, c, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // caseMoversClassic runs each data-movement collective with blocks just
