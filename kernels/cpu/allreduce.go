@@ -248,6 +248,16 @@ func same(a, b []byte) bool {
 	return len(a) > 0 && len(b) > 0 && unsafe.Pointer(&a[0]) == unsafe.Pointer(&b[0])
 }
 
+// takeEpoch returns this rank's epoch E (kernels.EpochWord) and leaves
+// E+1 there: the push paths' slot is E mod 2. The word is this rank's
+// alone and its kernels run one at a time.
+func (l *launch) takeEpoch() uint32 {
+	w := word(l.pads[l.me], kernels.EpochWord)
+	e := atomic.LoadUint32(w)
+	atomic.StoreUint32(w, e+1)
+	return e
+}
+
 // publish is step 1 of the call agreement: this rank's record, and its
 // Call in the pad of every other rank of the world.
 func (l *launch) publish(world int, rec kernels.Record) {
@@ -416,9 +426,7 @@ func (k *allReduce) oneShotLL() error {
 // slot.
 func (k *allReduce) oneShotPush() error {
 	me := k.me
-	epochWord := word(k.pads[me], kernels.EpochWord)
-	epoch := atomic.LoadUint32(epochWord)
-	s := int(epoch & 1)
+	s := int(k.takeEpoch() & 1)
 	padded := (k.n + 15) &^ 15
 	parts := []int{0, padded}
 	if k.n > kernels.PushSplitBytes {
@@ -452,7 +460,6 @@ func (k *allReduce) oneShotPush() error {
 		}
 		reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
 	}
-	atomic.StoreUint32(epochWord, epoch+1)
 	push(parts[0], parts[1])
 	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
 		return err

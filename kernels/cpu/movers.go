@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"context"
-	"sync/atomic"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/kernels"
@@ -174,10 +173,7 @@ func (k *mover) run() error {
 // and input. The epoch picks the slot.
 func (k *mover) push() error {
 	me := k.me
-	epochWord := word(k.pads[me], kernels.EpochWord)
-	epoch := atomic.LoadUint32(epochWord)
-	s := int(epoch & 1)
-	atomic.StoreUint32(epochWord, epoch+1)
+	s := int(k.takeEpoch() & 1)
 	// mine is what this rank contributes to rank r: its input or block r.
 	mine := func(r int) []byte {
 		if k.algo == kernels.ReduceScatter || k.algo == kernels.AllToAll {
