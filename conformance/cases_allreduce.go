@@ -410,6 +410,12 @@ func caseSelect(ctx context.Context, e *Env) (err error) {
 	return c.Barrier(ctx)
 }
 
+// badCall is a call the comm must refuse with ErrInvalidArgument.
+type badCall struct {
+	name string
+	call func() (*collective.Work, error)
+}
+
 func caseBadArgs(ctx context.Context, e *Env) (err error) {
 	c, err := newComm(ctx, e, quickAllReduceBuffer)
 	if err != nil {
@@ -432,10 +438,7 @@ func caseBadArgs(ctx context.Context, e *Env) (err error) {
 		return func() (*collective.Work, error) { return c.AllReduce(ctx, s, p, count, d, op, algo) }
 	}
 	f32 := backend.Float32
-	bad := []struct {
-		name string
-		call func() (*collective.Work, error)
-	}{
+	bad := []badCall{
 		{"zero count", allReduce(0, f32, backend.Sum, collective.OneShot)},
 		{"negative count", allReduce(-1, f32, backend.Sum, collective.OneShot)},
 		{"bad dtype", allReduce(4, backend.DType(99), backend.Sum, collective.OneShot)},
@@ -448,6 +451,16 @@ func caseBadArgs(ctx context.Context, e *Env) (err error) {
 		return err
 	}
 	bad = append(bad, moverCalls...)
+	if _, ok := dev.(backend.RangeChecker); ok {
+		// The device knows its allocations: a count far past this one is
+		// refused before anything is launched (on the selected path, and
+		// on the data-movement collectives' output).
+		far := 1 << 20
+		bad = append(bad, badCall{"all-reduce count past the allocation", allReduce(far, f32, backend.Sum, collective.None)},
+			badCall{"all-gather output past the allocation", func() (*collective.Work, error) {
+				return c.AllGather(ctx, s, p, p, g.n/4, f32, collective.None)
+			}})
+	}
 	for _, b := range bad {
 		if _, err := b.call(); !errors.Is(err, backend.ErrInvalidArgument) {
 			return fmt.Errorf("%s: got %v, want ErrInvalidArgument", b.name, err)

@@ -412,19 +412,13 @@ func caseMoversRepeat(ctx context.Context, e *Env) (err error) {
 // moverBadCalls are data-movement calls no rank can serve: each must fail
 // at once with ErrInvalidArgument, on the calling rank alone (caseBadArgs
 // makes them with the all-reduce's).
-func moverBadCalls(ctx context.Context, e *Env, c *collective.Comm, s backend.Stream, p backend.DevicePtr) ([]struct {
-	name string
-	call func() (*collective.Work, error)
-}, error) {
+func moverBadCalls(ctx context.Context, e *Env, c *collective.Comm, s backend.Stream, p backend.DevicePtr) ([]badCall, error) {
 	f32 := backend.Float32
 	sym, err := c.GetBuffer(e.Rank, 4, f32, 0)
 	if err != nil {
 		return nil, err
 	}
-	return []struct {
-		name string
-		call func() (*collective.Work, error)
-	}{
+	return []badCall{
 		{"reduce-scatter zero count", func() (*collective.Work, error) {
 			return c.ReduceScatter(ctx, s, p, p, 0, f32, backend.Sum, collective.Direct)
 		}},

@@ -327,6 +327,13 @@ func (driverAPI) Memset(ctx ctxHandle, dst backend.DevicePtr, v byte, n int) err
 	return check(stageOp(stage, "", ""), r)
 }
 
+func (driverAPI) AddressRange(ctx ctxHandle, p backend.DevicePtr) (backend.DevicePtr, int, error) {
+	var base C.uint64_t
+	var size C.size_t
+	r := C.inu_address_range(C.uintptr_t(ctx), C.uint64_t(p), &base, &size)
+	return backend.DevicePtr(base), int(size), check("cuMemGetAddressRange_v2", r)
+}
+
 // vmmMapping is memory mapped through the virtual memory management API.
 type vmmMapping struct {
 	ptr    backend.DevicePtr

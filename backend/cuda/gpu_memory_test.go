@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 )
 
 // Environment of the child process in TestGPUShareableChildProcess.
@@ -235,4 +236,8 @@ func TestGPUHostMappedKernel(t *testing.T) {
 	}
 	_, err = h.Export(backend.HandleFD)
 	require.ErrorIs(t, err, backend.ErrNotSupported)
+}
+
+func TestGPUCheckRange(t *testing.T) {
+	gputest.CheckRange(t, openDevice(t, openGPU(t), 0))
 }

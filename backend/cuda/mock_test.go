@@ -27,6 +27,7 @@ const envMockChild = "INTRANODE_CUDA_TEST_MOCK_CHILD"
 // timeout test needs a kernel that really spins.
 var mockTests = []string{
 	"TestGPUAllocAndCopy",
+	"TestGPUCheckRange",
 	"TestGPUShareableSameProcess",
 	"TestGPUShareableChildProcess",
 	"TestGPUHostMappedKernel",

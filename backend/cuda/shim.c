@@ -112,6 +112,7 @@ static struct {
 	CUresult (*MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
 	CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+	CUresult (*MemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
 	CUresult (*MemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, int);
 	CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
 	CUresult (*MemRelease)(CUmemGenericAllocationHandle);
@@ -183,6 +184,7 @@ int inu_load(const char *path, char *err, size_t errlen) {
 		{(void **)&cu.MemcpyDtoD, "cuMemcpyDtoD_v2"},
 		{(void **)&cu.MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
 		{(void **)&cu.MemsetD8, "cuMemsetD8_v2"},
+		{(void **)&cu.MemGetAddressRange, "cuMemGetAddressRange_v2"},
 		{(void **)&cu.MemGetAllocationGranularity, "cuMemGetAllocationGranularity"},
 		{(void **)&cu.MemCreate, "cuMemCreate"},
 		{(void **)&cu.MemRelease, "cuMemRelease"},

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 	"github.com/intranode/intranode/kernels"
 )
 
@@ -231,4 +232,8 @@ func testSynchronizeTimesOut(t *testing.T, b *Backend) {
 	code, peer, _ := kernels.DecodeStatus(binary.LittleEndian.Uint32(status.Bytes()))
 	require.Equal(t, kernels.StatusTimeout, code)
 	require.Equal(t, 1, peer)
+}
+
+func TestFakeCheckRange(t *testing.T) {
+	gputest.CheckRange(t, openDev(t, openFake(t, newFakeHIP(1), xgmiBox(1)), 0))
 }

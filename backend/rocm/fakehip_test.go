@@ -408,6 +408,22 @@ func (h *fakeHIP) CopyDtoD(c gpu.Ctx, dst, src backend.DevicePtr, n int) error {
 	return h.copyDtoD("hipMemcpyDtoD", dev, dst, src, n)
 }
 
+// AddressRange is hipMemGetAddressRange: the allocation holding p.
+func (h *fakeHIP) AddressRange(c gpu.Ctx, p backend.DevicePtr) (backend.DevicePtr, int, error) {
+	if err := h.devErr("hipMemGetAddressRange", int(c)); err != nil {
+		return 0, 0, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.maps {
+		base := backend.DevicePtr(m.base())
+		if p >= base && uint64(p) < uint64(base)+uint64(len(m.mem)) {
+			return base, len(m.mem), nil
+		}
+	}
+	return 0, 0, newHIPError("hipMemGetAddressRange", hipErrorInvalidDevicePtr, "", fmt.Sprintf("no allocation holds %#x", uint64(p)))
+}
+
 func (h *fakeHIP) Memset(c gpu.Ctx, dst backend.DevicePtr, v byte, n int) error {
 	dev := int(c)
 	if err := h.devErr("hipMemsetD8", dev); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 	"github.com/intranode/intranode/connectivity"
 )
 
@@ -45,6 +46,8 @@ func TestGPUBuiltinModuleAndLaunch(t *testing.T) { testBuiltinModuleAndLaunch(t,
 func TestGPUStreamsEventsGraphs(t *testing.T) { testStreamsEventsGraphs(t, openGPU(t)) }
 
 func TestGPUSynchronizeTimesOut(t *testing.T) { testSynchronizeTimesOut(t, openGPU(t)) }
+
+func TestGPUCheckRange(t *testing.T) { gputest.CheckRange(t, openDev(t, openGPU(t), 0)) }
 
 // TestGPUTopology reads the link matrix and checks that every linked pair
 // has working peer access; it logs what doctor would print.

@@ -358,6 +358,13 @@ func (h *cgoHIP) Memset(c gpu.Ctx, dst backend.DevicePtr, v byte, n int) error {
 	return check(stageOp(stage, "", ""), r)
 }
 
+func (h *cgoHIP) AddressRange(c gpu.Ctx, p backend.DevicePtr) (backend.DevicePtr, int, error) {
+	var base C.uint64_t
+	var size C.size_t
+	r := C.inh_address_range(C.int(int(c)), C.uint64_t(p), &base, &size)
+	return backend.DevicePtr(base), int(size), check("hipMemGetAddressRange", r)
+}
+
 func (h *cgoHIP) IPCGetHandle(dev int, p backend.DevicePtr) (ipcHandle, error) {
 	var raw [ipcHandleSize]C.uchar
 	var out ipcHandle

@@ -59,6 +59,7 @@ static struct {
 	hipError_t (*MemcpyDtoD)(void *, void *, size_t);
 	hipError_t (*MemcpyDtoDAsync)(void *, void *, size_t, hipStream_t);
 	hipError_t (*MemsetD8)(void *, unsigned char, size_t);
+	hipError_t (*MemGetAddressRange)(void **, size_t *, void *);
 	hipError_t (*IpcGetMemHandle)(hipIpcMemHandle_t *, void *);
 	hipError_t (*IpcOpenMemHandle)(void **, hipIpcMemHandle_t, unsigned int);
 	hipError_t (*IpcCloseMemHandle)(void *);
@@ -134,6 +135,7 @@ int inh_load(const char *path, char *err, size_t errlen) {
 		{(void **)&hip.MemcpyDtoD, "hipMemcpyDtoD"},
 		{(void **)&hip.MemcpyDtoDAsync, "hipMemcpyDtoDAsync"},
 		{(void **)&hip.MemsetD8, "hipMemsetD8"},
+		{(void **)&hip.MemGetAddressRange, "hipMemGetAddressRange"},
 		{(void **)&hip.IpcGetMemHandle, "hipIpcGetMemHandle"},
 		{(void **)&hip.IpcOpenMemHandle, "hipIpcOpenMemHandle"},
 		{(void **)&hip.IpcCloseMemHandle, "hipIpcCloseMemHandle"},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"runtime"
 	"slices"
@@ -298,10 +299,48 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 			j.problems = append(j.problems, fmt.Sprintf("rank %d survived a %s of rank %d without an error", r, kind, victim))
 		}
 	}
+	// The next job must start clean: the store's port closed and no
+	// socket of an ended rank left bound.
+	_ = srv.Close()
+	if conn, err := net.DialTimeout("tcp", srv.Addr(), time.Second); err == nil {
+		_ = conn.Close()
+		j.problems = append(j.problems, "the job's store still accepts connections after the job")
+	}
+	var pids []int
+	for _, res := range results {
+		pids = append(pids, res.Pid)
+	}
+	if left := staleSockets(pids); len(left) > 0 {
+		j.problems = append(j.problems, "sockets of ended ranks still bound: "+strings.Join(left, " "))
+	}
 	if len(stderr) > 0 && len(j.problems) > 0 {
 		j.problems = append(j.problems, strings.Join(stderr, " | "))
 	}
 	return j, nil
+}
+
+// staleSockets lists the abstract Unix sockets (ipc.SocketName,
+// "@intranode-<nonce>-<pid>") still bound for any of pids, from
+// /proc/net/unix; nil where that file cannot be read.
+func staleSockets(pids []int) []string {
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	var left []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 || !strings.HasPrefix(f[len(f)-1], "@intranode-") {
+			continue
+		}
+		name := f[len(f)-1]
+		for _, pid := range pids {
+			if pid > 0 && strings.HasSuffix(name, "-"+strconv.Itoa(pid)) {
+				left = append(left, name)
+			}
+		}
+	}
+	return left
 }
 
 // soakSummary adds up the jobs.

@@ -66,6 +66,8 @@ type Result struct {
 	// send (a fault, the kernel), TimedOut that the deadline ended it.
 	Killed   bool
 	TimedOut bool
+	// Pid is the process's id; 0 when it did not start.
+	Pid int
 }
 
 // Group is a started set of rank processes.
@@ -127,6 +129,7 @@ func Start(ctx context.Context, cfg Config) (*Group, error) {
 			continue
 		}
 		g.cmds[r] = cmd
+		g.results[r].Pid = cmd.Process.Pid
 		g.wg.Add(1)
 		go func() {
 			defer g.wg.Done()

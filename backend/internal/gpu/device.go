@@ -101,6 +101,27 @@ func (d *Device) Info() backend.DeviceInfo { return d.info }
 // backend.ErrNotSupported.
 func (d *Device) Granularity() int { return d.gran }
 
+// CheckRange fails with backend.ErrInvalidArgument when the driver knows
+// the allocation holding p and [p, p+n) runs past its end
+// (backend.RangeChecker). Where the driver knows no allocation at p
+// (memory it does not track, such as pageable host memory a device may
+// reach through HMM), it gives no verdict and returns nil: the launch
+// reports what the device finds.
+func (d *Device) CheckRange(p backend.DevicePtr, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	base, size, err := d.v.AddressRange(d.ctx, p)
+	if err != nil {
+		return nil // no verdict, see above
+	}
+	if end := uint64(base) + uint64(size); uint64(p)+uint64(n) > end {
+		return d.Errorf(backend.CodeInvalidArgument, "[%#x, +%d) runs %d bytes past the end of the allocation [%#x, +%d)",
+			uint64(p), n, uint64(p)+uint64(n)-end, uint64(base), size)
+	}
+	return nil
+}
+
 // Alloc returns zeroed device memory.
 func (d *Device) Alloc(ctx context.Context, size int) (backend.Allocation, error) {
 	if err := d.usable(ctx); err != nil {

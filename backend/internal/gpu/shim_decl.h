@@ -8,6 +8,7 @@ gpu_result_t GPU_FN(copy_htod)(GPU_CTX_T c, uint64_t dst, const void *src, size_
 gpu_result_t GPU_FN(copy_dtoh)(GPU_CTX_T c, void *dst, uint64_t src, size_t n, int *stage);
 gpu_result_t GPU_FN(copy_dtod)(GPU_CTX_T c, uint64_t dst, uint64_t src, size_t n, int *stage);
 gpu_result_t GPU_FN(memset)(GPU_CTX_T c, uint64_t dst, unsigned char v, size_t n, int *stage);
+gpu_result_t GPU_FN(address_range)(GPU_CTX_T c, uint64_t p, uint64_t *base, size_t *size);
 
 gpu_result_t GPU_FN(vmm_release)(GPU_CTX_T c, const gpu_vmm *m, int *stage);
 gpu_result_t GPU_FN(vmm_export_fd)(GPU_CTX_T c, uint64_t handle, int *fd);

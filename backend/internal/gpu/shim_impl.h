@@ -106,6 +106,16 @@ gpu_result_t GPU_FN(memset)(GPU_CTX_T c, uint64_t dst, unsigned char v, size_t n
 	return r;
 }
 
+// address_range reports the allocation the driver knows that holds p: its
+// base and size.
+gpu_result_t GPU_FN(address_range)(GPU_CTX_T c, uint64_t p, uint64_t *base, size_t *size) {
+	gpu_dptr_t b = 0;
+	BIND(c);
+	gpu_result_t r = GPU_API.MemGetAddressRange(&b, size, GPU_DPTR(p));
+	*base = GPU_U64(b);
+	return r;
+}
+
 // map_and_grant reserves an address range (aligned to align, 0 for the
 // driver's choice) for handle h, maps it and grants read/write access to
 // the listed devices. On failure it undoes its own steps (not the handle).

@@ -32,6 +32,10 @@ type Runtime interface {
 	CopyDtoH(c Ctx, dst []byte, src backend.DevicePtr) error
 	CopyDtoD(c Ctx, dst, src backend.DevicePtr, n int) error
 	Memset(c Ctx, dst backend.DevicePtr, v byte, n int) error
+	// AddressRange returns the base and size of the allocation the driver
+	// knows that holds p (cuMemGetAddressRange, hipMemGetAddressRange);
+	// an error when it knows none.
+	AddressRange(c Ctx, p backend.DevicePtr) (base backend.DevicePtr, size int, err error)
 
 	// StreamCreate creates a non-blocking stream (it never waits for the
 	// legacy default stream).

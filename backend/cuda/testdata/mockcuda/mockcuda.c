@@ -13,6 +13,7 @@
 // and stream work must come from the stream's own context.
 
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,50 @@ struct alloc {
 	size_t size;
 	int types;
 };
+
+// ranges lists the address ranges handed out (cuMemAlloc, cuMemHostAlloc,
+// cuMemAddressReserve) for cuMemGetAddressRange.
+#define MAX_RANGES 4096
+static struct {
+	uintptr_t base;
+	size_t size;
+} ranges[MAX_RANGES];
+static pthread_mutex_t ranges_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void range_add(uintptr_t base, size_t size) {
+	pthread_mutex_lock(&ranges_mu);
+	for (int i = 0; i < MAX_RANGES; i++) {
+		if (ranges[i].size == 0) {
+			ranges[i].base = base;
+			ranges[i].size = size;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ranges_mu);
+}
+
+static void range_remove(uintptr_t base) {
+	pthread_mutex_lock(&ranges_mu);
+	for (int i = 0; i < MAX_RANGES; i++) {
+		if (ranges[i].size != 0 && ranges[i].base == base) ranges[i].size = 0;
+	}
+	pthread_mutex_unlock(&ranges_mu);
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
+	CUresult r = NOT_FOUND;
+	pthread_mutex_lock(&ranges_mu);
+	for (int i = 0; i < MAX_RANGES; i++) {
+		if (ranges[i].size != 0 && p >= ranges[i].base && p < ranges[i].base + ranges[i].size) {
+			*base = ranges[i].base;
+			*size = ranges[i].size;
+			r = OK;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ranges_mu);
+	return r;
+}
 
 static int valid_ctx(struct ctx *c) { return c == &ctxs[0] || c == &ctxs[1]; }
 
@@ -235,11 +280,13 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
 	if (m == NULL) return OUT_OF_MEMORY;
 	memset(m, 0xcd, n); // the backend must zero it
 	*p = (CUdeviceptr)(uintptr_t)m;
+	range_add((uintptr_t)m, n);
 	return OK;
 }
 
 CUresult cuMemFree_v2(CUdeviceptr p) {
 	NEED_CTX();
+	range_remove((uintptr_t)p);
 	free((void *)(uintptr_t)p);
 	return OK;
 }
@@ -251,6 +298,7 @@ CUresult cuMemHostAlloc(void **pp, size_t n, unsigned int flags) {
 	if (m == NULL) return OUT_OF_MEMORY;
 	memset(m, 0xcd, n);
 	*pp = m;
+	range_add((uintptr_t)m, n);
 	return OK;
 }
 
@@ -263,6 +311,7 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned int flag
 
 CUresult cuMemFreeHost(void *p) {
 	NEED_CTX();
+	range_remove((uintptr_t)p);
 	free(p);
 	return OK;
 }
@@ -356,10 +405,12 @@ CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdevice
 	void *m = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED) return OUT_OF_MEMORY;
 	*p = (CUdeviceptr)(uintptr_t)m;
+	range_add((uintptr_t)m, size);
 	return OK;
 }
 
 CUresult cuMemAddressFree(CUdeviceptr p, size_t size) {
+	range_remove((uintptr_t)p);
 	return munmap((void *)(uintptr_t)p, size) == 0 ? OK : INVALID_VALUE;
 }
 

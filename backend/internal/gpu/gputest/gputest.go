@@ -41,3 +41,52 @@ func RunChild(t testing.TB, test string, env ...string) string {
 	require.Contains(t, string(out), "--- PASS: "+test)
 	return string(out)
 }
+
+// CheckRange checks a device's backend.RangeChecker against the driver's
+// view of its allocations: ranges inside plain, host-mapped and shareable
+// allocations pass, and a range running past the end of a device
+// allocation fails with backend.ErrInvalidArgument.
+func CheckRange(t *testing.T, d backend.Device) {
+	t.Helper()
+	ctx := context.Background()
+	rc, ok := d.(backend.RangeChecker)
+	require.True(t, ok, "the device is a backend.RangeChecker")
+	a, err := d.Alloc(ctx, 4096)
+	require.NoError(t, err)
+	CloseLater(t, a)
+	h, err := d.AllocHost(ctx, 256)
+	require.NoError(t, err)
+	CloseLater(t, h)
+	for _, c := range []struct {
+		name string
+		p    backend.DevicePtr
+		n    int
+		ok   bool
+	}{
+		{"whole allocation", a.Ptr(), 4096, true},
+		{"inside", a.Ptr().Add(100), 3996, true},
+		{"empty", a.Ptr().Add(4096), 0, true},
+		{"one byte past the end", a.Ptr().Add(100), 3997, false},
+		{"far past the end", a.Ptr(), 4 << 20, false},
+		{"host-mapped", h.Ptr(), 256, true},
+	} {
+		err := rc.CheckRange(c.p, c.n)
+		if c.ok {
+			require.NoError(t, err, c.name)
+		} else {
+			require.ErrorIs(t, err, backend.ErrInvalidArgument, c.name)
+			require.ErrorContains(t, err, "past the end", c.name)
+		}
+	}
+	// Shareable memory of the first kind the device makes.
+	for _, kind := range []backend.HandleKind{backend.HandleFD, backend.HandleFabric} {
+		s, err := d.AllocShareable(ctx, max(d.Granularity(), 4096), kind)
+		if err != nil {
+			continue
+		}
+		CloseLater(t, s)
+		require.NoError(t, rc.CheckRange(s.Ptr(), s.Size()), "shareable (%v)", kind)
+		require.ErrorIs(t, rc.CheckRange(s.Ptr().Add(1), s.Size()), backend.ErrInvalidArgument, "shareable (%v) past the end", kind)
+		break
+	}
+}
