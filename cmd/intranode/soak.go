@@ -114,13 +114,14 @@ func runSoak(ctx context.Context, args []string, s streams) error {
 	timeout := fs.Duration("timeout", 2*time.Second, "each call's deadline; a survivor of a fault must fail within it plus 1 s")
 	buffer := fs.String("buffer", "1M", "symmetric buffer per rank")
 	maxB := fs.String("max", "256K", "largest message (some calls are larger than the buffer: chunked)")
+	jobs := fs.Int("jobs", 0, "stop after this many jobs (0: when --duration ends)")
 	seed := fs.Uint64("seed", 0, "random seed (0: from the clock)")
 	rssGrowth := fs.Float64("max-rss-growth", 0.05, "largest RSS growth of a rank from its first call to its last, in jobs of 30 s or more")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *world < 2 || *world > collective.MaxDevices || *duration <= 0 || *timeout <= 0 {
-		return fmt.Errorf("%w: need 2 <= --world <= %d and positive --duration and --timeout", errUsage, collective.MaxDevices)
+	if *world < 2 || *world > collective.MaxDevices || *duration <= 0 || *timeout <= 0 || *jobs < 0 {
+		return fmt.Errorf("%w: need 2 <= --world <= %d, positive --duration and --timeout, --jobs >= 0", errUsage, collective.MaxDevices)
 	}
 	var chaos []string
 	for _, k := range strings.Split(*chaosS, ",") {
@@ -145,7 +146,7 @@ func runSoak(ctx context.Context, args []string, s streams) error {
 	fmt.Fprintf(s.Out, "# intranode soak: backend %s, world %d, %v, chaos %s, call timeout %v, seed %d\n",
 		c.backend, *world, *duration, *chaosS, *timeout, *seed)
 	end := time.Now().Add(*duration)
-	for n := 1; time.Until(end) > 0; n++ {
+	for n := 1; time.Until(end) > 0 && (*jobs == 0 || n <= *jobs); n++ {
 		kind := chaos[rng.IntN(len(chaos))]
 		length := time.Until(end)
 		var faultAt time.Duration

@@ -12,8 +12,8 @@
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}
-mkdir -p "$R/r"
 R=$OUT/r
+mkdir -p "$R"
 STEPS=${STEPS:-"info topo doctor unit conformance bench anchor faults"}
 WORLD=${WORLD:-$(nvidia-smi -L | wc -l)}
 WORLDS=${WORLDS:-$WORLD}
