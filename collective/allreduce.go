@@ -361,7 +361,7 @@ func (c *Comm) fallback(ctx context.Context, s backend.Stream, in, out backend.D
 	// The vendor library refuses ranks that share a device (NCCL:
 	// "invalid usage"), so those take the comm's kernels.
 	if fb, ok := c.b.(FallbackAllReducer); ok && (c.mem == nil || !c.mem.SharesDevice()) {
-		err := fb.FallbackAllReduce(s, c, in, out, count, dtype, op)
+		err := fb.FallbackAllReduce(ctx, s, c, in, out, count, dtype, op)
 		if !errors.Is(err, backend.ErrUnavailable) || c.mem == nil {
 			return err
 		}
@@ -398,7 +398,7 @@ func (c *Comm) fallback(ctx context.Context, s backend.Stream, in, out backend.D
 // CUDA). The comm passes itself so the backend can bootstrap through its
 // store and ranks.
 type FallbackAllReducer interface {
-	FallbackAllReduce(s backend.Stream, c *Comm, in, out backend.DevicePtr, count int, dtype backend.DType, op backend.ReduceOp) error
+	FallbackAllReduce(ctx context.Context, s backend.Stream, c *Comm, in, out backend.DevicePtr, count int, dtype backend.DType, op backend.ReduceOp) error
 }
 
 // Barrier synchronises the listed ranks (every rank when none are given);

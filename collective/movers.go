@@ -105,7 +105,7 @@ func (o Op) kernel() kernels.Algo {
 // (NCCL on CUDA). in and out follow the Comm methods; root is the
 // broadcast's.
 type FallbackMover interface {
-	FallbackMove(s backend.Stream, c *Comm, op Op, in, out backend.DevicePtr, count int, dtype backend.DType,
+	FallbackMove(ctx context.Context, s backend.Stream, c *Comm, op Op, in, out backend.DevicePtr, count int, dtype backend.DType,
 		red backend.ReduceOp, root int) error
 }
 
@@ -193,7 +193,7 @@ func (c *Comm) move(ctx context.Context, s backend.Stream, m moveCall, algo Algo
 	timeout := uint64(symmetric.TimeoutFor(ctx, c.opts.Timeout))
 	done := false
 	if fb, ok := c.b.(FallbackMover); ok && algo == None && (c.mem == nil || !c.mem.SharesDevice()) {
-		err := fb.FallbackMove(s, c, m.op, m.in, m.out, m.count, m.dtype, m.red, m.root)
+		err := fb.FallbackMove(ctx, s, c, m.op, m.in, m.out, m.count, m.dtype, m.red, m.root)
 		if err == nil {
 			done = true
 		} else if !errors.Is(err, backend.ErrUnavailable) || c.mem == nil {

@@ -197,7 +197,7 @@ func newVendorBackend(t *testing.T, opts ...fake.Option) *vendorBackend {
 	return &vendorBackend{Backend: b, calls: map[string]int{}, released: map[string]int{}}
 }
 
-func (v *vendorBackend) FallbackAllReduce(_ backend.Stream, c *collective.Comm, _, _ backend.DevicePtr, _ int, _ backend.DType, _ backend.ReduceOp) error {
+func (v *vendorBackend) FallbackAllReduce(_ context.Context, _ backend.Stream, c *collective.Comm, _, _ backend.DevicePtr, _ int, _ backend.DType, _ backend.ReduceOp) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.calls[fmt.Sprintf("%s/%d", c.GroupName(), c.Rank())]++

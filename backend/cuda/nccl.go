@@ -496,7 +496,7 @@ func (b *Backend) NCCLVersion() (string, error) {
 // enqueue, and may be captured into a graph. A missing NCCL library is an
 // error matching backend.ErrUnavailable, a rank that does not join one
 // matching backend.ErrTimeout.
-func (b *Backend) FallbackAllReduce(s backend.Stream, c *collective.Comm, in, out backend.DevicePtr, count int,
+func (b *Backend) FallbackAllReduce(ctx context.Context, s backend.Stream, c *collective.Comm, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp) error {
 	st, ok := s.(*gpu.Stream)
 	if !ok || st.Device().Core() != &b.Core {
@@ -508,13 +508,13 @@ func (b *Backend) FallbackAllReduce(s backend.Stream, c *collective.Comm, in, ou
 	if c == nil {
 		return backend.Errorf(backend.CodeInvalidArgument, "cuda: NCCL all-reduce: nil comm")
 	}
-	return b.allReduceNCCL(st, groupOf(c), in, out, count, dtype, op)
+	return b.allReduceNCCL(ctx, st, groupOf(c), in, out, count, dtype, op)
 }
 
 // allReduceNCCL is FallbackAllReduce for group g.
-func (b *Backend) allReduceNCCL(st *gpu.Stream, g ncclGroup, in, out backend.DevicePtr, count int,
+func (b *Backend) allReduceNCCL(ctx context.Context, st *gpu.Stream, g ncclGroup, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp) error {
-	return b.collectiveNCCL(st, g, collective.OpAllReduce, in, out, count, dtype, op, 0)
+	return b.collectiveNCCL(ctx, st, g, collective.OpAllReduce, in, out, count, dtype, op, 0)
 }
 
 // FallbackMove runs a reduce-scatter, all-gather, broadcast or all-to-all
@@ -524,7 +524,7 @@ func (b *Backend) allReduceNCCL(st *gpu.Stream, g ncclGroup, in, out backend.Dev
 // count is per rank as collective.Comm's methods take it. An all-to-all
 // in place is refused (NCCL's receives would overwrite blocks not yet
 // sent): the comm's kernels serve it.
-func (b *Backend) FallbackMove(s backend.Stream, c *collective.Comm, op collective.Op, in, out backend.DevicePtr,
+func (b *Backend) FallbackMove(ctx context.Context, s backend.Stream, c *collective.Comm, op collective.Op, in, out backend.DevicePtr,
 	count int, dtype backend.DType, red backend.ReduceOp, root int) error {
 	st, ok := s.(*gpu.Stream)
 	if !ok || st.Device().Core() != &b.Core {
@@ -542,11 +542,11 @@ func (b *Backend) FallbackMove(s backend.Stream, c *collective.Comm, op collecti
 	if op != collective.OpReduceScatter {
 		red = backend.Sum
 	}
-	return b.collectiveNCCL(st, groupOf(c), op, in, out, count, dtype, red, root)
+	return b.collectiveNCCL(ctx, st, groupOf(c), op, in, out, count, dtype, red, root)
 }
 
 // collectiveNCCL enqueues one NCCL collective for group g.
-func (b *Backend) collectiveNCCL(st *gpu.Stream, g ncclGroup, op collective.Op, in, out backend.DevicePtr, count int,
+func (b *Backend) collectiveNCCL(ctx context.Context, st *gpu.Stream, g ncclGroup, op collective.Op, in, out backend.DevicePtr, count int,
 	dtype backend.DType, red backend.ReduceOp, root int) error {
 	if count <= 0 {
 		return backend.Errorf(backend.CodeInvalidArgument, "cuda: NCCL %v: count %d must be positive", op, count)
@@ -562,7 +562,7 @@ func (b *Backend) collectiveNCCL(st *gpu.Stream, g ncclGroup, op collective.Op, 
 	if err != nil {
 		return err
 	}
-	nc, err := b.ncclFor(g, st)
+	nc, err := b.ncclFor(ctx, g, st)
 	if err != nil {
 		return err
 	}
@@ -579,14 +579,20 @@ func (b *Backend) collectiveNCCL(st *gpu.Stream, g ncclGroup, op collective.Op, 
 	return err
 }
 
-// ncclFor returns g's communicator, creating it on first use.
-func (b *Backend) ncclFor(g ncclGroup, st *gpu.Stream) (*ncclComm, error) {
+// ncclFor returns g's communicator, creating it on first use. Creating it,
+// or waiting for another caller to, ends at ctx's deadline or the NCCL
+// timeout, whichever comes first: a rank that dies before or inside
+// ncclCommInitRank costs its peers no more than their call's deadline.
+func (b *Backend) ncclFor(ctx context.Context, g ncclGroup, st *gpu.Stream) (*ncclComm, error) {
 	b.nccl.mu.Lock()
 	if b.nccl.closed {
 		b.nccl.mu.Unlock()
 		return nil, backend.Errorf(backend.CodeClosed, "cuda: backend is closed")
 	}
 	timeout := b.ncclTimeoutLocked()
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(min(timeout, time.Until(dl)), time.Millisecond)
+	}
 	nc := b.nccl.comms[g.key]
 	if nc == nil {
 		if st.Capturing() {
@@ -601,7 +607,10 @@ func (b *Backend) ncclFor(g ncclGroup, st *gpu.Stream) (*ncclComm, error) {
 		if b.nccl.stop == nil {
 			b.nccl.stop, b.nccl.cancel = context.WithCancel(context.Background())
 		}
-		stop := b.nccl.stop
+		// Creation ends when the backend closes or the caller gives up.
+		stop, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(b.nccl.stop, cancel)()
 		nc = &ncclComm{group: g.name, rank: g.rank, world: g.world, dev: st.Device().Index(), ready: make(chan struct{})}
 		b.nccl.comms[g.key] = nc
 		b.nccl.mu.Unlock()

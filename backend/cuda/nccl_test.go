@@ -207,7 +207,7 @@ func TestNCCLClosedBackend(t *testing.T) {
 	_, err = b.NCCLVersion()
 	require.ErrorIs(t, err, backend.ErrClosed)
 	require.NoError(t, b.ReleaseFallback(nil))
-	err = b.FallbackAllReduce(nil, nil, 0, 0, 1, backend.Float32, backend.Sum)
+	err = b.FallbackAllReduce(context.Background(), nil, nil, 0, 0, 1, backend.Float32, backend.Sum)
 	require.ErrorIs(t, err, backend.ErrInvalidArgument)
 }
 
@@ -903,7 +903,7 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 		return gs
 	}
 	call := func(rk *ncclRank, g ncclGroup, dst backend.DevicePtr, count int, dtype backend.DType, op backend.ReduceOp) error {
-		return b.allReduceNCCL(rk.s.(*gpu.Stream), g, rk.in.Ptr(), dst, count, dtype, op)
+		return b.allReduceNCCL(ctx, rk.s.(*gpu.Stream), g, rk.in.Ptr(), dst, count, dtype, op)
 	}
 	seed := 0
 	allReduce := func(gs []ncclGroup) {
@@ -969,6 +969,19 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	err = call(ranks[0], c[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
 	require.ErrorIs(t, err, backend.ErrTimeout)
 	require.Less(t, time.Since(start), 100*time.Millisecond)
+
+	// The caller's deadline bounds the creation too: with the NCCL
+	// timeout an hour, a call whose context ends in 300 ms fails then
+	// (it waited the hour before), naming the missing rank.
+	b.SetNCCLTimeout(time.Hour)
+	e := group("IntraNodeCommDeadline")
+	short, cancelShort := context.WithTimeout(ctx, limit)
+	start = time.Now()
+	err = b.allReduceNCCL(short, ranks[0].s.(*gpu.Stream), e[0], ranks[0].in.Ptr(), ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
+	cancelShort()
+	require.ErrorIs(t, err, backend.ErrTimeout)
+	require.ErrorContains(t, err, "ranks [1] did not make their first fallback all-reduce")
+	require.Less(t, time.Since(start), limit+missingCheckTimeout+time.Second)
 	b.SetNCCLTimeout(5 * time.Second)
 
 	// A communicator NCCL reports failed fails this call and every later
@@ -1016,7 +1029,7 @@ func ncclMovers(ctx context.Context, t *testing.T, b *Backend, ranks []*ncclRank
 			if err := rk.d.CopyToDevice(ctx, rk.in.Ptr(), in); err != nil {
 				return err
 			}
-			if err := b.collectiveNCCL(rk.s.(*gpu.Stream), gs[r], op, rk.in.Ptr(), rk.out.Ptr(), count, backend.Float32,
+			if err := b.collectiveNCCL(ctx, rk.s.(*gpu.Stream), gs[r], op, rk.in.Ptr(), rk.out.Ptr(), count, backend.Float32,
 				backend.Sum, 1); err != nil {
 				return err
 			}
@@ -1050,7 +1063,7 @@ func ncclMovers(ctx context.Context, t *testing.T, b *Backend, ranks []*ncclRank
 	}
 	// In place, NCCL's all-to-all would overwrite blocks it has yet to
 	// send: refused as unavailable, so the comm takes its kernels.
-	err := b.FallbackMove(ranks[0].s, nil, collective.OpAllToAll, ranks[0].in.Ptr(), ranks[0].in.Ptr(), 1,
+	err := b.FallbackMove(ctx, ranks[0].s, nil, collective.OpAllToAll, ranks[0].in.Ptr(), ranks[0].in.Ptr(), 1,
 		backend.Float32, backend.Sum, 0)
 	require.ErrorIs(t, err, backend.ErrUnavailable)
 }
@@ -1086,7 +1099,7 @@ func TestGPUNCCLMissingLibraryChild(t *testing.T) {
 	rk := ranks[0]
 	// The backend reports the missing library; collective.Comm then falls
 	// back to its own kernels (so AllReduce itself still works).
-	err := b.FallbackAllReduce(rk.s, rk.c, rk.in.Ptr(), rk.in.Ptr(), 16, backend.Float32, backend.Sum)
+	err := b.FallbackAllReduce(context.Background(), rk.s, rk.c, rk.in.Ptr(), rk.in.Ptr(), 16, backend.Float32, backend.Sum)
 	require.ErrorIs(t, err, backend.ErrUnavailable)
 	require.ErrorContains(t, err, missingNCCL+" not found: ")
 	var nccl *backend.Diagnostic
