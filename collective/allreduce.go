@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/connectivity"
@@ -142,6 +143,9 @@ type Work struct {
 	c      *Comm
 	stream backend.Stream
 	done   backend.Event
+	// deadline is the call's: its context's, else the comm's timeout from
+	// the call.
+	deadline time.Time
 }
 
 func (w *Work) record(ctx context.Context) error {
@@ -194,6 +198,9 @@ func (w *Work) Synchronize(ctx context.Context) error {
 		if ctx.Err() != nil {
 			if serr := w.c.CheckStatus(); serr != nil {
 				return serr
+			}
+			if !time.Now().Before(w.deadline) {
+				err = w.c.overran(err)
 			}
 		}
 		return fmt.Errorf("collective: waiting for the collective: %w", err)
@@ -296,7 +303,7 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 // the event the call asked for.
 func (c *Comm) served(ctx context.Context, s backend.Stream, cl call) (*Work, error) {
 	usage.Add(1)
-	w := &Work{c: c, stream: s}
+	w := &Work{c: c, stream: s, deadline: time.Now().Add(symmetric.TimeoutFor(ctx, c.opts.Timeout))}
 	if cl.event {
 		if err := w.record(ctx); err != nil {
 			return nil, err

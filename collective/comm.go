@@ -446,6 +446,33 @@ func (c *Comm) kernelFunction(a kernels.Algo, dtype backend.DType) (backend.Func
 	return f, err
 }
 
+// fallbackReleaser is a backend whose vendor library keeps a communicator
+// per comm (CUDA's NCCL): ReleaseFallback aborts it.
+type fallbackReleaser interface {
+	ReleaseFallback(*Comm) error
+}
+
+// overran fails the comm after a call whose work was still running at its
+// deadline (cause says how the wait ended) and aborts the backend's vendor
+// communicator, whose kernels (unlike the comm's) have no deadline of
+// their own and would otherwise hold the stream, and every free that waits
+// for it, for good. It returns the error the caller should report.
+func (c *Comm) overran(cause error) error {
+	c.mu.Lock()
+	if c.calls.failed == nil {
+		c.calls.failed = cause
+	}
+	r, ok := c.b.(fallbackReleaser)
+	c.mu.Unlock()
+	if ok {
+		if err := r.ReleaseFallback(c); err != nil {
+			c.log.Warn("aborting the vendor communicator after a call overran its deadline", "err", err)
+			return errors.Join(cause, err)
+		}
+	}
+	return cause
+}
+
 // Close releases the comm's memory, streams and (if it opened it) the
 // backend. It does not wait for peers.
 func (c *Comm) Close() error {
@@ -457,6 +484,11 @@ func (c *Comm) Close() error {
 
 func (c *Comm) release() error {
 	var errs []error
+	// The vendor communicator first: aborting it ends any of its kernels
+	// still waiting for a peer, which the frees below would wait for.
+	if r, ok := c.b.(fallbackReleaser); ok && (c.mem != nil || c.refused != nil) {
+		errs = append(errs, r.ReleaseFallback(c))
+	}
 	if c.stream != nil {
 		errs = append(errs, c.stream.Close())
 		c.stream = nil
@@ -466,9 +498,6 @@ func (c *Comm) release() error {
 		c.status = nil
 	}
 	c.module = nil // owned by c.mem
-	if r, ok := c.b.(interface{ ReleaseFallback(*Comm) error }); ok && (c.mem != nil || c.refused != nil) {
-		errs = append(errs, r.ReleaseFallback(c))
-	}
 	c.refused = nil
 	if c.mem != nil {
 		errs = append(errs, c.mem.Close())

@@ -63,6 +63,10 @@ type soakReport struct {
 	// last call, the comm still open both times.
 	Start resources `json:"start"`
 	End   resources `json:"end"`
+	// Closed marks the rank's second line, written once everything it
+	// opened is closed, CloseMs after the report.
+	Closed  bool  `json:"closed,omitempty"`
+	CloseMs int64 `json:"close_ms,omitempty"`
 }
 
 // resources is what a rank process holds.
@@ -229,6 +233,13 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 				stderr = append(stderr, fmt.Sprintf("rank %d: %s", r, line))
 				return
 			}
+			if rep.Closed {
+				if prev, ok := j.reports[r]; ok {
+					prev.Closed, prev.CloseMs = true, rep.CloseMs
+					j.reports[r] = prev
+				}
+				return
+			}
 			j.reports[r] = rep
 		},
 	})
@@ -261,6 +272,16 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 		r := res.Rank
 		rep, ok := j.reports[r]
 		switch {
+		case res.TimedOut && ok && !rep.Closed:
+			what := "finished its calls"
+			if rep.Error != "" {
+				what = fmt.Sprintf("failed (%s)", rep.Kind)
+				if !j.injected.IsZero() {
+					what += fmt.Sprintf(" %v after the fault", time.Unix(0, rep.ErrorAt).Sub(j.injected).Round(time.Millisecond))
+				}
+			}
+			j.problems = append(j.problems, fmt.Sprintf("rank %d %s but hung closing (killed at the job's deadline): %s", r, what, rep.Error))
+			continue
 		case res.TimedOut:
 			j.problems = append(j.problems, fmt.Sprintf("rank %d hung (killed at the job's deadline)", r))
 			continue
@@ -421,15 +442,26 @@ func runSoakRank(ctx context.Context, _ []string, s streams) error {
 	if err != nil {
 		return err
 	}
-	rep := soakRank(ctx, cfg, rank)
-	return json.NewEncoder(s.Out).Encode(rep)
+	enc := json.NewEncoder(s.Out)
+	var reported time.Time
+	if err := soakRank(ctx, cfg, rank, func(rep soakReport) error {
+		reported = time.Now()
+		return enc.Encode(rep)
+	}); err != nil {
+		return err
+	}
+	// A second line once everything is closed: a rank that reported but
+	// never gets here hung in Close.
+	return enc.Encode(soakReport{Rank: rank, Closed: true, CloseMs: time.Since(reported).Milliseconds()})
 }
 
-func soakRank(ctx context.Context, cfg soakConfig, rank int) soakReport {
+// soakRank runs the rank and hands its report to emit before closing what
+// it opened.
+func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakReport) error) error {
 	rep := soakReport{Rank: rank}
-	fail := func(err error) soakReport {
+	fail := func(err error) error {
 		rep.Error, rep.Kind, rep.ErrorAt = err.Error(), errorKind(err), time.Now().UnixNano()
-		return rep
+		return emit(rep)
 	}
 	st, err := store.Open(ctx, cfg.Store, store.WithTimeout(cfg.Timeout+5*time.Second))
 	if err != nil {
@@ -545,5 +577,5 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int) soakReport {
 		}
 	}
 	rep.End = readResources()
-	return rep
+	return emit(rep)
 }
