@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -200,6 +201,17 @@ func (j soakResult) line(n int) string {
 	var lat []string
 	for _, d := range j.toError {
 		lat = append(lat, d.Round(time.Millisecond).String())
+	}
+	var res []string
+	for _, r := range slices.Sorted(maps.Keys(j.reports)) {
+		if rep := j.reports[r]; rep.Error == "" && rep.Calls > 0 {
+			res = append(res, fmt.Sprintf("rank %d rss %.1f->%.1f MiB fds %d->%d goroutines %d->%d", r,
+				float64(rep.Start.RSS)/(1<<20), float64(rep.End.RSS)/(1<<20), rep.Start.FDs, rep.End.FDs,
+				rep.Start.Goroutines, rep.End.Goroutines))
+		}
+	}
+	if len(res) > 0 && j.injected.IsZero() {
+		fault += " (" + strings.Join(res, ", ") + ")"
 	}
 	verdict := "ok"
 	if len(j.problems) > 0 {
