@@ -239,5 +239,5 @@ func TestGPUHostMappedKernel(t *testing.T) {
 }
 
 func TestGPUCheckRange(t *testing.T) {
-	gputest.CheckRange(t, openDevice(t, openGPU(t), 0))
+	gputest.CheckRange(t, openGPU(t))
 }

@@ -47,7 +47,7 @@ func TestGPUStreamsEventsGraphs(t *testing.T) { testStreamsEventsGraphs(t, openG
 
 func TestGPUSynchronizeTimesOut(t *testing.T) { testSynchronizeTimesOut(t, openGPU(t)) }
 
-func TestGPUCheckRange(t *testing.T) { gputest.CheckRange(t, openDev(t, openGPU(t), 0)) }
+func TestGPUCheckRange(t *testing.T) { gputest.CheckRange(t, openGPU(t)) }
 
 // TestGPUTopology reads the link matrix and checks that every linked pair
 // has working peer access; it logs what doctor would print.

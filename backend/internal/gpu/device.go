@@ -33,6 +33,8 @@ type Device struct {
 
 	// res holds what the device handed out, for Close.
 	res resources.Set
+	// own are the address ranges of its live allocations (CheckRange).
+	own spans
 }
 
 func (c *Core) openDevice(i int) (*Device, error) {
@@ -74,7 +76,16 @@ func (d *Device) track(r resource) error {
 		_ = r.Close()
 		return backend.Errorf(backend.CodeClosed, "%s: device %d is closed", d.v.Name(), d.index)
 	}
+	if a, ok := r.(backend.Allocation); ok {
+		d.own.add(a.Ptr(), a.Size())
+	}
 	return nil
+}
+
+// untrack forgets a, which is being freed.
+func (d *Device) untrack(a backend.Allocation) {
+	d.own.remove(a.Ptr())
+	d.res.Remove(a)
 }
 
 // usable fails once the device is closed or ctx is done.
@@ -101,19 +112,24 @@ func (d *Device) Info() backend.DeviceInfo { return d.info }
 // backend.ErrNotSupported.
 func (d *Device) Granularity() int { return d.gran }
 
-// CheckRange fails with backend.ErrInvalidArgument when the driver knows
-// the allocation holding p and [p, p+n) runs past its end
-// (backend.RangeChecker). Where the driver knows no allocation at p
-// (memory it does not track, such as pageable host memory a device may
-// reach through HMM), it gives no verdict and returns nil: the launch
-// reports what the device finds.
+// CheckRange fails with backend.ErrInvalidArgument when [p, p+n) runs past
+// the end of the allocation holding p (backend.RangeChecker): one of the
+// device's own, looked up without a driver call, else the one the driver
+// knows (cuMemGetAddressRange, hipMemGetAddressRange). Where the driver
+// knows no allocation at p either (memory it does not track, such as
+// pageable host memory a device may reach through HMM), it gives no
+// verdict and returns nil: the launch reports what the device finds.
 func (d *Device) CheckRange(p backend.DevicePtr, n int) error {
 	if n <= 0 {
 		return nil
 	}
-	base, size, err := d.v.AddressRange(d.ctx, p)
-	if err != nil {
-		return nil // no verdict, see above
+	sp, ok := d.own.find(p)
+	base, size := sp.base, sp.size
+	if !ok {
+		var err error
+		if base, size, err = d.v.AddressRange(d.ctx, p); err != nil {
+			return nil // no verdict, see above
+		}
 	}
 	if end := uint64(base) + uint64(size); uint64(p)+uint64(n) > end {
 		return d.Errorf(backend.CodeInvalidArgument, "[%#x, +%d) runs %d bytes past the end of the allocation [%#x, +%d)",

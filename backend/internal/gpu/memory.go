@@ -31,7 +31,7 @@ func (a *plainMemory) Close() error {
 	if !a.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	a.d.res.Remove(a)
+	a.d.untrack(a)
 	return a.d.Wrap(a.d.v.Free(a.d.ctx, a.ptr), "freeing %#x", uint64(a.ptr))
 }
 
@@ -56,7 +56,7 @@ func (a *hostMemory) Close() error {
 	if !a.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	a.d.res.Remove(a)
+	a.d.untrack(a)
 	return a.d.Wrap(a.d.v.HostFree(a.d.ctx, a.host), "freeing mapped host memory")
 }
 
@@ -87,7 +87,7 @@ func (a *sharedMemory) Close() error {
 	if !a.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	a.d.res.Remove(a)
+	a.d.untrack(a)
 	return a.m.Release()
 }
 

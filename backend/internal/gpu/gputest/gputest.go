@@ -42,15 +42,20 @@ func RunChild(t testing.TB, test string, env ...string) string {
 	return string(out)
 }
 
-// CheckRange checks a device's backend.RangeChecker against the driver's
-// view of its allocations: ranges inside plain, host-mapped and shareable
-// allocations pass, and a range running past the end of a device
-// allocation fails with backend.ErrInvalidArgument.
-func CheckRange(t *testing.T, d backend.Device) {
+// CheckRange checks device 0's backend.RangeChecker: ranges inside plain,
+// host-mapped and shareable allocations pass, and a range running past the
+// end of a device allocation fails with backend.ErrInvalidArgument, for
+// the device's own allocations and for one made through another handle of
+// the device (which only the driver knows).
+func CheckRange(t *testing.T, b backend.Backend) {
 	t.Helper()
 	ctx := context.Background()
+	d := OpenDevice(t, b, 0)
 	rc, ok := d.(backend.RangeChecker)
 	require.True(t, ok, "the device is a backend.RangeChecker")
+	other, err := OpenDevice(t, b, 0).Alloc(ctx, 8192)
+	require.NoError(t, err)
+	CloseLater(t, other)
 	a, err := d.Alloc(ctx, 4096)
 	require.NoError(t, err)
 	CloseLater(t, a)
@@ -69,6 +74,8 @@ func CheckRange(t *testing.T, d backend.Device) {
 		{"one byte past the end", a.Ptr().Add(100), 3997, false},
 		{"far past the end", a.Ptr(), 4 << 20, false},
 		{"host-mapped", h.Ptr(), 256, true},
+		{"another handle's allocation", other.Ptr().Add(8), 8184, true},
+		{"past another handle's allocation", other.Ptr().Add(8), 8185, false},
 	} {
 		err := rc.CheckRange(c.p, c.n)
 		if c.ok {
