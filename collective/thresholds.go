@@ -120,17 +120,35 @@ func (t Thresholds) Select(n int) Algo {
 //	  NCCL           6.60  7.76  8.42  12.86 21.45 53.79 140.67 503.61
 //
 // Two barriers cost the Direct kernels about 8 µs at every small size,
-// where NCCL's LL protocol takes 5–7, and above 16 MiB NCCL moves more
-// bytes per second; the kernels win only in the windows below. At worlds
-// 4 and 8 nothing is measured yet: NCCL throughout.
+// where NCCL's LL protocol takes 5–7. The push path (one barrier, each
+// rank writing straight into its peers' slots, up to OneShotPushMax per
+// block) took the small sizes to 5–6 µs (session 7, run 1,
+// docs/results/2026-11-25-session7-h100x2, same kind of host):
+//
+//	bytes            1K    16K   256K  1M    4M    16M   64M    256M
+//	reduce_scatter   5.20  5.19  7.14  7.76  12.90 41.43 162.25 636.54
+//	  NCCL           5.53  6.04  7.25  10.14 22.72 51.78 169.01 593.48
+//	all_gather       5.68  5.85  7.32  8.32  13.83 40.33 170.68 663.82
+//	  NCCL           5.45  6.22  7.16  10.82 26.16 54.86 159.41 549.50
+//	broadcast        5.25  5.31  6.55  8.57  18.23 67.87 282.28 1121.71
+//	  NCCL           5.08  6.08  6.74  11.43 25.10 62.36 203.79 753.99
+//	alltoall         5.60  5.81  7.78  7.93  14.21 47.14 192.11 754.93
+//	  NCCL           6.49  7.63  8.35  12.77 20.72 54.97 139.52 502.30
+//
+// Below 1 MiB the two are within about 0.5 µs of each other either way
+// (the spread between two sweeps of one binary is about 0.3 µs); from
+// 1 MiB to 16 MiB the kernels win by 1.3–1.9×; above that NCCL moves more
+// bytes per second, except reduce-scatter up to 64 MiB. The windows below
+// take the kernels where they were not slower. At worlds 4 and 8 nothing
+// is measured yet: NCCL throughout.
 func DefaultThresholds(backendName string, world int) Thresholds {
 	switch {
 	case backendName == "cuda" && world <= 2:
 		return Thresholds{OneShotMax: 2 << 20, PipelineMin: 2<<20 + 1, Movers: map[Op]Window{
-			OpReduceScatter: {Min: 4 << 20, Max: 16 << 20},
+			OpReduceScatter: {Min: 1, Max: 64 << 20},
 			OpAllGather:     {Min: 1 << 20, Max: 16 << 20},
-			OpBroadcast:     {Min: 1 << 20, Max: 4 << 20},
-			OpAllToAll:      {Min: 1 << 20, Max: 4 << 20},
+			OpBroadcast:     {Min: 1, Max: 4 << 20},
+			OpAllToAll:      {Min: 1, Max: 16 << 20},
 		}}
 	case backendName == "cuda":
 		never := map[Op]Window{OpReduceScatter: Never, OpAllGather: Never, OpBroadcast: Never, OpAllToAll: Never}
