@@ -95,6 +95,8 @@ type HostGroups struct {
 	Excluded []*RankError
 	// Err is why this rank is excluded, nil when it has a comm.
 	Err error
+
+	ih *interHost // collectives across hosts (interhost.go)
 }
 
 // LocalWorld is the size of this rank's group.
@@ -127,7 +129,7 @@ func (h *HostGroups) InterNodeRanks() ([]int, error) {
 // Close closes the comm and the group's store view; the job's store stays
 // open. It does not wait for peers.
 func (h *HostGroups) Close() error {
-	var errs []error
+	errs := []error{h.closeInterHost()}
 	if h.Comm != nil {
 		errs = append(errs, h.Comm.Close())
 		h.Comm = nil
@@ -234,6 +236,13 @@ func JoinHosts(ctx context.Context, st store.Store, rank, world int, opts Option
 		}
 	}
 	h.Err = h.join(ctx, st, hostIndex, opts)
+	h.ih = &interHost{job: st, b: opts.Backend, dev: hostIndex, opts: opts}
+	if opts.Device != nil {
+		h.ih.dev = *opts.Device
+	}
+	if h.Comm != nil {
+		h.ih.b, h.ih.dev = h.Comm.b, h.Comm.Device().Index()
+	}
 
 	if err := h.agree(ctx, ex); err != nil {
 		_ = h.Close()

@@ -1,0 +1,483 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/symmetric/store"
+)
+
+// InterHost is a communicator among ranks of different hosts: the part of
+// a HostGroups collective that crosses hosts. Its calls are enqueued on
+// the caller's stream, like the Comm's, and return once enqueued; count
+// is per rank as for the Comm's collectives (all-reduce: the whole
+// message). Ranks are numbered as the InterHostConfig gave them.
+type InterHost interface {
+	AllReduce(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType, op backend.ReduceOp) error
+	ReduceScatter(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType, op backend.ReduceOp) error
+	AllGather(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType) error
+	// Err reports a failure the engine found after a call returned (NCCL:
+	// ncclCommGetAsyncError); nil while it is healthy.
+	Err() error
+	// Close aborts the communicator without waiting for its peers; work
+	// of it still queued ends.
+	Close() error
+}
+
+// InterHostConfig says which communicator to form.
+type InterHostConfig struct {
+	// Store is where the members meet; Name is unique in it (every
+	// member passes the same).
+	Store store.Store
+	Name  string
+	// Rank is this member's index among World members.
+	Rank, World int
+	// Device is the device index the member's calls run on.
+	Device int
+	// Timeout bounds forming the communicator when ctx has no deadline.
+	Timeout time.Duration
+}
+
+// InterHostBackend is a backend with an engine for crossing hosts: NCCL
+// on CUDA. HostGroups forms its inter-host communicators through it; on
+// the fake backend, which has none, through LoopbackInterHost.
+type InterHostBackend interface {
+	NewInterHost(ctx context.Context, cfg InterHostConfig) (InterHost, error)
+}
+
+// LoopbackInterHost is a test double of an inter-host engine for ranks
+// that are in fact on one machine (simulated hosts): a Comm of this
+// package among the members, over shared memory, with ranks allowed to
+// share a device (members of one rail have the same device index). It
+// checks calls as a Comm does. It serves the fake backend, so that the
+// whole hierarchical path runs in CI; it never crosses a real host.
+func LoopbackInterHost(ctx context.Context, b backend.Backend, cfg InterHostConfig) (InterHost, error) {
+	if cfg.World > MaxDevices {
+		return nil, backend.Errorf(backend.CodeNotSupported,
+			"collective: the loopback inter-host double spans at most %d ranks, not %d", MaxDevices, cfg.World)
+	}
+	view, err := store.NewPrefixed(cfg.Store, "loopback/"+cfg.Name+"/")
+	if err != nil {
+		return nil, err
+	}
+	dev := cfg.Device
+	c, err := New(view, cfg.Rank, cfg.World, Options{Backend: b, Device: &dev, AllowOverlap: true,
+		Hostname: "intranode-loopback-interhost", Timeout: cfg.Timeout, BufferSize: 1 << 20})
+	if err != nil {
+		_ = view.Close()
+		return nil, err
+	}
+	if err := c.Rendezvous(ctx); err != nil {
+		_ = c.Close()
+		_ = view.Close()
+		return nil, fmt.Errorf("collective: loopback inter-host %s: %w", cfg.Name, err)
+	}
+	return &loopback{c: c, view: view}, nil
+}
+
+type loopback struct {
+	c    *Comm
+	view *store.Prefixed
+}
+
+func enqueued(w *Work, err error) error {
+	if err != nil {
+		return err
+	}
+	return w.Close()
+}
+
+func (l *loopback) AllReduce(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType, op backend.ReduceOp) error {
+	return enqueued(l.c.AllReduce(ctx, s, in, count, dtype, op, None, Output(out)))
+}
+
+func (l *loopback) ReduceScatter(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType, op backend.ReduceOp) error {
+	return enqueued(l.c.ReduceScatter(ctx, s, in, out, count, dtype, op, Direct))
+}
+
+func (l *loopback) AllGather(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType) error {
+	return enqueued(l.c.AllGather(ctx, s, in, out, count, dtype, Direct))
+}
+
+// Err is the comm's kernel status: a peer that failed or differed.
+func (l *loopback) Err() error { return l.c.CheckStatus() }
+
+func (l *loopback) Close() error { return errors.Join(l.c.Close(), l.view.Close()) }
+
+// hostPath is how a HostGroups collective runs.
+type hostPath int
+
+const (
+	// pathLocal: one host; the Comm alone.
+	pathLocal hostPath = iota
+	// pathHier: inside each host through its Comm, across hosts through
+	// the rail of this rank's local index.
+	pathHier
+	// pathFlat: the inter-host engine across every rank of the job.
+	pathFlat
+)
+
+// interHost is a HostGroups' state for collectives across hosts.
+type interHost struct {
+	job   store.Store // the whole job's store
+	b     backend.Backend
+	dev   int // this rank's device index
+	opts  Options
+	mu    sync.Mutex
+	rail  InterHost // this rank's local index across hosts
+	flat  InterHost // every rank of the job
+	err   error     // a failure that ended the job's collectives
+	// scratch is device memory for the reordering of reduce-scatter and
+	// all-gather, grown on demand.
+	scratch backend.Allocation
+}
+
+// path picks the route of a collective: hierarchical when every host has
+// the same number of ranks, at least 2, each with a comm, and there is
+// more than one host; the Comm alone on one host; flat otherwise.
+func (h *HostGroups) path() hostPath {
+	if len(h.Groups) == 1 && h.Comm != nil {
+		return pathLocal
+	}
+	if !h.AllJoined() {
+		return pathFlat
+	}
+	if _, err := h.InterNodeRanks(); err != nil {
+		return pathFlat
+	}
+	return pathHier
+}
+
+// engine returns the rail or flat communicator, forming it on first use.
+func (h *HostGroups) engine(ctx context.Context, p hostPath) (InterHost, error) {
+	ih := h.ih
+	if ih == nil {
+		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: not made by JoinHosts")
+	}
+	ih.mu.Lock()
+	defer ih.mu.Unlock()
+	if ih.err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCommFailed, ih.err)
+	}
+	slot, cfg := &ih.flat, InterHostConfig{Store: ih.job, Name: "flat", Rank: h.Rank, World: h.World}
+	if p == pathHier {
+		rails, _ := h.InterNodeRanks()
+		host := 0
+		for i, g := range h.Groups {
+			if g.Prefix == h.Group.Prefix {
+				host = i
+			}
+		}
+		slot = &ih.rail
+		cfg = InterHostConfig{Store: ih.job, Name: "rail" + strconv.Itoa(h.LocalRank), Rank: host, World: len(rails)}
+	}
+	if *slot != nil {
+		return *slot, nil
+	}
+	cfg.Store, cfg.Device, cfg.Timeout = ih.job, ih.dev, ih.opts.Timeout
+	cfg.Name = "intranode/interhost/" + cfg.Name
+	var e InterHost
+	var err error
+	if ih.b == nil {
+		return nil, backend.Errorf(backend.CodeInvalidArgument,
+			"collective: host groups: a rank without a comm needs Options.Backend to cross hosts")
+	}
+	if ib, ok := ih.b.(InterHostBackend); ok {
+		e, err = ib.NewInterHost(ctx, cfg)
+	} else if ih.b.Name() == "fake" {
+		e, err = LoopbackInterHost(ctx, ih.b, cfg)
+	} else {
+		err = backend.Errorf(backend.CodeNotSupported, "collective: the %s backend has no engine for crossing hosts", ih.b.Name())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("collective: host groups: forming the %s communicator: %w", cfg.Name, err)
+	}
+	*slot = e
+	return e, nil
+}
+
+// HostWork is an enqueued HostGroups collective.
+type HostWork struct {
+	h      *HostGroups
+	stream backend.Stream
+	e      InterHost // nil on one host
+}
+
+// Synchronize waits for the collective and reports its failures: the
+// Comm's kernels' and the inter-host engine's. A wait that ends at ctx's
+// deadline with the work still running fails the job's collectives and
+// aborts the engine, whose kernels have no deadline of their own.
+func (w *HostWork) Synchronize(ctx context.Context) error {
+	err := w.stream.Synchronize(ctx)
+	var errs []error
+	if err != nil {
+		errs = append(errs, fmt.Errorf("collective: host groups: waiting for the collective: %w", err))
+	}
+	if c := w.h.Comm; c != nil {
+		if serr := c.CheckStatus(); serr != nil {
+			errs = append(errs, serr)
+		}
+	}
+	if w.e != nil {
+		if eerr := w.e.Err(); eerr != nil {
+			errs = append(errs, eerr)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	out := errors.Join(errs...)
+	if err != nil && ctx.Err() != nil {
+		w.h.fail(out)
+	}
+	return out
+}
+
+// fail ends the job's collectives on this rank: the engines are aborted.
+func (h *HostGroups) fail(err error) {
+	ih := h.ih
+	ih.mu.Lock()
+	defer ih.mu.Unlock()
+	if ih.err == nil {
+		ih.err = err
+	}
+	for _, e := range []*InterHost{&ih.rail, &ih.flat} {
+		if *e != nil {
+			_ = (*e).Close()
+			*e = nil
+		}
+	}
+}
+
+// checkCall checks what a HostGroups collective can check alone.
+func (h *HostGroups) checkCall(what string, s backend.Stream, count int, dtype backend.DType) error {
+	switch {
+	case s == nil:
+		return backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: %s: nil stream", what)
+	case count <= 0:
+		return backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: %s: count %d must be positive", what, count)
+	case !dtype.Valid():
+		return backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: %s: unsupported dtype %v", what, dtype)
+	}
+	return nil
+}
+
+// AllReduce reduces count elements of dtype at in across every rank of
+// the job with op into out (in place when out == in), enqueued on s.
+// Hierarchical where every host has the same number of ranks (2 or more)
+// with a comm: a reduce-scatter inside each host, an all-reduce of each
+// rank's slice across hosts among the ranks of its local index, an
+// all-gather inside each host; a remainder of fewer elements than ranks
+// per host is all-reduced inside the host, then across. Otherwise the
+// inter-host engine across every rank (flat).
+func (h *HostGroups) AllReduce(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
+	dtype backend.DType, op backend.ReduceOp) (*HostWork, error) {
+	if err := h.checkCall("all-reduce", s, count, dtype); err != nil {
+		return nil, err
+	}
+	if !op.Valid() {
+		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: all-reduce: unsupported op %v", op)
+	}
+	p := h.path()
+	if p == pathLocal {
+		w, err := h.Comm.AllReduce(ctx, s, in, count, dtype, op, h.Comm.SelectAllReduceAlgo(count, dtype), Output(out))
+		if err != nil {
+			return nil, err
+		}
+		return &HostWork{h: h, stream: s}, w.Close()
+	}
+	e, err := h.engine(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if p == pathFlat {
+		return &HostWork{h: h, stream: s, e: e}, e.AllReduce(ctx, s, in, out, count, dtype, op)
+	}
+	c, g, lr, size := h.Comm, h.LocalWorld(), h.LocalRank, dtype.Size()
+	blk := count / g
+	if blk > 0 {
+		mine := out.Add(lr * blk * size)
+		if err := enqueued(c.ReduceScatter(ctx, s, in, mine, blk, dtype, op, c.SelectAlgo(OpReduceScatter, blk, dtype))); err != nil {
+			return nil, err
+		}
+		if err := e.AllReduce(ctx, s, mine, mine, blk, dtype, op); err != nil {
+			return nil, err
+		}
+		if err := enqueued(c.AllGather(ctx, s, mine, out, blk, dtype, c.SelectAlgo(OpAllGather, blk, dtype))); err != nil {
+			return nil, err
+		}
+	}
+	if tail := count - blk*g; tail > 0 {
+		off := blk * g * size
+		if err := enqueued(c.AllReduce(ctx, s, in.Add(off), tail, dtype, op, c.SelectAllReduceAlgo(tail, dtype), Output(out.Add(off)))); err != nil {
+			return nil, err
+		}
+		if err := e.AllReduce(ctx, s, out.Add(off), out.Add(off), tail, dtype, op); err != nil {
+			return nil, err
+		}
+	}
+	return &HostWork{h: h, stream: s, e: e}, nil
+}
+
+// ReduceScatter reduces with op, across every rank of the job, World
+// blocks of count elements at in (block r at in + r*count, r a global
+// rank) and writes the reduction of block Rank to out, enqueued on s.
+// Hierarchical as AllReduce: the blocks are first reordered by local
+// index (device copies into scratch memory), reduce-scattered inside each
+// host, then reduce-scattered across hosts.
+func (h *HostGroups) ReduceScatter(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
+	dtype backend.DType, op backend.ReduceOp) (*HostWork, error) {
+	if err := h.checkCall("reduce-scatter", s, count, dtype); err != nil {
+		return nil, err
+	}
+	if !op.Valid() {
+		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: reduce-scatter: unsupported op %v", op)
+	}
+	p := h.path()
+	if p == pathLocal {
+		w, err := h.Comm.ReduceScatter(ctx, s, in, out, count, dtype, op, h.Comm.SelectAlgo(OpReduceScatter, count, dtype))
+		if err != nil {
+			return nil, err
+		}
+		return &HostWork{h: h, stream: s}, w.Close()
+	}
+	e, err := h.engine(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if p == pathFlat {
+		return &HostWork{h: h, stream: s, e: e}, e.ReduceScatter(ctx, s, in, out, count, dtype, op)
+	}
+	c, hosts, size := h.Comm, len(h.Groups), dtype.Size()
+	row := hosts * count // elements per local index
+	tmp, err := h.scratch(ctx, h.World*count*size)
+	if err != nil {
+		return nil, err
+	}
+	// tmp holds, for local index l, the blocks of the ranks of index l on
+	// every host, in host order.
+	if err := h.reorder(s, tmp, in, count*size, true); err != nil {
+		return nil, err
+	}
+	mine := tmp.Add(h.LocalRank * row * size)
+	if err := enqueued(c.ReduceScatter(ctx, s, tmp, mine, row, dtype, op, c.SelectAlgo(OpReduceScatter, row, dtype))); err != nil {
+		return nil, err
+	}
+	if err := e.ReduceScatter(ctx, s, mine, out, count, dtype, op); err != nil {
+		return nil, err
+	}
+	return &HostWork{h: h, stream: s, e: e}, nil
+}
+
+// AllGather gathers count elements at in from every rank of the job into
+// out, rank r's at out + r*count (r a global rank), enqueued on s.
+// Hierarchical: across hosts among the ranks of this local index, inside
+// each host, then the blocks are put in rank order (device copies).
+func (h *HostGroups) AllGather(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
+	dtype backend.DType) (*HostWork, error) {
+	if err := h.checkCall("all-gather", s, count, dtype); err != nil {
+		return nil, err
+	}
+	p := h.path()
+	if p == pathLocal {
+		w, err := h.Comm.AllGather(ctx, s, in, out, count, dtype, h.Comm.SelectAlgo(OpAllGather, count, dtype))
+		if err != nil {
+			return nil, err
+		}
+		return &HostWork{h: h, stream: s}, w.Close()
+	}
+	e, err := h.engine(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if p == pathFlat {
+		return &HostWork{h: h, stream: s, e: e}, e.AllGather(ctx, s, in, out, count, dtype)
+	}
+	c, hosts, size := h.Comm, len(h.Groups), dtype.Size()
+	row := hosts * count
+	tmp, err := h.scratch(ctx, h.World*count*size)
+	if err != nil {
+		return nil, err
+	}
+	mine := tmp.Add(h.LocalRank * row * size)
+	if err := e.AllGather(ctx, s, in, mine, count, dtype); err != nil {
+		return nil, err
+	}
+	if err := enqueued(c.AllGather(ctx, s, mine, tmp, row, dtype, c.SelectAlgo(OpAllGather, row, dtype))); err != nil {
+		return nil, err
+	}
+	if err := h.reorder(s, out, tmp, count*size, false); err != nil {
+		return nil, err
+	}
+	return &HostWork{h: h, stream: s, e: e}, nil
+}
+
+// reorder copies blocks of n bytes between rank order (block r of rank r)
+// and local-index order (block l*hosts + host of the rank with local
+// index l on that host): into local-index order at dst when toLocal, back
+// to rank order otherwise. Enqueued on s.
+func (h *HostGroups) reorder(s backend.Stream, dst, src backend.DevicePtr, n int, toLocal bool) error {
+	hosts := len(h.Groups)
+	for hi, g := range h.Groups {
+		for l, r := range g.Ranks {
+			local := (l*hosts + hi) * n
+			from, to := src.Add(r*n), dst.Add(local)
+			if !toLocal {
+				from, to = src.Add(local), dst.Add(r*n)
+			}
+			if err := s.CopyAsync(to, from, n); err != nil {
+				return fmt.Errorf("collective: host groups: reordering blocks: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// scratch returns device memory of at least n bytes on this rank's
+// device, kept for later calls. Work still queued on an older, smaller
+// scratch finishes first: the device's free waits for it.
+func (h *HostGroups) scratch(ctx context.Context, n int) (backend.DevicePtr, error) {
+	ih := h.ih
+	ih.mu.Lock()
+	defer ih.mu.Unlock()
+	if ih.scratch != nil && ih.scratch.Size() >= n {
+		return ih.scratch.Ptr(), nil
+	}
+	if ih.scratch != nil {
+		_ = ih.scratch.Close()
+		ih.scratch = nil
+	}
+	a, err := h.Comm.Device().Alloc(ctx, n)
+	if err != nil {
+		return 0, fmt.Errorf("collective: host groups: scratch memory: %w", err)
+	}
+	ih.scratch = a
+	return a.Ptr(), nil
+}
+
+// closeInterHost releases the engines and the scratch memory.
+func (h *HostGroups) closeInterHost() error {
+	ih := h.ih
+	if ih == nil {
+		return nil
+	}
+	ih.mu.Lock()
+	defer ih.mu.Unlock()
+	var errs []error
+	for _, e := range []*InterHost{&ih.rail, &ih.flat} {
+		if *e != nil {
+			errs = append(errs, (*e).Close())
+			*e = nil
+		}
+	}
+	if ih.scratch != nil {
+		errs = append(errs, ih.scratch.Close())
+		ih.scratch = nil
+	}
+	return errors.Join(errs...)
+}
