@@ -124,14 +124,14 @@ const (
 
 // interHost is a HostGroups' state for collectives across hosts.
 type interHost struct {
-	job   store.Store // the whole job's store
-	b     backend.Backend
-	dev   int // this rank's device index
-	opts  Options
-	mu    sync.Mutex
-	rail  InterHost // this rank's local index across hosts
-	flat  InterHost // every rank of the job
-	err   error     // a failure that ended the job's collectives
+	job  store.Store // the whole job's store
+	b    backend.Backend
+	dev  int // this rank's device index
+	opts Options
+	mu   sync.Mutex
+	rail InterHost // this rank's local index across hosts
+	flat InterHost // every rank of the job
+	err  error     // a failure that ended the job's collectives
 	// scratch is device memory for the reordering of reduce-scatter and
 	// all-gather, grown on demand.
 	scratch backend.Allocation
