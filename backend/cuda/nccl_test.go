@@ -933,8 +933,30 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	allReduce(a)
 	ncclMovers(ctx, t, b, ranks, a)
 
+	// The inter-host communicator of collective.HostGroups is the same
+	// NCCL binding under its own name and store keys.
+	engines := make([]collective.InterHost, world)
+	for r := range world {
+		e, err := b.NewInterHost(ctx, collective.InterHostConfig{Store: st, Name: "interhost/rail0", Rank: r, World: world})
+		require.NoError(t, err)
+		engines[r] = e
+	}
+	seed++
+	require.NoError(t, eachRank(world, func(r int) error {
+		rk := ranks[r]
+		return rk.check(ctx, backend.Float32, backend.Sum, 1000, world, seed, rk.out.Ptr(), func() error {
+			return engines[r].AllReduce(ctx, rk.s, rk.in.Ptr(), rk.out.Ptr(), 1000, backend.Float32, backend.Sum)
+		})
+	}))
+	for _, e := range engines {
+		require.NoError(t, e.Err())
+		require.NoError(t, e.Close())
+	}
+	_, err := b.NewInterHost(ctx, collective.InterHostConfig{Store: st, Name: "x", Rank: 2, World: 2})
+	require.ErrorIs(t, err, backend.ErrInvalidArgument)
+
 	// The communicator belongs to its rank's device.
-	err := call(ranks[1], a[0], ranks[1].out.Ptr(), 1, backend.Float32, backend.Sum)
+	err = call(ranks[1], a[0], ranks[1].out.Ptr(), 1, backend.Float32, backend.Sum)
 	require.ErrorIs(t, err, backend.ErrInvalidArgument)
 	require.ErrorContains(t, err, "is on device 0, the stream on device 1")
 
