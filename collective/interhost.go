@@ -135,6 +135,33 @@ type interHost struct {
 	// scratch is device memory for the reordering of reduce-scatter and
 	// all-gather, grown on demand.
 	scratch backend.Allocation
+	// own is the device a rank without a comm opened (Device).
+	own backend.Device
+}
+
+// Device returns the device this rank's collectives run on: its comm's,
+// or for a rank without a comm, its device (Options.Device, else its
+// index among its host's ranks) opened on Options.Backend and kept until
+// Close. Buffers and streams of HostGroups calls belong to it.
+func (h *HostGroups) Device(ctx context.Context) (backend.Device, error) {
+	if h.Comm != nil {
+		return h.Comm.Device(), nil
+	}
+	ih := h.ih
+	if ih == nil || ih.b == nil {
+		return nil, backend.Errorf(backend.CodeInvalidArgument,
+			"collective: host groups: a rank without a comm needs Options.Backend for its device")
+	}
+	ih.mu.Lock()
+	defer ih.mu.Unlock()
+	if ih.own == nil {
+		d, err := ih.b.Open(ctx, ih.dev)
+		if err != nil {
+			return nil, fmt.Errorf("collective: host groups: opening device %d: %w", ih.dev, err)
+		}
+		ih.own = d
+	}
+	return ih.own, nil
 }
 
 // path picks the route of a collective: hierarchical when every host has
@@ -478,6 +505,10 @@ func (h *HostGroups) closeInterHost() error {
 	if ih.scratch != nil {
 		errs = append(errs, ih.scratch.Close())
 		ih.scratch = nil
+	}
+	if ih.own != nil {
+		errs = append(errs, ih.own.Close())
+		ih.own = nil
 	}
 	return errors.Join(errs...)
 }

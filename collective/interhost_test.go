@@ -23,7 +23,11 @@ func hostCall(ctx context.Context, h *collective.HostGroups, op collective.Op, d
 	if h.Comm == nil {
 		return fmt.Errorf("rank %d has no comm", h.Rank)
 	}
-	dev := h.Comm.Device()
+	return hostCallOn(ctx, h, h.Comm.Device(), op, d, count, seed, inPlace)
+}
+
+// hostCallOn is hostCall with buffers and stream on dev.
+func hostCallOn(ctx context.Context, h *collective.HostGroups, dev backend.Device, op collective.Op, d backend.DType, count, seed int, inPlace bool) error {
 	inN, outN := op.Elements(count, h.World)
 	size := d.Size()
 	in, err := dev.Alloc(ctx, max(inN, outN)*size)
@@ -142,5 +146,96 @@ func TestHostGroupsCollectives(t *testing.T) {
 			wg.Wait()
 			require.NoError(t, errors.Join(errs...))
 		})
+	}
+}
+
+// TestHostGroupsFlat: with a host of one rank (which cannot form a
+// group) the job's collectives take the inter-host engine across every
+// rank, the excluded rank included, on a device it opens itself.
+func TestHostGroupsFlat(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	b, err := fake.New(fake.WithDevices(2))
+	require.NoError(t, err)
+	defer b.Close()
+	st := store.NewMem()
+	t.Cleanup(func() { st.Close() })
+	const world = 3
+	hostOf := func(r int) string { return []string{"a", "a", "b"}[r] }
+	groups := joinAll(t, ctx, st, world, func(r int) collective.Options {
+		return collective.Options{Backend: b, Hostname: hostOf(r), BufferSize: 64 << 10, Timeout: 20 * time.Second}
+	})
+	require.False(t, groups[0].AllJoined())
+	require.ErrorIs(t, groups[2].Err, collective.ErrWorldSize)
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r, h := range groups {
+		wg.Go(func() {
+			dev, err := h.Device(ctx)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			for _, op := range []collective.Op{collective.OpAllReduce, collective.OpReduceScatter, collective.OpAllGather} {
+				for _, count := range []int{1, 333} {
+					if err := hostCallOn(ctx, h, dev, op, backend.Int32, count, count, false); err != nil {
+						errs[r] = err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+}
+
+// TestHostGroupsDeadRank: a rank of the second host never makes the call.
+// Every other rank of the job fails — its host's ranks inside the host,
+// the first host's ranks across it — with a timeout, and no rank waits
+// much past its own deadline.
+func TestHostGroupsDeadRank(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	b, err := fake.New(fake.WithDevices(2))
+	require.NoError(t, err)
+	defer b.Close()
+	st := store.NewMem()
+	t.Cleanup(func() { st.Close() })
+	const world, dead, deadline = 4, 3, time.Second
+	groups := joinAll(t, ctx, st, world, func(r int) collective.Options {
+		return collective.Options{Backend: b, Hostname: fmt.Sprintf("h%d", r/2), BufferSize: 64 << 10, Timeout: 20 * time.Second}
+	})
+	// One good call first forms the inter-host communicators.
+	var wg sync.WaitGroup
+	errs := make([]error, world)
+	for r, h := range groups {
+		wg.Go(func() { errs[r] = hostCall(ctx, h, collective.OpAllReduce, backend.Float32, 64, 1, false) })
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+
+	took := make([]time.Duration, world)
+	for r, h := range groups {
+		if r == dead {
+			continue
+		}
+		wg.Go(func() {
+			cctx, ccancel := context.WithTimeout(ctx, deadline)
+			defer ccancel()
+			start := time.Now()
+			errs[r] = hostCall(cctx, h, collective.OpAllReduce, backend.Float32, 4096, 2, false)
+			took[r] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if r == dead {
+			continue
+		}
+		require.Error(t, err, "rank %d", r)
+		require.ErrorIs(t, err, backend.ErrTimeout, "rank %d", r)
+		require.Less(t, took[r], deadline+5*time.Second, "rank %d waited %v", r, took[r])
+		t.Logf("rank %d failed after %v: %v", r, took[r].Round(time.Millisecond), err)
 	}
 }
