@@ -13,84 +13,17 @@ import (
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/backend/fake"
 	"github.com/intranode/intranode/collective"
-	"github.com/intranode/intranode/internal/numeric"
+	"github.com/intranode/intranode/conformance"
 	"github.com/intranode/intranode/symmetric/store"
 )
 
-// hostCall runs one HostGroups collective on rank h with pattern inputs
-// and checks every element of the output exactly.
+// hostCall checks one HostGroups collective on rank h, on its comm's
+// device (conformance.CheckHostCollective).
 func hostCall(ctx context.Context, h *collective.HostGroups, op collective.Op, d backend.DType, count, seed int, inPlace bool) error {
 	if h.Comm == nil {
 		return fmt.Errorf("rank %d has no comm", h.Rank)
 	}
-	return hostCallOn(ctx, h, h.Comm.Device(), op, d, count, seed, inPlace)
-}
-
-// hostCallOn is hostCall with buffers and stream on dev.
-func hostCallOn(ctx context.Context, h *collective.HostGroups, dev backend.Device, op collective.Op, d backend.DType, count, seed int, inPlace bool) error {
-	inN, outN := op.Elements(count, h.World)
-	size := d.Size()
-	in, err := dev.Alloc(ctx, max(inN, outN)*size)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out := in
-	if !inPlace {
-		if out, err = dev.Alloc(ctx, outN*size); err != nil {
-			return err
-		}
-		defer out.Close()
-	}
-	value := func(r, j int) float64 { return numeric.PatternValue(r, seed, j) }
-	host := make([]byte, max(inN, outN)*size)
-	for j := range inN {
-		numeric.Put(d, host, j, value(h.Rank, j))
-	}
-	inPtr := in.Ptr()
-	if inPlace && op == collective.OpAllGather {
-		// In place: the input is this rank's block of the output.
-		inPtr = in.Ptr().Add(h.Rank * count * size)
-		host = make([]byte, outN*size)
-		for j := range count {
-			numeric.Put(d, host, h.Rank*count+j, value(h.Rank, j))
-		}
-	}
-	if err := dev.CopyToDevice(ctx, in.Ptr(), host); err != nil {
-		return err
-	}
-	s, err := dev.NewStream(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	var w *collective.HostWork
-	switch op {
-	case collective.OpAllReduce:
-		w, err = h.AllReduce(ctx, s, inPtr, out.Ptr(), count, d, backend.Sum)
-	case collective.OpReduceScatter:
-		w, err = h.ReduceScatter(ctx, s, inPtr, out.Ptr(), count, d, backend.Sum)
-	case collective.OpAllGather:
-		w, err = h.AllGather(ctx, s, inPtr, out.Ptr(), count, d)
-	}
-	if err != nil {
-		return err
-	}
-	if err := w.Synchronize(ctx); err != nil {
-		return err
-	}
-	got := make([]byte, outN*size)
-	if err := dev.CopyFromDevice(ctx, got, out.Ptr()); err != nil {
-		return err
-	}
-	sum := func(a, b float64) float64 { return a + b }
-	for i := range outN {
-		want := op.Reference(value, sum, h.World, h.Rank, 0, count, i)
-		if g := numeric.Get(d, got, i); g != want {
-			return fmt.Errorf("rank %d %v %v count %d in place %v: element %d is %v, want %v", h.Rank, op, d, count, inPlace, i, g, want)
-		}
-	}
-	return nil
+	return conformance.CheckHostCollective(ctx, h, h.Comm.Device(), op, d, count, seed, inPlace)
 }
 
 // TestHostGroupsCollectives: all-reduce, reduce-scatter and all-gather
@@ -178,7 +111,7 @@ func TestHostGroupsFlat(t *testing.T) {
 			}
 			for _, op := range []collective.Op{collective.OpAllReduce, collective.OpReduceScatter, collective.OpAllGather} {
 				for _, count := range []int{1, 333} {
-					if err := hostCallOn(ctx, h, dev, op, backend.Int32, count, count, false); err != nil {
+					if err := conformance.CheckHostCollective(ctx, h, dev, op, backend.Int32, count, count, false); err != nil {
 						errs[r] = err
 						return
 					}

@@ -38,6 +38,7 @@ const (
 	envBackend = "INTRANODE_CONFORMANCE_BACKEND"
 	envTimeout = "INTRANODE_CONFORMANCE_TIMEOUT"
 	envQuick   = "INTRANODE_CONFORMANCE_QUICK"
+	envHosts   = "INTRANODE_CONFORMANCE_HOSTS"
 	// Config.StoreURL, and the case's prefix in that store, when the
 	// children open it themselves instead of dialling envStore.
 	envStoreURL    = "INTRANODE_CONFORMANCE_STORE_URL"
@@ -60,6 +61,9 @@ type Config struct {
 	Timeout time.Duration
 	// Quick trims the size sweeps (CI under the race detector).
 	Quick bool
+	// Hosts splits each world into this many simulated hosts for the
+	// hosts/ cases (collective.HostGroups); below 2 they skip.
+	Hosts int
 	// ShareDevice puts every rank on device 0 (collective.Options
 	// AllowOverlap): a correctness run of many ranks on one GPU, never a
 	// performance figure. Ranks must be goroutines (one process, one
@@ -147,6 +151,8 @@ type Env struct {
 	Timeout time.Duration
 	// Quick trims size sweeps.
 	Quick bool
+	// Hosts is Config.Hosts.
+	Hosts int
 	// StoreAddr is the address of the TCP store the harness serves for
 	// the ranks in Processes mode; empty in Goroutines mode and when the
 	// ranks open Config.StoreURL.
@@ -198,7 +204,7 @@ func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int
 				}
 			}()
 			errs[r] = fn(ctx, &Env{Rank: r, World: world, Store: stores[r], Backend: b, Timeout: cfg.Timeout, Quick: cfg.Quick,
-				ShareDevice: cfg.ShareDevice})
+				ShareDevice: cfg.ShareDevice, Hosts: cfg.Hosts})
 		}()
 	}
 	wg.Wait()
@@ -212,7 +218,7 @@ func runProcesses(ctx context.Context, cfg Config, world int, name string) []err
 	g, err := startRanks(ctx, cfg, world, false, cfg.Timeout, func(int) []string {
 		return []string{envChild + "=" + name, envWorld + "=" + strconv.Itoa(world),
 			envBackend + "=" + cfg.Backend, envTimeout + "=" + cfg.Timeout.String(),
-			envQuick + "=" + strconv.FormatBool(cfg.Quick)}
+			envQuick + "=" + strconv.FormatBool(cfg.Quick), envHosts + "=" + strconv.Itoa(cfg.Hosts)}
 	})
 	if err != nil {
 		for r := range errs {
@@ -278,7 +284,8 @@ func childMain(name string) int {
 		return 1
 	}
 	defer b.Close()
-	e := &Env{Rank: rank, World: world, Store: st, Backend: b, Timeout: timeout, Quick: quick}
+	hosts, _ := strconv.Atoi(os.Getenv(envHosts))
+	e := &Env{Rank: rank, World: world, Store: st, Backend: b, Timeout: timeout, Quick: quick, Hosts: hosts}
 	childFaultEnv(e, name)
 	err = c.Run(ctx, e)
 	var sk skipError

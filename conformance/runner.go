@@ -23,6 +23,9 @@ type Case struct {
 	Needs backend.Capability
 	// MinWorld skips worlds smaller than this.
 	MinWorld int
+	// Hosts marks a case across simulated hosts: it runs only when
+	// Config.Hosts splits the world into hosts of 2 or more ranks.
+	Hosts bool
 	// Run is executed by every rank; returning Skip(...) on every rank
 	// skips the case.
 	Run func(ctx context.Context, e *Env) error
@@ -155,6 +158,9 @@ func skipReason(ctx context.Context, cfg Config, b backend.Backend, c Case, worl
 	}
 	if world < c.MinWorld {
 		return fmt.Sprintf("needs world >= %d", c.MinWorld)
+	}
+	if c.Hosts && (cfg.Hosts < 2 || world%cfg.Hosts != 0 || world/cfg.Hosts < 2) {
+		return fmt.Sprintf("runs across simulated hosts only: --hosts H with world a multiple of H, 2 or more ranks per host (hosts %d, world %d)", cfg.Hosts, world)
 	}
 	if n, err := b.DeviceCount(ctx); err == nil && world > n && !cfg.ShareDevice && !b.Capabilities().Has(backend.CapOverlapDevices) {
 		return fmt.Sprintf("world %d needs %d devices, backend %s has %d", world, world, b.Name(), n)

@@ -18,6 +18,7 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 	procs := fs.Bool("procs", true, "run ranks as separate processes (false: goroutines in this process)")
 	share := fs.Bool("share-device", false, "every rank on device 0, as goroutines of this process: a correctness run of many ranks on one GPU, never a performance figure (implies --procs=false)")
 	quick := fs.Bool("quick", false, "trim the size sweeps")
+	hosts := fs.Int("hosts", 1, "split each world into this many simulated hosts for the hosts/ cases (collectives across hosts; 1: they skip)")
 	asJSON := fs.Bool("json", false, "print results as JSON")
 	filter := fs.String("run", "", "only cases whose name matches this regular expression")
 	timeout := fs.Duration("timeout", 2*time.Minute, "bound on each case")
@@ -40,6 +41,9 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 			return fmt.Errorf("%w: world %d must be positive", errUsage, w)
 		}
 	}
+	if *hosts < 1 {
+		return fmt.Errorf("%w: --hosts %d must be at least 1", errUsage, *hosts)
+	}
 	if *trials < 1 {
 		return fmt.Errorf("%w: --trials %d must be at least 1", errUsage, *trials)
 	}
@@ -57,7 +61,7 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 	}
 	cfg := conformance.Config{Backend: c.backend, Mode: conformance.Goroutines, Worlds: ws, Timeout: *timeout,
 		Quick: *quick, Logger: c.logger(s), Faults: *faults, Trials: *trials, FaultDeadline: *faultDeadline, FaultParallel: *parallel,
-		StoreURL: *storeURL, ShareDevice: *share}
+		StoreURL: *storeURL, ShareDevice: *share, Hosts: *hosts}
 	// A shared device is labelled on every line: those results say the
 	// kernels are right, nothing about speed.
 	label := ""

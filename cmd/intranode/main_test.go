@@ -143,6 +143,21 @@ func TestBenchEveryCollective(t *testing.T) {
 	require.Equal(t, map[string]int{"all_reduce": 2, "reduce_scatter": 4, "all_gather": 4, "broadcast": 4, "alltoall": 4}, seen)
 }
 
+// TestConformanceHosts runs the collectives across simulated hosts in
+// rank processes: 2 hosts of 2 and of 4 ranks, 4 hosts of 2.
+func TestConformanceHosts(t *testing.T) {
+	for _, hw := range [][2]string{{"2", "4,8"}, {"4", "8"}} {
+		out, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--quick", "--hosts", hw[0], "--world", hw[1],
+			"--run", "^hosts/")
+		require.Equal(t, 0, code, stderr+out)
+		require.Contains(t, out, "pass  hosts/all_reduce")
+		require.Contains(t, out, " 0 failed, 0 skipped")
+	}
+	_, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--hosts", "0")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, stderr, "--hosts 0")
+}
+
 func TestConformanceCommand(t *testing.T) {
 	out, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--procs=false", "--quick",
 		"--run", "^(rendezvous|symmetric)/", "--world", "2")

@@ -1,0 +1,125 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/internal/numeric"
+)
+
+// The collectives across hosts (collective.HostGroups), on simulated hosts:
+// with Config.Hosts = H, rank r tells host "sim-host-<r*H/world>", so the
+// ranks are placed host by host. On the fake the inter-host step is
+// collective.LoopbackInterHost; on CUDA it is NCCL (which needs
+// NCCL_HOSTID per process to treat the simulated hosts as hosts).
+func init() {
+	for _, op := range []collective.Op{collective.OpAllReduce, collective.OpReduceScatter, collective.OpAllGather} {
+		register(Case{Name: fmt.Sprintf("hosts/%v", op), MinWorld: 2, Hosts: true, Run: hostsCase(op)})
+	}
+}
+
+func hostsCase(op collective.Op) func(ctx context.Context, e *Env) error {
+	return func(ctx context.Context, e *Env) (err error) {
+		h, err := collective.JoinHosts(ctx, e.Store, e.Rank, e.World, collective.Options{Backend: e.Backend,
+			Hostname: fmt.Sprintf("sim-host-%d", e.Rank*e.Hosts/e.World), BufferSize: quickAllReduceBuffer,
+			Timeout: e.Timeout / 2})
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, h.Close()) }()
+		if !h.AllJoined() {
+			return fmt.Errorf("not every rank joined its host's group: %v", h.Excluded)
+		}
+		dev, err := h.Device(ctx)
+		if err != nil {
+			return err
+		}
+		dtypes := []backend.DType{backend.Float32, backend.BFloat16, backend.Int32, backend.Float16, backend.Float64}
+		counts := []int{1, 7, 1000, 4099}
+		if e.Quick {
+			dtypes, counts = dtypes[:2], counts[:3]
+		}
+		for _, d := range dtypes {
+			for i, count := range counts {
+				inPlace := op != collective.OpReduceScatter && i%2 == 1
+				if err := CheckHostCollective(ctx, h, dev, op, d, count, 10*i+int(d), inPlace); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+}
+
+// CheckHostCollective runs one HostGroups collective of op (all-reduce,
+// reduce-scatter or all-gather; sum) on rank h with count elements per
+// rank of integer-valued pattern data in dtype d, buffers and stream on
+// dev, in place where inPlace, and checks every element of the output
+// exactly.
+func CheckHostCollective(ctx context.Context, h *collective.HostGroups, dev backend.Device, op collective.Op,
+	d backend.DType, count, seed int, inPlace bool) error {
+	inN, outN := op.Elements(count, h.World)
+	size := d.Size()
+	in, err := dev.Alloc(ctx, max(inN, outN)*size)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out := in
+	if !inPlace {
+		if out, err = dev.Alloc(ctx, outN*size); err != nil {
+			return err
+		}
+		defer out.Close()
+	}
+	value := func(r, j int) float64 { return numeric.PatternValue(r, seed, j) }
+	host := make([]byte, max(inN, outN)*size)
+	inPtr, base := in.Ptr(), 0
+	if inPlace && op == collective.OpAllGather {
+		// In place: the input is this rank's block of the output.
+		inPtr, base = in.Ptr().Add(h.Rank*count*size), h.Rank*count
+	}
+	for j := range inN {
+		numeric.Put(d, host, base+j, value(h.Rank, j))
+	}
+	if err := dev.CopyToDevice(ctx, in.Ptr(), host); err != nil {
+		return err
+	}
+	s, err := dev.NewStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var w *collective.HostWork
+	switch op {
+	case collective.OpAllReduce:
+		w, err = h.AllReduce(ctx, s, inPtr, out.Ptr(), count, d, backend.Sum)
+	case collective.OpReduceScatter:
+		w, err = h.ReduceScatter(ctx, s, inPtr, out.Ptr(), count, d, backend.Sum)
+	case collective.OpAllGather:
+		w, err = h.AllGather(ctx, s, inPtr, out.Ptr(), count, d)
+	default:
+		return fmt.Errorf("%v is not a collective across hosts", op)
+	}
+	if err != nil {
+		return err
+	}
+	if err := w.Synchronize(ctx); err != nil {
+		return err
+	}
+	got := make([]byte, outN*size)
+	if err := dev.CopyFromDevice(ctx, got, out.Ptr()); err != nil {
+		return err
+	}
+	sum := func(a, b float64) float64 { return a + b }
+	for i := range outN {
+		want := op.Reference(value, sum, h.World, h.Rank, 0, count, i)
+		if g := numeric.Get(d, got, i); g != want {
+			return fmt.Errorf("rank %d %v %v count %d in place %v: element %d is %v, want %v", h.Rank, op, d, count, inPlace, i, g, want)
+		}
+	}
+	return nil
+}
