@@ -95,6 +95,11 @@ type HostGroups struct {
 	Excluded []*RankError
 	// Err is why this rank is excluded, nil when it has a comm.
 	Err error
+	// FlatFrom is the message size in bytes from which the collectives
+	// across hosts take the inter-host engine across every rank instead
+	// of the hierarchical path; 0 never. JoinHosts sets DefaultFlatFrom on
+	// CUDA, 0 elsewhere. Every rank must hold the same value.
+	FlatFrom int
 
 	ih *interHost // collectives across hosts (interhost.go)
 }
@@ -242,6 +247,9 @@ func JoinHosts(ctx context.Context, st store.Store, rank, world int, opts Option
 	}
 	if h.Comm != nil {
 		h.ih.b, h.ih.dev = h.Comm.b, h.Comm.Device().Index()
+	}
+	if h.ih.b != nil && h.ih.b.Name() == "cuda" {
+		h.FlatFrom = DefaultFlatFrom
 	}
 
 	if err := h.agree(ctx, ex); err != nil {

@@ -164,10 +164,20 @@ func (h *HostGroups) Device(ctx context.Context) (backend.Device, error) {
 	return ih.own, nil
 }
 
-// path picks the route of a collective: hierarchical when every host has
-// the same number of ranks, at least 2, each with a comm, and there is
-// more than one host; the Comm alone on one host; flat otherwise.
-func (h *HostGroups) path() hostPath {
+// DefaultFlatFrom is the message size from which HostGroups' collectives
+// on CUDA take flat NCCL rather than the hierarchical path: where, by the
+// cost model of docs/MULTIHOST.md (8 GPUs a host, 350 GB/s NVLink and
+// 50 GB/s of network per GPU), the hierarchical steps, which run one after
+// the other, cost more NVLink time than they save in network latency. Not
+// yet measured.
+const DefaultFlatFrom = 32 << 20
+
+// path picks the route of a collective of the given size in bytes (the
+// whole message): the Comm alone on one host; hierarchical when there is
+// more than one host, every host has the same number of ranks (2 or
+// more), each with a comm, and the message is below FlatFrom; flat
+// otherwise.
+func (h *HostGroups) path(bytes int) hostPath {
 	if len(h.Groups) == 1 && h.Comm != nil {
 		return pathLocal
 	}
@@ -175,6 +185,9 @@ func (h *HostGroups) path() hostPath {
 		return pathFlat
 	}
 	if _, err := h.InterNodeRanks(); err != nil {
+		return pathFlat
+	}
+	if h.FlatFrom > 0 && bytes >= h.FlatFrom {
 		return pathFlat
 	}
 	return pathHier
@@ -310,7 +323,7 @@ func (h *HostGroups) AllReduce(ctx context.Context, s backend.Stream, in, out ba
 	if !op.Valid() {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: all-reduce: unsupported op %v", op)
 	}
-	p := h.path()
+	p := h.path(count * dtype.Size())
 	if p == pathLocal {
 		w, err := h.Comm.AllReduce(ctx, s, in, count, dtype, op, h.Comm.SelectAllReduceAlgo(count, dtype), Output(out))
 		if err != nil {
@@ -365,7 +378,7 @@ func (h *HostGroups) ReduceScatter(ctx context.Context, s backend.Stream, in, ou
 	if !op.Valid() {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: reduce-scatter: unsupported op %v", op)
 	}
-	p := h.path()
+	p := h.path(h.World * count * dtype.Size())
 	if p == pathLocal {
 		w, err := h.Comm.ReduceScatter(ctx, s, in, out, count, dtype, op, h.Comm.SelectAlgo(OpReduceScatter, count, dtype))
 		if err != nil {
@@ -410,7 +423,7 @@ func (h *HostGroups) AllGather(ctx context.Context, s backend.Stream, in, out ba
 	if err := h.checkCall("all-gather", s, count, dtype); err != nil {
 		return nil, err
 	}
-	p := h.path()
+	p := h.path(h.World * count * dtype.Size())
 	if p == pathLocal {
 		w, err := h.Comm.AllGather(ctx, s, in, out, count, dtype, h.Comm.SelectAlgo(OpAllGather, count, dtype))
 		if err != nil {

@@ -78,6 +78,19 @@ func TestHostGroupsCollectives(t *testing.T) {
 			}
 			wg.Wait()
 			require.NoError(t, errors.Join(errs...))
+			require.Empty(t, st.Keys("loopback/intranode/interhost/flat/"), "hierarchical: no flat communicator")
+
+			// From FlatFrom on, the engine across every rank.
+			for r, h := range groups {
+				h.FlatFrom = 4000
+				wg.Go(func() {
+					errs[r] = errors.Join(hostCall(ctx, h, collective.OpAllReduce, backend.Float32, 1000, 9, false),
+						hostCall(ctx, h, collective.OpAllGather, backend.Int32, 1000, 9, true))
+				})
+			}
+			wg.Wait()
+			require.NoError(t, errors.Join(errs...))
+			require.NotEmpty(t, st.Keys("loopback/intranode/interhost/flat/"), "a flat communicator was formed")
 		})
 	}
 }

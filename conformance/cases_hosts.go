@@ -21,10 +21,16 @@ func init() {
 	}
 }
 
+// SimulatedHost is the host name of rank r of world ranks split into
+// hosts simulated hosts, placed host by host.
+func SimulatedHost(r, world, hosts int) string {
+	return fmt.Sprintf("sim-host-%d", r*hosts/world)
+}
+
 func hostsCase(op collective.Op) func(ctx context.Context, e *Env) error {
 	return func(ctx context.Context, e *Env) (err error) {
 		h, err := collective.JoinHosts(ctx, e.Store, e.Rank, e.World, collective.Options{Backend: e.Backend,
-			Hostname: fmt.Sprintf("sim-host-%d", e.Rank*e.Hosts/e.World), BufferSize: quickAllReduceBuffer,
+			Hostname: SimulatedHost(e.Rank, e.World, e.Hosts), BufferSize: quickAllReduceBuffer,
 			Timeout: e.Timeout / 2})
 		if err != nil {
 			return err
