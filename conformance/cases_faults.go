@@ -121,8 +121,8 @@ func (a attempt) check(missing int) error {
 	return nil
 }
 
-// closeTimed closes c and says how long that took.
-func closeTimed(c *collective.Comm) (time.Duration, error) {
+// closeTimed closes c (a comm, host groups) and says how long that took.
+func closeTimed(c io.Closer) (time.Duration, error) {
 	start := time.Now()
 	err := c.Close()
 	return time.Since(start), err
@@ -133,7 +133,7 @@ func closeTimed(c *collective.Comm) (time.Duration, error) {
 // the case's time is spent (the fault went unnoticed). It then closes c,
 // reports the failing operation and the Close, and checks the error (see
 // attempt.check).
-func survive(ctx context.Context, e *Env, c *collective.Comm, missing int,
+func survive(ctx context.Context, e *Env, c io.Closer, missing int,
 	next func(i int) (string, func(context.Context) error)) error {
 	start := time.Now()
 	for i := 0; ; i++ {

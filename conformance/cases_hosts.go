@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/collective"
@@ -19,6 +20,9 @@ func init() {
 	for _, op := range []collective.Op{collective.OpAllReduce, collective.OpReduceScatter, collective.OpAllGather} {
 		register(Case{Name: fmt.Sprintf("hosts/%v", op), MinWorld: 2, Hosts: true, Run: hostsCase(op)})
 	}
+	register(Case{Name: "faults/kill-hosts", MinWorld: 4, Hosts: true, Run: caseKillHosts,
+		Fault: &Fault{Summary: "killed rank during an all-reduce, reduce-scatter or all-gather across simulated hosts",
+			Role: VictimDies, Processes: true}})
 }
 
 // SimulatedHost is the host name of rank r of world ranks split into
@@ -128,4 +132,48 @@ func CheckHostCollective(ctx context.Context, h *collective.HostGroups, dev back
 		}
 	}
 	return nil
+}
+
+// caseKillHosts: across simulated hosts, after a few good calls the victim
+// starts one more all-reduce, reduce-scatter or all-gather and dies
+// during it. Every other rank of the job — on its host, and through the
+// inter-host step on the others — must fail within the deadline.
+func caseKillHosts(ctx context.Context, e *Env) error {
+	p := e.Plan()
+	op := []collective.Op{collective.OpAllReduce, collective.OpReduceScatter, collective.OpAllGather}[p.Rand.IntN(3)]
+	count := 1 + p.Rand.IntN(4096)
+	good := p.Rand.IntN(3)
+	delay := time.Duration(p.Rand.Int64N(int64(2 * time.Millisecond)))
+	var h *collective.HostGroups
+	join := func(ctx context.Context) (err error) {
+		h, err = collective.JoinHosts(ctx, e.Store, e.Rank, e.World, collective.Options{Backend: e.Backend,
+			Hostname: SimulatedHost(e.Rank, e.World, e.Hosts), BufferSize: faultBuffer, Timeout: e.FaultDeadline})
+		if err == nil && !h.AllJoined() {
+			err = fmt.Errorf("not every rank joined its host's group: %v", h.Excluded)
+		}
+		return err
+	}
+	if a := try(ctx, "joining the hosts", setupDeadline(e), join); a.err != nil {
+		return fmt.Errorf("rank %d: %w", e.Rank, a.err)
+	}
+	dev, err := h.Device(ctx)
+	if err != nil {
+		return err
+	}
+	call := func(seed int) func(context.Context) error {
+		return func(ctx context.Context) error { return CheckHostCollective(ctx, h, dev, op, backend.Float32, count, seed, false) }
+	}
+	if e.Rank != p.Victim {
+		return survive(ctx, e, h, -1, func(i int) (string, func(context.Context) error) {
+			return fmt.Sprintf("call %d: %v of %d", i+1, op, count), call(i + 1)
+		})
+	}
+	for i := range good {
+		if a := try(ctx, op.String(), setupDeadline(e), call(i+1)); a.err != nil {
+			return fmt.Errorf("the victim's %v %d failed before it died: %w", op, i+1, a.err)
+		}
+	}
+	go func() { _ = call(good + 1)(ctx) }()
+	time.Sleep(delay)
+	return die(e)
 }
