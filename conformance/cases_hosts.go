@@ -161,7 +161,9 @@ func caseKillHosts(ctx context.Context, e *Env) error {
 		return err
 	}
 	call := func(seed int) func(context.Context) error {
-		return func(ctx context.Context) error { return CheckHostCollective(ctx, h, dev, op, backend.Float32, count, seed, false) }
+		return func(ctx context.Context) error {
+			return CheckHostCollective(ctx, h, dev, op, backend.Float32, count, seed, false)
+		}
 	}
 	if e.Rank != p.Victim {
 		return survive(ctx, e, h, -1, func(i int) (string, func(context.Context) error) {
