@@ -294,17 +294,76 @@ func (h *HostGroups) fail(err error) {
 	}
 }
 
-// checkCall checks what a HostGroups collective can check alone.
-func (h *HostGroups) checkCall(what string, s backend.Stream, count int, dtype backend.DType) error {
+// hostCall is one HostGroups collective as the caller made it.
+type hostCall struct {
+	op      Op
+	in, out backend.DevicePtr
+	count   int // as the Comm's methods take it
+	dtype   backend.DType
+	red     backend.ReduceOp // all-reduce and reduce-scatter
+}
+
+// start checks a call, picks its path and enqueues it: on one host the
+// Comm's own call, flat the engine's, otherwise hier with the rail's
+// engine.
+func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall, hier func(e InterHost) error) (*HostWork, error) {
+	bad := func(format string, args ...any) error {
+		return backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: %v: "+format, append([]any{c.op}, args...)...)
+	}
 	switch {
 	case s == nil:
-		return backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: %s: nil stream", what)
-	case count <= 0:
-		return backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: %s: count %d must be positive", what, count)
-	case !dtype.Valid():
-		return backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: %s: unsupported dtype %v", what, dtype)
+		return nil, bad("nil stream")
+	case c.count <= 0:
+		return nil, bad("count %d must be positive", c.count)
+	case !c.dtype.Valid():
+		return nil, bad("unsupported dtype %v", c.dtype)
+	case c.op != OpAllGather && !c.red.Valid():
+		return nil, bad("unsupported reduce op %v", c.red)
 	}
-	return nil
+	inN, outN := c.op.Elements(c.count, h.World)
+	p := h.path(max(inN, outN) * c.dtype.Size())
+	if p == pathLocal {
+		if err := enqueued(h.local(ctx, s, c)); err != nil {
+			return nil, err
+		}
+		return &HostWork{h: h, stream: s}, nil
+	}
+	e, err := h.engine(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if p == pathFlat {
+		err = engineCall(ctx, e, s, c)
+	} else {
+		err = hier(e)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &HostWork{h: h, stream: s, e: e}, nil
+}
+
+// local is c on the one host's Comm.
+func (h *HostGroups) local(ctx context.Context, s backend.Stream, c hostCall) (*Work, error) {
+	k := h.Comm
+	switch c.op {
+	case OpAllReduce:
+		return k.AllReduce(ctx, s, c.in, c.count, c.dtype, c.red, k.SelectAllReduceAlgo(c.count, c.dtype), Output(c.out))
+	case OpReduceScatter:
+		return k.ReduceScatter(ctx, s, c.in, c.out, c.count, c.dtype, c.red, k.SelectAlgo(OpReduceScatter, c.count, c.dtype))
+	}
+	return k.AllGather(ctx, s, c.in, c.out, c.count, c.dtype, k.SelectAlgo(OpAllGather, c.count, c.dtype))
+}
+
+// engineCall is c on an inter-host engine.
+func engineCall(ctx context.Context, e InterHost, s backend.Stream, c hostCall) error {
+	switch c.op {
+	case OpAllReduce:
+		return e.AllReduce(ctx, s, c.in, c.out, c.count, c.dtype, c.red)
+	case OpReduceScatter:
+		return e.ReduceScatter(ctx, s, c.in, c.out, c.count, c.dtype, c.red)
+	}
+	return e.AllGather(ctx, s, c.in, c.out, c.count, c.dtype)
 }
 
 // AllReduce reduces count elements of dtype at in across every rank of
@@ -317,51 +376,31 @@ func (h *HostGroups) checkCall(what string, s backend.Stream, count int, dtype b
 // inter-host engine across every rank (flat).
 func (h *HostGroups) AllReduce(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp) (*HostWork, error) {
-	if err := h.checkCall("all-reduce", s, count, dtype); err != nil {
-		return nil, err
-	}
-	if !op.Valid() {
-		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: all-reduce: unsupported op %v", op)
-	}
-	p := h.path(count * dtype.Size())
-	if p == pathLocal {
-		w, err := h.Comm.AllReduce(ctx, s, in, count, dtype, op, h.Comm.SelectAllReduceAlgo(count, dtype), Output(out))
-		if err != nil {
-			return nil, err
+	return h.start(ctx, s, hostCall{op: OpAllReduce, in: in, out: out, count: count, dtype: dtype, red: op}, func(e InterHost) error {
+		c, g, lr, size := h.Comm, h.LocalWorld(), h.LocalRank, dtype.Size()
+		blk := count / g
+		if blk > 0 {
+			mine := out.Add(lr * blk * size)
+			if err := enqueued(c.ReduceScatter(ctx, s, in, mine, blk, dtype, op, c.SelectAlgo(OpReduceScatter, blk, dtype))); err != nil {
+				return err
+			}
+			if err := e.AllReduce(ctx, s, mine, mine, blk, dtype, op); err != nil {
+				return err
+			}
+			if err := enqueued(c.AllGather(ctx, s, mine, out, blk, dtype, c.SelectAlgo(OpAllGather, blk, dtype))); err != nil {
+				return err
+			}
 		}
-		return &HostWork{h: h, stream: s}, w.Close()
-	}
-	e, err := h.engine(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if p == pathFlat {
-		return &HostWork{h: h, stream: s, e: e}, e.AllReduce(ctx, s, in, out, count, dtype, op)
-	}
-	c, g, lr, size := h.Comm, h.LocalWorld(), h.LocalRank, dtype.Size()
-	blk := count / g
-	if blk > 0 {
-		mine := out.Add(lr * blk * size)
-		if err := enqueued(c.ReduceScatter(ctx, s, in, mine, blk, dtype, op, c.SelectAlgo(OpReduceScatter, blk, dtype))); err != nil {
-			return nil, err
+		tail := count - blk*g
+		if tail == 0 {
+			return nil
 		}
-		if err := e.AllReduce(ctx, s, mine, mine, blk, dtype, op); err != nil {
-			return nil, err
-		}
-		if err := enqueued(c.AllGather(ctx, s, mine, out, blk, dtype, c.SelectAlgo(OpAllGather, blk, dtype))); err != nil {
-			return nil, err
-		}
-	}
-	if tail := count - blk*g; tail > 0 {
 		off := blk * g * size
 		if err := enqueued(c.AllReduce(ctx, s, in.Add(off), tail, dtype, op, c.SelectAllReduceAlgo(tail, dtype), Output(out.Add(off)))); err != nil {
-			return nil, err
+			return err
 		}
-		if err := e.AllReduce(ctx, s, out.Add(off), out.Add(off), tail, dtype, op); err != nil {
-			return nil, err
-		}
-	}
-	return &HostWork{h: h, stream: s, e: e}, nil
+		return e.AllReduce(ctx, s, out.Add(off), out.Add(off), tail, dtype, op)
+	})
 }
 
 // ReduceScatter reduces with op, across every rank of the job, World
@@ -372,46 +411,24 @@ func (h *HostGroups) AllReduce(ctx context.Context, s backend.Stream, in, out ba
 // host, then reduce-scattered across hosts.
 func (h *HostGroups) ReduceScatter(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp) (*HostWork, error) {
-	if err := h.checkCall("reduce-scatter", s, count, dtype); err != nil {
-		return nil, err
-	}
-	if !op.Valid() {
-		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: reduce-scatter: unsupported op %v", op)
-	}
-	p := h.path(h.World * count * dtype.Size())
-	if p == pathLocal {
-		w, err := h.Comm.ReduceScatter(ctx, s, in, out, count, dtype, op, h.Comm.SelectAlgo(OpReduceScatter, count, dtype))
+	return h.start(ctx, s, hostCall{op: OpReduceScatter, in: in, out: out, count: count, dtype: dtype, red: op}, func(e InterHost) error {
+		c, size := h.Comm, dtype.Size()
+		row := len(h.Groups) * count // elements per local index
+		tmp, err := h.scratch(ctx, h.World*count*size)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return &HostWork{h: h, stream: s}, w.Close()
-	}
-	e, err := h.engine(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if p == pathFlat {
-		return &HostWork{h: h, stream: s, e: e}, e.ReduceScatter(ctx, s, in, out, count, dtype, op)
-	}
-	c, hosts, size := h.Comm, len(h.Groups), dtype.Size()
-	row := hosts * count // elements per local index
-	tmp, err := h.scratch(ctx, h.World*count*size)
-	if err != nil {
-		return nil, err
-	}
-	// tmp holds, for local index l, the blocks of the ranks of index l on
-	// every host, in host order.
-	if err := h.reorder(s, tmp, in, count*size, true); err != nil {
-		return nil, err
-	}
-	mine := tmp.Add(h.LocalRank * row * size)
-	if err := enqueued(c.ReduceScatter(ctx, s, tmp, mine, row, dtype, op, c.SelectAlgo(OpReduceScatter, row, dtype))); err != nil {
-		return nil, err
-	}
-	if err := e.ReduceScatter(ctx, s, mine, out, count, dtype, op); err != nil {
-		return nil, err
-	}
-	return &HostWork{h: h, stream: s, e: e}, nil
+		// tmp holds, for local index l, the blocks of the ranks of index l
+		// on every host, in host order.
+		if err := h.reorder(s, tmp, in, count*size, true); err != nil {
+			return err
+		}
+		mine := tmp.Add(h.LocalRank * row * size)
+		if err := enqueued(c.ReduceScatter(ctx, s, tmp, mine, row, dtype, op, c.SelectAlgo(OpReduceScatter, row, dtype))); err != nil {
+			return err
+		}
+		return e.ReduceScatter(ctx, s, mine, out, count, dtype, op)
+	})
 }
 
 // AllGather gathers count elements at in from every rank of the job into
@@ -420,41 +437,22 @@ func (h *HostGroups) ReduceScatter(ctx context.Context, s backend.Stream, in, ou
 // each host, then the blocks are put in rank order (device copies).
 func (h *HostGroups) AllGather(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
 	dtype backend.DType) (*HostWork, error) {
-	if err := h.checkCall("all-gather", s, count, dtype); err != nil {
-		return nil, err
-	}
-	p := h.path(h.World * count * dtype.Size())
-	if p == pathLocal {
-		w, err := h.Comm.AllGather(ctx, s, in, out, count, dtype, h.Comm.SelectAlgo(OpAllGather, count, dtype))
+	return h.start(ctx, s, hostCall{op: OpAllGather, in: in, out: out, count: count, dtype: dtype}, func(e InterHost) error {
+		c, size := h.Comm, dtype.Size()
+		row := len(h.Groups) * count
+		tmp, err := h.scratch(ctx, h.World*count*size)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return &HostWork{h: h, stream: s}, w.Close()
-	}
-	e, err := h.engine(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if p == pathFlat {
-		return &HostWork{h: h, stream: s, e: e}, e.AllGather(ctx, s, in, out, count, dtype)
-	}
-	c, hosts, size := h.Comm, len(h.Groups), dtype.Size()
-	row := hosts * count
-	tmp, err := h.scratch(ctx, h.World*count*size)
-	if err != nil {
-		return nil, err
-	}
-	mine := tmp.Add(h.LocalRank * row * size)
-	if err := e.AllGather(ctx, s, in, mine, count, dtype); err != nil {
-		return nil, err
-	}
-	if err := enqueued(c.AllGather(ctx, s, mine, tmp, row, dtype, c.SelectAlgo(OpAllGather, row, dtype))); err != nil {
-		return nil, err
-	}
-	if err := h.reorder(s, out, tmp, count*size, false); err != nil {
-		return nil, err
-	}
-	return &HostWork{h: h, stream: s, e: e}, nil
+		mine := tmp.Add(h.LocalRank * row * size)
+		if err := e.AllGather(ctx, s, in, mine, count, dtype); err != nil {
+			return err
+		}
+		if err := enqueued(c.AllGather(ctx, s, mine, tmp, row, dtype, c.SelectAlgo(OpAllGather, row, dtype))); err != nil {
+			return err
+		}
+		return h.reorder(s, out, tmp, count*size, false)
+	})
 }
 
 // reorder copies blocks of n bytes between rank order (block r of rank r)

@@ -134,6 +134,26 @@ func TestHostGroupsFlat(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
+
+	// Bad arguments are refused before anything is enqueued.
+	h := groups[0]
+	dev, err := h.Device(ctx)
+	require.NoError(t, err)
+	s, err := dev.NewStream(ctx)
+	require.NoError(t, err)
+	defer s.Close()
+	for name, call := range map[string]func() (*collective.HostWork, error){
+		"nil stream": func() (*collective.HostWork, error) { return h.AllReduce(ctx, nil, 0, 0, 1, backend.Float32, backend.Sum) },
+		"zero count": func() (*collective.HostWork, error) { return h.AllGather(ctx, s, 0, 0, 0, backend.Float32) },
+		"bad dtype":  func() (*collective.HostWork, error) { return h.AllGather(ctx, s, 0, 0, 1, backend.DType(99)) },
+		"bad op": func() (*collective.HostWork, error) {
+			return h.ReduceScatter(ctx, s, 0, 0, 1, backend.Float32, backend.ReduceOp(9))
+		},
+	} {
+		w, err := call()
+		require.ErrorIs(t, err, backend.ErrInvalidArgument, name)
+		require.Nil(t, w, name)
+	}
 }
 
 // TestHostGroupsDeadRank: a rank of the second host never makes the call.
