@@ -143,7 +143,9 @@ func TestHostGroupsFlat(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	for name, call := range map[string]func() (*collective.HostWork, error){
-		"nil stream": func() (*collective.HostWork, error) { return h.AllReduce(ctx, nil, 0, 0, 1, backend.Float32, backend.Sum) },
+		"nil stream": func() (*collective.HostWork, error) {
+			return h.AllReduce(ctx, nil, 0, 0, 1, backend.Float32, backend.Sum)
+		},
 		"zero count": func() (*collective.HostWork, error) { return h.AllGather(ctx, s, 0, 0, 0, backend.Float32) },
 		"bad dtype":  func() (*collective.HostWork, error) { return h.AllGather(ctx, s, 0, 0, 1, backend.DType(99)) },
 		"bad op": func() (*collective.HostWork, error) {
