@@ -31,10 +31,18 @@ func SimulatedHost(r, world, hosts int) string {
 	return fmt.Sprintf("sim-host-%d", r*hosts/world)
 }
 
+// simulatedDevice is rank r's device when simulated hosts share one
+// machine: device r, every rank its own (a host's default, its index among
+// the host's ranks, would put every simulated host on devices 0..L-1).
+func simulatedDevice(e *Env) *int {
+	d := e.Rank
+	return &d
+}
+
 func hostsCase(op collective.Op) func(ctx context.Context, e *Env) error {
 	return func(ctx context.Context, e *Env) (err error) {
 		h, err := collective.JoinHosts(ctx, e.Store, e.Rank, e.World, collective.Options{Backend: e.Backend,
-			Hostname: SimulatedHost(e.Rank, e.World, e.Hosts), BufferSize: quickAllReduceBuffer,
+			Hostname: SimulatedHost(e.Rank, e.World, e.Hosts), Device: simulatedDevice(e), BufferSize: quickAllReduceBuffer,
 			Timeout: e.Timeout / 2})
 		if err != nil {
 			return err
@@ -147,7 +155,8 @@ func caseKillHosts(ctx context.Context, e *Env) error {
 	var h *collective.HostGroups
 	join := func(ctx context.Context) (err error) {
 		h, err = collective.JoinHosts(ctx, e.Store, e.Rank, e.World, collective.Options{Backend: e.Backend,
-			Hostname: SimulatedHost(e.Rank, e.World, e.Hosts), BufferSize: faultBuffer, Timeout: e.FaultDeadline})
+			Hostname: SimulatedHost(e.Rank, e.World, e.Hosts), Device: simulatedDevice(e), BufferSize: faultBuffer,
+			Timeout: e.FaultDeadline})
 		if err == nil && !h.AllJoined() {
 			err = fmt.Errorf("not every rank joined its host's group: %v", h.Excluded)
 		}
