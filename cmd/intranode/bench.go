@@ -66,8 +66,17 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	plot := fs.String("plot", "", "also write an SVG chart (latency and bus bandwidth against size) to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write rank 0's Go CPU profile (runtime/pprof) of the whole run to this file")
 	storeURL := storeFlag(fs, "a TCP store this command serves on loopback with --procs, an in-process one without")
+	hosts := fs.Int("hosts", 1, "split the ranks into this many simulated hosts (host by host, device = rank) and measure the collectives across hosts:\n"+
+		"--algo hier (inside each host, then across) and flat (the inter-host engine across every rank), eager calls, wall clock")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	hostAlgos, err := benchHostsFlags(*hosts, *world, *algoS, *collS, *graph, *share)
+	if err != nil {
+		return err
+	}
+	if hostAlgos != nil {
+		*algoS = "auto" // replaced below
 	}
 	if *replays < 1 {
 		return fmt.Errorf("%w: --replays %d: need at least 1", errUsage, *replays)
@@ -78,6 +87,9 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	}
 	if cfg.Colls, err = parseColls(*collS); err != nil {
 		return err
+	}
+	if hostAlgos != nil {
+		cfg.Hosts, cfg.Algos = *hosts, hostAlgos
 	}
 	cfg.Graph, cfg.InPlace, cfg.Timeout, cfg.Store = *graph, *inPlace, *timeout, *storeURL
 	cfg.Replays = *replays

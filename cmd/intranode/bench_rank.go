@@ -48,6 +48,9 @@ type benchConfig struct {
 	Prefix string `json:"prefix"`
 	// ShareDevice puts every rank on device 0 (a correctness run).
 	ShareDevice bool `json:"share_device,omitempty"`
+	// Hosts, above 1, splits the ranks into simulated hosts and measures
+	// the collectives across hosts (bench_hosts.go).
+	Hosts int `json:"hosts,omitempty"`
 
 	// anchor is the same-run reference the table's header prints (the
 	// parent measures it after the ranks; it never travels to them).
@@ -145,6 +148,9 @@ const (
 
 // benchRank measures every size and algorithm on one rank.
 func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b backend.Backend, emit func(benchSample) error) error {
+	if cfg.Hosts > 1 {
+		return benchHostsRank(ctx, cfg, rank, st, b, emit)
+	}
 	dev := rank
 	if cfg.ShareDevice {
 		dev = 0

@@ -158,6 +158,26 @@ func TestConformanceHosts(t *testing.T) {
 	require.Contains(t, stderr, "--hosts 0")
 }
 
+// TestBenchHosts: the collectives across 2 simulated hosts, both paths,
+// each checked before it is timed; bad combinations are usage errors.
+func TestBenchHosts(t *testing.T) {
+	out, stderr, code := runCLI(t, "bench", "--backend", "fake", "--procs=false", "--hosts", "2", "--world", "4",
+		"--op", "all_reduce,reduce_scatter,all_gather", "-b", "1K", "-e", "4K", "--iters", "2", "--warmup", "1", "--replays", "1")
+	require.Equal(t, 0, code, stderr+out)
+	for _, want := range []string{"# reduce_scatter", "hier", "flat"} {
+		require.Contains(t, out, want)
+	}
+	for _, args := range [][]string{
+		{"--hosts", "3", "--world", "4"},
+		{"--hosts", "2", "--world", "4", "--graph"},
+		{"--hosts", "2", "--world", "4", "--op", "broadcast"},
+		{"--hosts", "2", "--world", "4", "--algo", "oneshot"},
+	} {
+		_, stderr, code := runCLI(t, append([]string{"bench", "--backend", "fake"}, args...)...)
+		require.Equal(t, 2, code, "%v: %s", args, stderr)
+	}
+}
+
 func TestConformanceCommand(t *testing.T) {
 	out, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--procs=false", "--quick",
 		"--run", "^(rendezvous|symmetric)/", "--world", "2")
