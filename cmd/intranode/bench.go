@@ -19,6 +19,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/conformance"
 	"github.com/intranode/intranode/internal/launch"
 	"github.com/intranode/intranode/symmetric/store"
 )
@@ -351,13 +352,18 @@ func benchProcesses(ctx context.Context, cfg benchConfig, p *progress, other io.
 		Args:         []string{benchRankCommand},
 		ServeStore:   serve,
 		StoreOptions: []store.Option{store.WithTimeout(cfg.Timeout)},
-		Env: func(_ int, addr string) []string {
+		Env: func(r int, addr string) []string {
 			c := cfg
 			if serve {
 				c.Store = "tcp://" + addr
 			}
 			raw, _ := json.Marshal(c)
-			return []string{envBenchConfig + "=" + string(raw)}
+			env := []string{envBenchConfig + "=" + string(raw)}
+			if cfg.Hosts > 1 {
+				// NCCL tells the simulated hosts apart by NCCL_HOSTID.
+				env = append(env, "NCCL_HOSTID="+conformance.SimulatedHost(r, cfg.World, cfg.Hosts))
+			}
+			return env
 		},
 		Deadline: cfg.Timeout + 10*time.Second,
 		FailFast: true,

@@ -14,7 +14,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 OUT=${OUT:-/tmp/out}
 R=$OUT/r
 mkdir -p "$R"
-STEPS=${STEPS:-"info topo doctor unit conformance bench anchor faults"}
+STEPS=${STEPS:-"info topo doctor unit conformance bench anchor faults"}  # also: shared hosts rendezvous
 WORLD=${WORLD:-$(nvidia-smi -L | wc -l)}
 WORLDS=${WORLDS:-$WORLD}
 step() { echo; echo "=== $1 ($(date -u +%T))"; }
@@ -59,6 +59,15 @@ for s in $STEPS; do
     step faults
     timeout 420 .gpu/intranode conformance --backend cuda --world "$WORLDS" --faults --trials "${TRIALS:-5}" \
       --run 'faults/(mismatched-calls|stall-allreduce|kill-allreduce|kill-movers|stall-movers|mismatched-movers)' 2>&1 | tee "$R/faults.txt" | grep -v '^pass' ;;
+  hosts)
+    # The collectives across hosts with the GPUs split into 2 simulated
+    # hosts (NCCL_HOSTID per process, set by the harness and the bench):
+    # the conformance cases, then hierarchical against flat NCCL.
+    step hosts
+    timeout 200 .gpu/intranode conformance --backend cuda --hosts 2 --world "$WORLD" --timeout 60s --run '^hosts/' 2>&1 \
+      | tee "$R/hosts-conformance.txt" | grep -v '^pass'
+    timeout 240 .gpu/intranode bench --backend cuda --hosts 2 --world "$WORLD" --op all_reduce,reduce_scatter,all_gather \
+      -b 1K -e 256M -f 4 --iters 20 --warmup 5 2>&1 | tee "$R/hosts-bench.txt" | grep -E '^# [a-z_]+$|hier|flat' ;;
   rendezvous)
     # Where Rendezvous spends its time: the phases each rank logs at debug
     # level, from a short bench run.
