@@ -503,6 +503,9 @@ func writeTable(w io.Writer, cfg benchConfig, procs bool, openUS, rendezvousUS f
 		mode += ", every rank on device 0"
 		w = labelled{w, "  [shared device 0: correctness run, not a performance figure]"}
 	}
+	if cfg.Hosts > 1 {
+		mode += fmt.Sprintf(", %d simulated hosts of %d ranks: hier = inside each host then across, flat = the inter-host engine across every rank; wall clock", cfg.Hosts, cfg.World/cfg.Hosts)
+	}
 	fmt.Fprintf(w, "# intranode bench: backend %s, world %d (%s), %s, iters %d, warmup %d, median of %d replays, buffer %d bytes\n",
 		cfg.Backend, cfg.World, mode, graph, cfg.Iters, cfg.Warmup, cfg.Replays, cfg.BufferSize)
 	fmt.Fprintf(w, "# first Rendezvous (topology, %d-byte symmetric buffer, exchange, mapping): %.1f ms, slowest rank\n",
