@@ -58,12 +58,17 @@ func benchHostsFlags(hosts, world int, algoS, collS string, graph, share bool) (
 // lines the ranks up).
 func benchHostsRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b backend.Backend, emit func(benchSample) error) error {
 	dev := rank
+	start := time.Now()
 	h, err := collective.JoinHosts(ctx, st, rank, cfg.World, collective.Options{Backend: b, Device: &dev,
 		Hostname: conformance.SimulatedHost(rank, cfg.World, cfg.Hosts), BufferSize: cfg.BufferSize, Timeout: cfg.Timeout})
 	if err != nil {
 		return err
 	}
 	defer h.Close()
+	// JoinHosts is this rank's rendezvous (its host's Comm among them).
+	if err := emit(benchSample{Rank: rank, Algo: rendezvousSample, TimeUS: float64(time.Since(start).Nanoseconds()) / 1e3}); err != nil {
+		return err
+	}
 	d, err := h.Device(ctx)
 	if err != nil {
 		return err
