@@ -73,22 +73,11 @@ func benchHostsRank(ctx context.Context, cfg benchConfig, rank int, st store.Sto
 	if err != nil {
 		return err
 	}
-	maxBytes := slices.Max(cfg.Sizes)
-	in, err := d.Alloc(ctx, maxBytes)
+	in, out, s, release, err := benchBuffers(ctx, d, slices.Max(cfg.Sizes))
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := d.Alloc(ctx, maxBytes)
-	if err != nil {
-		return err
-	}
-	defer out.Close()
-	s, err := d.NewStream(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
+	defer release()
 	wait := func(w *collective.HostWork, err error) error {
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -182,25 +183,11 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 		return err
 	}
 	d := c.Device()
-	maxBytes := 0
-	for _, n := range cfg.Sizes {
-		maxBytes = max(maxBytes, n)
-	}
-	in, err := d.Alloc(ctx, maxBytes)
+	in, out, s, release, err := benchBuffers(ctx, d, slices.Max(cfg.Sizes))
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := d.Alloc(ctx, maxBytes)
-	if err != nil {
-		return err
-	}
-	defer out.Close()
-	s, err := d.NewStream(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
+	defer release()
 	timing := b.Capabilities().Has(backend.CapTiming)
 	graphs := b.Capabilities().Has(backend.CapGraphs)
 	if cfg.Graph && !graphs {
@@ -242,6 +229,35 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 		}
 	}
 	return c.Barrier(ctx)
+}
+
+// benchBuffers allocates a rank's input and output of n bytes each on d
+// and a stream; release frees them.
+func benchBuffers(ctx context.Context, d backend.Device, n int) (in, out backend.Allocation, s backend.Stream, release func(), err error) {
+	var closers []io.Closer
+	release = func() {
+		for _, c := range slices.Backward(closers) {
+			_ = c.Close()
+		}
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
+	if in, err = d.Alloc(ctx, n); err != nil {
+		return
+	}
+	closers = append(closers, in)
+	if out, err = d.Alloc(ctx, n); err != nil {
+		return
+	}
+	closers = append(closers, out)
+	if s, err = d.NewStream(ctx); err != nil {
+		return
+	}
+	closers = append(closers, s)
+	return in, out, s, release, nil
 }
 
 type benchMeasure struct {
