@@ -113,6 +113,28 @@ func TestErrorsKeepTheirCodes(t *testing.T) {
 
 // TestStreamsEventsGraphs drives copies, events and a captured graph
 // through the protocol.
+// TestCheckRange: the plugin's device checks ranges against the
+// allocations made through it, without a call, and gives no verdict
+// elsewhere.
+func TestCheckRange(t *testing.T) {
+	ctx := t.Context()
+	b := loopback(t, fake.WithDevices(1))
+	d, err := b.Open(ctx, 0)
+	require.NoError(t, err)
+	defer d.Close()
+	rc, ok := d.(backend.RangeChecker)
+	require.True(t, ok)
+	a, err := d.Alloc(ctx, 100)
+	require.NoError(t, err)
+	require.NoError(t, rc.CheckRange(a.Ptr(), 100))
+	require.NoError(t, rc.CheckRange(a.Ptr().Add(99), 1))
+	err = rc.CheckRange(a.Ptr().Add(1), 100)
+	require.ErrorIs(t, err, backend.ErrInvalidArgument)
+	require.ErrorContains(t, err, "past the end")
+	require.NoError(t, a.Close())
+	require.NoError(t, rc.CheckRange(a.Ptr(), 1<<20), "freed: no verdict")
+}
+
 func TestStreamsEventsGraphs(t *testing.T) {
 	ctx := t.Context()
 	b := loopback(t, fake.WithDevices(1))

@@ -5,10 +5,12 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/spans"
 )
 
 // The host-side objects. Each is an id of the object in the plugin plus
@@ -25,6 +27,9 @@ type device struct {
 	mu     sync.Mutex
 	closed bool
 	views  map[*hostAllocation]struct{} // host allocations still mapped
+	// own are the ranges of the live allocations made through this
+	// handle, for CheckRange without a call to the plugin.
+	own spans.Table
 }
 
 var _ backend.Device = (*device)(nil)
@@ -39,7 +44,24 @@ func (d *device) Info() backend.DeviceInfo { return d.info }
 func (d *device) Granularity() int { return d.gran }
 
 func (d *device) newAlloc(r *allocReply) *allocation {
-	return &allocation{c: d.c, id: r.ID, ptr: r.Ptr, size: r.Size}
+	d.own.Add(r.Ptr, r.Size)
+	return &allocation{c: d.c, dev: d, id: r.ID, ptr: r.Ptr, size: r.Size}
+}
+
+// CheckRange fails with backend.ErrInvalidArgument when [p, p+n) starts
+// inside an allocation made through this handle and runs past its end
+// (backend.RangeChecker). It asks the plugin nothing, which would cost a
+// round trip per collective call: memory this handle did not make gets
+// no verdict.
+func (d *device) CheckRange(p backend.DevicePtr, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	_, err := d.own.Check(p, n)
+	if err != nil {
+		return fmt.Errorf("plugin: device %d: %w", d.info.Index, err)
+	}
+	return nil
 }
 
 // Alloc allocates plain device memory in the plugin.
@@ -234,6 +256,7 @@ func (c *conn) background() (context.Context, context.CancelFunc) {
 // allocation is memory in the plugin.
 type allocation struct {
 	c    *conn
+	dev  *device // the handle that made it
 	id   uint64
 	ptr  backend.DevicePtr
 	size int
@@ -271,7 +294,10 @@ func (a *allocation) Export(kind backend.HandleKind) (backend.Handle, error) {
 // Close frees (or unmaps) the memory in the plugin; closing twice is a
 // no-op.
 func (a *allocation) Close() error {
-	a.once.Do(func() { a.err = closeCall(a.c, mFree, a.id) })
+	a.once.Do(func() {
+		a.dev.own.Remove(a.ptr)
+		a.err = closeCall(a.c, mFree, a.id)
+	})
 	return a.err
 }
 

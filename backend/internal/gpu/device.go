@@ -8,6 +8,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/backend/internal/resources"
+	"github.com/intranode/intranode/backend/internal/spans"
 	"github.com/intranode/intranode/kernels"
 )
 
@@ -34,7 +35,7 @@ type Device struct {
 	// res holds what the device handed out, for Close.
 	res resources.Set
 	// own are the address ranges of its live allocations (CheckRange).
-	own spans
+	own spans.Table
 }
 
 func (c *Core) openDevice(i int) (*Device, error) {
@@ -77,14 +78,14 @@ func (d *Device) track(r resource) error {
 		return backend.Errorf(backend.CodeClosed, "%s: device %d is closed", d.v.Name(), d.index)
 	}
 	if a, ok := r.(backend.Allocation); ok {
-		d.own.add(a.Ptr(), a.Size())
+		d.own.Add(a.Ptr(), a.Size())
 	}
 	return nil
 }
 
 // untrack forgets a, which is being freed.
 func (d *Device) untrack(a backend.Allocation) {
-	d.own.remove(a.Ptr())
+	d.own.Remove(a.Ptr())
 	d.res.Remove(a)
 }
 
@@ -123,19 +124,22 @@ func (d *Device) CheckRange(p backend.DevicePtr, n int) error {
 	if n <= 0 {
 		return nil
 	}
-	sp, ok := d.own.find(p)
-	base, size := sp.base, sp.size
-	if !ok {
-		var err error
-		if base, size, err = d.v.AddressRange(d.ctx, p); err != nil {
-			return nil // no verdict, see above
-		}
+	if ok, err := d.own.Check(p, n); ok {
+		return d.wrapRange(err)
 	}
-	if end := uint64(base) + uint64(size); uint64(p)+uint64(n) > end {
-		return d.Errorf(backend.CodeInvalidArgument, "[%#x, +%d) runs %d bytes past the end of the allocation [%#x, +%d)",
-			uint64(p), n, uint64(p)+uint64(n)-end, uint64(base), size)
+	base, size, err := d.v.AddressRange(d.ctx, p)
+	if err != nil {
+		return nil // no verdict, see above
 	}
-	return nil
+	return d.wrapRange(spans.Past(p, n, spans.Span{Base: base, Size: size}))
+}
+
+// wrapRange puts the backend and device in front of a range error.
+func (d *Device) wrapRange(err error) error {
+	if err == nil {
+		return nil
+	}
+	return d.Wrap(err, "checking an argument's range")
 }
 
 // Alloc returns zeroed device memory.

@@ -1,4 +1,4 @@
-package gpu
+package spans
 
 import (
 	"testing"
@@ -9,11 +9,11 @@ import (
 )
 
 func TestSpans(t *testing.T) {
-	var s spans
-	s.add(0x3000, 0x100)
-	s.add(0x1000, 0x1000) // [0x1000, 0x2000), back to back with nothing
-	s.add(0x2000, 0x10)
-	s.remove(0x9999) // not a base: nothing
+	var s Table
+	s.Add(0x3000, 0x100)
+	s.Add(0x1000, 0x1000) // [0x1000, 0x2000), back to back with nothing
+	s.Add(0x2000, 0x10)
+	s.Remove(0x9999) // not a base: nothing
 	for _, c := range []struct {
 		p    backend.DevicePtr
 		base backend.DevicePtr
@@ -27,13 +27,13 @@ func TestSpans(t *testing.T) {
 		{0x30ff, 0x3000, true},
 		{0x3100, 0, false},
 	} {
-		sp, ok := s.find(c.p)
+		sp, ok := s.Find(c.p)
 		require.Equal(t, c.ok, ok, "%#x", uint64(c.p))
-		require.Equal(t, c.base, sp.base, "%#x", uint64(c.p))
+		require.Equal(t, c.base, sp.Base, "%#x", uint64(c.p))
 	}
-	s.remove(0x2000)
-	_, ok := s.find(0x2000)
+	s.Remove(0x2000)
+	_, ok := s.Find(0x2000)
 	require.False(t, ok, "removed")
-	_, ok = s.find(0x1800)
+	_, ok = s.Find(0x1800)
 	require.True(t, ok, "its neighbour stays")
 }
