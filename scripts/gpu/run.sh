@@ -14,7 +14,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 OUT=${OUT:-/tmp/out}
 R=$OUT/r
 mkdir -p "$R"
-STEPS=${STEPS:-"info topo doctor unit conformance bench anchor faults"}  # also: shared hosts rendezvous
+STEPS=${STEPS:-"info topo doctor unit conformance bench anchor faults"}  # also: shared hosts kills rendezvous
 WORLD=${WORLD:-$(nvidia-smi -L | wc -l)}
 WORLDS=${WORLDS:-$WORLD}
 step() { echo; echo "=== $1 ($(date -u +%T))"; }
@@ -68,6 +68,14 @@ for s in $STEPS; do
       | tee "$R/hosts-conformance.txt" | grep -v '^pass'
     timeout 240 .gpu/intranode bench --backend cuda --hosts 2 --world "$WORLD" --op all_reduce,reduce_scatter,all_gather \
       -b 1K -e 256M -f 4 --iters 20 --warmup 5 2>&1 | tee "$R/hosts-bench.txt" | grep -E '^# [a-z_]+$|hier|flat' ;;
+  kills)
+    # Kill trials (docs/RELIABILITY.md): a rank of a job of random calls,
+    # NCCL among them, killed at a random moment; every survivor must fail
+    # within the 3 s call timeout + 1 s and close cleanly. About 10 s a trial.
+    step kills
+    timeout 330 .gpu/intranode soak --backend cuda --world "$WORLD" --chaos kill --jobs "${KILLS:-20}" --job 4s --timeout 3s \
+      --duration 5m 2>&1 | tee "$R/kills.txt" | tail -4
+    ls /dev/shm | grep -c '^nccl-' | sed 's/^/NCCL shared-memory files left in \/dev\/shm: /' ;;
   rendezvous)
     # Where Rendezvous spends its time: the phases each rank logs at debug
     # level, from a short bench run.
