@@ -16,7 +16,7 @@ all: lint test build
 help:
 	@echo "build        go build ./..., the CLI into $(BIN)/intranode and the plugins"
 	@echo "plugins      the example backend plugin into $(BIN)/intranode-fake-plugin"
-	@echo "test         go test -race ./..."
+	@echo "test         go test -race -timeout 20m ./..."
 	@echo "lint         gofmt check, go vet (plus -tags cuda / rocm when those backends exist)"
 	@echo "run, bench   go run ./cmd/intranode bench"
 	@echo "conformance  go run ./cmd/intranode conformance"
@@ -33,7 +33,7 @@ plugins:
 	$(GO) build -o $(BIN)/intranode-fake-plugin ./cmd/intranode-fake-plugin
 
 test:
-	$(GO) test -race ./...
+	$(GO) test -race -timeout 20m ./...
 
 lint:
 	@files=$$(find . -path './.*' -prune -o -path './$(BIN)' -prune -o -name '*.go' -print); \
