@@ -133,8 +133,10 @@ type interHost struct {
 	flat InterHost // every rank of the job
 	err  error     // a failure that ended the job's collectives
 	// scratch is device memory for the reordering of reduce-scatter and
-	// all-gather, grown on demand.
-	scratch backend.Allocation
+	// all-gather, grown on demand; outgrown keeps the smaller ones, which
+	// work still queued may use, until Close.
+	scratch  backend.Allocation
+	outgrown []backend.Allocation
 	// own is the device a rank without a comm opened (Device).
 	own backend.Device
 }
@@ -477,8 +479,8 @@ func (h *HostGroups) reorder(s backend.Stream, dst, src backend.DevicePtr, n int
 }
 
 // scratch returns device memory of at least n bytes on this rank's
-// device, kept for later calls. Work still queued on an older, smaller
-// scratch finishes first: the device's free waits for it.
+// device, kept for later calls. A smaller one it replaces stays allocated
+// until Close: work of an earlier call may still be queued on it.
 func (h *HostGroups) scratch(ctx context.Context, n int) (backend.DevicePtr, error) {
 	ih := h.ih
 	ih.mu.Lock()
@@ -487,7 +489,7 @@ func (h *HostGroups) scratch(ctx context.Context, n int) (backend.DevicePtr, err
 		return ih.scratch.Ptr(), nil
 	}
 	if ih.scratch != nil {
-		_ = ih.scratch.Close()
+		ih.outgrown = append(ih.outgrown, ih.scratch)
 		ih.scratch = nil
 	}
 	a, err := h.Comm.Device().Alloc(ctx, n)
@@ -513,10 +515,12 @@ func (h *HostGroups) closeInterHost() error {
 			*e = nil
 		}
 	}
-	if ih.scratch != nil {
-		errs = append(errs, ih.scratch.Close())
-		ih.scratch = nil
+	for _, a := range append(ih.outgrown, ih.scratch) {
+		if a != nil {
+			errs = append(errs, a.Close())
+		}
 	}
+	ih.scratch, ih.outgrown = nil, nil
 	if ih.own != nil {
 		errs = append(errs, ih.own.Close())
 		ih.own = nil
