@@ -241,7 +241,7 @@ func JoinHosts(ctx context.Context, st store.Store, rank, world int, opts Option
 		}
 	}
 	h.Err = h.join(ctx, st, hostIndex, opts)
-	h.ih = &interHost{job: st, b: opts.Backend, dev: hostIndex, opts: opts}
+	h.ih = &interHost{job: st, b: opts.Backend, dev: hostIndex, timeout: opts.Timeout}
 	if opts.Device != nil {
 		h.ih.dev = *opts.Device
 	}

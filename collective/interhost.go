@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -124,19 +125,18 @@ const (
 
 // interHost is a HostGroups' state for collectives across hosts.
 type interHost struct {
-	job  store.Store // the whole job's store
-	b    backend.Backend
-	dev  int // this rank's device index
-	opts Options
-	mu   sync.Mutex
-	rail InterHost // this rank's local index across hosts
-	flat InterHost // every rank of the job
-	err  error     // a failure that ended the job's collectives
+	job     store.Store // the whole job's store
+	b       backend.Backend
+	dev     int           // this rank's device index
+	timeout time.Duration // Options.Timeout, for forming the engines
+	mu      sync.Mutex
+	rail    InterHost // this rank's local index across hosts
+	flat    InterHost // every rank of the job
+	err     error     // a failure that ended the job's collectives
 	// scratch is device memory for the reordering of reduce-scatter and
-	// all-gather, grown on demand; outgrown keeps the smaller ones, which
-	// work still queued may use, until Close.
-	scratch  backend.Allocation
-	outgrown []backend.Allocation
+	// all-gather, grown on demand, the largest last; the smaller ones stay
+	// until Close, since work still queued may use them.
+	scratch []backend.Allocation
 	// own is the device a rank without a comm opened (Device).
 	own backend.Device
 }
@@ -206,29 +206,25 @@ func (h *HostGroups) engine(ctx context.Context, p hostPath) (InterHost, error) 
 	if ih.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCommFailed, ih.err)
 	}
-	slot, cfg := &ih.flat, InterHostConfig{Store: ih.job, Name: "flat", Rank: h.Rank, World: h.World}
+	slot, cfg := &ih.flat, InterHostConfig{Name: "flat", Rank: h.Rank, World: h.World}
 	if p == pathHier {
+		// Rail members are in group order, so this rank's index among
+		// them is its host's.
 		rails, _ := h.InterNodeRanks()
-		host := 0
-		for i, g := range h.Groups {
-			if g.Prefix == h.Group.Prefix {
-				host = i
-			}
-		}
 		slot = &ih.rail
-		cfg = InterHostConfig{Store: ih.job, Name: "rail" + strconv.Itoa(h.LocalRank), Rank: host, World: len(rails)}
+		cfg = InterHostConfig{Name: "rail" + strconv.Itoa(h.LocalRank), Rank: slices.Index(rails, h.Rank), World: len(rails)}
 	}
 	if *slot != nil {
 		return *slot, nil
 	}
-	cfg.Store, cfg.Device, cfg.Timeout = ih.job, ih.dev, ih.opts.Timeout
-	cfg.Name = "intranode/interhost/" + cfg.Name
-	var e InterHost
-	var err error
 	if ih.b == nil {
 		return nil, backend.Errorf(backend.CodeInvalidArgument,
 			"collective: host groups: a rank without a comm needs Options.Backend to cross hosts")
 	}
+	cfg.Store, cfg.Device, cfg.Timeout = ih.job, ih.dev, ih.timeout
+	cfg.Name = "intranode/interhost/" + cfg.Name
+	var e InterHost
+	var err error
 	if ib, ok := ih.b.(InterHostBackend); ok {
 		e, err = ib.NewInterHost(ctx, cfg)
 	} else if ih.b.Name() == "fake" {
@@ -288,12 +284,19 @@ func (h *HostGroups) fail(err error) {
 	if ih.err == nil {
 		ih.err = err
 	}
+	_ = ih.closeEngines()
+}
+
+// closeEngines aborts the engines formed so far; the caller holds ih.mu.
+func (ih *interHost) closeEngines() error {
+	var errs []error
 	for _, e := range []*InterHost{&ih.rail, &ih.flat} {
 		if *e != nil {
-			_ = (*e).Close()
+			errs = append(errs, (*e).Close())
 			*e = nil
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // hostCall is one HostGroups collective as the caller made it.
@@ -485,18 +488,14 @@ func (h *HostGroups) scratch(ctx context.Context, n int) (backend.DevicePtr, err
 	ih := h.ih
 	ih.mu.Lock()
 	defer ih.mu.Unlock()
-	if ih.scratch != nil && ih.scratch.Size() >= n {
-		return ih.scratch.Ptr(), nil
-	}
-	if ih.scratch != nil {
-		ih.outgrown = append(ih.outgrown, ih.scratch)
-		ih.scratch = nil
+	if k := len(ih.scratch); k > 0 && ih.scratch[k-1].Size() >= n {
+		return ih.scratch[k-1].Ptr(), nil
 	}
 	a, err := h.Comm.Device().Alloc(ctx, n)
 	if err != nil {
 		return 0, fmt.Errorf("collective: host groups: scratch memory: %w", err)
 	}
-	ih.scratch = a
+	ih.scratch = append(ih.scratch, a)
 	return a.Ptr(), nil
 }
 
@@ -508,19 +507,11 @@ func (h *HostGroups) closeInterHost() error {
 	}
 	ih.mu.Lock()
 	defer ih.mu.Unlock()
-	var errs []error
-	for _, e := range []*InterHost{&ih.rail, &ih.flat} {
-		if *e != nil {
-			errs = append(errs, (*e).Close())
-			*e = nil
-		}
+	errs := []error{ih.closeEngines()}
+	for _, a := range ih.scratch {
+		errs = append(errs, a.Close())
 	}
-	for _, a := range append(ih.outgrown, ih.scratch) {
-		if a != nil {
-			errs = append(errs, a.Close())
-		}
-	}
-	ih.scratch, ih.outgrown = nil, nil
+	ih.scratch = nil
 	if ih.own != nil {
 		errs = append(errs, ih.own.Close())
 		ih.own = nil
