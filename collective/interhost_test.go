@@ -26,6 +26,22 @@ func hostCall(ctx context.Context, h *collective.HostGroups, op collective.Op, d
 	return conformance.CheckHostCollective(ctx, h, h.Comm.Device(), op, d, count, seed, inPlace)
 }
 
+// simulatedHosts joins world ranks (goroutines) of one fake backend with
+// the given number of devices into host groups, rank r telling host
+// hostOf(r); the backend and store outlive the groups.
+func simulatedHosts(t *testing.T, ctx context.Context, devices, world int, hostOf func(int) string) ([]*collective.HostGroups, *store.Mem) {
+	t.Helper()
+	b, err := fake.New(fake.WithDevices(devices))
+	require.NoError(t, err)
+	st := store.NewMem()
+	// Cleanups run last first: these after the groups' from joinAll.
+	t.Cleanup(func() { b.Close() })
+	t.Cleanup(func() { st.Close() })
+	return joinAll(t, ctx, st, world, func(r int) collective.Options {
+		return collective.Options{Backend: b, Hostname: hostOf(r), BufferSize: 64 << 10, Timeout: 20 * time.Second}
+	}), st
+}
+
 // TestHostGroupsCollectives: all-reduce, reduce-scatter and all-gather
 // across simulated hosts of the fake (the loopback inter-host double
 // between them), every rank checked exactly, for 2 hosts of 2 and of 4
@@ -44,16 +60,8 @@ func TestHostGroupsCollectives(t *testing.T) {
 		t.Run(fmt.Sprintf("%dx%d/interleaved=%v", tc.hosts, tc.perHost, tc.interleaved), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
 			defer cancel()
-			b, err := fake.New(fake.WithDevices(tc.perHost))
-			require.NoError(t, err)
-			defer b.Close()
-			st := store.NewMem()
-			t.Cleanup(func() { st.Close() }) // after the groups close
 			world := tc.hosts * tc.perHost
-			groups := joinAll(t, ctx, st, world, func(r int) collective.Options {
-				return collective.Options{Backend: b, Hostname: hostOf(r), BufferSize: 64 << 10,
-					Timeout: 20 * time.Second}
-			})
+			groups, st := simulatedHosts(t, ctx, tc.perHost, world, hostOf)
 			errs := make([]error, world)
 			var wg sync.WaitGroup
 			for r, h := range groups {
@@ -101,16 +109,8 @@ func TestHostGroupsCollectives(t *testing.T) {
 func TestHostGroupsFlat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	b, err := fake.New(fake.WithDevices(2))
-	require.NoError(t, err)
-	defer b.Close()
-	st := store.NewMem()
-	t.Cleanup(func() { st.Close() })
 	const world = 3
-	hostOf := func(r int) string { return []string{"a", "a", "b"}[r] }
-	groups := joinAll(t, ctx, st, world, func(r int) collective.Options {
-		return collective.Options{Backend: b, Hostname: hostOf(r), BufferSize: 64 << 10, Timeout: 20 * time.Second}
-	})
+	groups, _ := simulatedHosts(t, ctx, 2, world, func(r int) string { return []string{"a", "a", "b"}[r] })
 	require.False(t, groups[0].AllJoined())
 	require.ErrorIs(t, groups[2].Err, collective.ErrWorldSize)
 	errs := make([]error, world)
@@ -165,15 +165,8 @@ func TestHostGroupsFlat(t *testing.T) {
 func TestHostGroupsDeadRank(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	b, err := fake.New(fake.WithDevices(2))
-	require.NoError(t, err)
-	defer b.Close()
-	st := store.NewMem()
-	t.Cleanup(func() { st.Close() })
 	const world, dead, deadline = 4, 3, time.Second
-	groups := joinAll(t, ctx, st, world, func(r int) collective.Options {
-		return collective.Options{Backend: b, Hostname: fmt.Sprintf("h%d", r/2), BufferSize: 64 << 10, Timeout: 20 * time.Second}
-	})
+	groups, _ := simulatedHosts(t, ctx, 2, world, func(r int) string { return fmt.Sprintf("h%d", r/2) })
 	// One good call first forms the inter-host communicators.
 	var wg sync.WaitGroup
 	errs := make([]error, world)
