@@ -22,6 +22,7 @@ import (
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/internal/launch"
 	"github.com/intranode/intranode/internal/numeric"
+	"github.com/intranode/intranode/symmetric/ipc"
 	"github.com/intranode/intranode/symmetric/store"
 )
 
@@ -344,37 +345,13 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 	for _, res := range results {
 		pids = append(pids, res.Pid)
 	}
-	if left := staleSockets(pids); len(left) > 0 {
+	if left := ipc.BoundBy(pids); len(left) > 0 {
 		j.problems = append(j.problems, "sockets of ended ranks still bound: "+strings.Join(left, " "))
 	}
 	if len(stderr) > 0 && len(j.problems) > 0 {
 		j.problems = append(j.problems, strings.Join(stderr, " | "))
 	}
 	return j, nil
-}
-
-// staleSockets lists the abstract Unix sockets (ipc.SocketName,
-// "@intranode-<nonce>-<pid>") still bound for any of pids, from
-// /proc/net/unix; nil where that file cannot be read.
-func staleSockets(pids []int) []string {
-	b, err := os.ReadFile("/proc/net/unix")
-	if err != nil {
-		return nil
-	}
-	var left []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 8 || !strings.HasPrefix(f[len(f)-1], "@intranode-") {
-			continue
-		}
-		name := f[len(f)-1]
-		for _, pid := range pids {
-			if pid > 0 && strings.HasSuffix(name, "-"+strconv.Itoa(pid)) {
-				left = append(left, name)
-			}
-		}
-	}
-	return left
 }
 
 // soakSummary adds up the jobs.

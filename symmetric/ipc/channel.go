@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -64,10 +66,37 @@ func NewNonce() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
+// socketPrefix starts every channel's socket name.
+const socketPrefix = "@intranode-"
+
 // SocketName is the abstract socket address ("@" stands for the leading NUL
 // byte) of the channel that process pid opens for the group with nonce.
 func SocketName(nonce string, pid int) string {
-	return fmt.Sprintf("@intranode-%s-%d", nonce, pid)
+	return fmt.Sprintf("%s%s-%d", socketPrefix, nonce, pid)
+}
+
+// BoundBy lists the channel sockets still bound under the names of the
+// given processes (SocketName's pid), from /proc/net/unix: after those
+// processes ended, a leftover. Nil where that file cannot be read.
+func BoundBy(pids []int) []string {
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	var left []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 || !strings.HasPrefix(f[len(f)-1], socketPrefix) {
+			continue
+		}
+		name := f[len(f)-1]
+		for _, pid := range pids {
+			if pid > 0 && strings.HasSuffix(name, "-"+strconv.Itoa(pid)) {
+				left = append(left, name)
+			}
+		}
+	}
+	return left
 }
 
 type queueKey struct {

@@ -398,3 +398,17 @@ func TestDroppedMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestBoundBy: a process's channel socket is found by its pid until it is
+// closed.
+func TestBoundBy(t *testing.T) {
+	nonce, err := NewNonce()
+	require.NoError(t, err)
+	ch, err := Listen(nonce)
+	require.NoError(t, err)
+	me := os.Getpid()
+	require.Equal(t, []string{ch.Name()}, BoundBy([]int{0, me}))
+	require.Empty(t, BoundBy([]int{me + 1}))
+	require.NoError(t, ch.Close())
+	require.Empty(t, BoundBy([]int{me}))
+}
