@@ -86,10 +86,7 @@ func benchHostsRank(ctx context.Context, cfg benchConfig, rank int, st store.Sto
 	}
 	line := func() error { return wait(h.AllReduce(ctx, s, in.Ptr(), out.Ptr(), 1, backend.Float32, backend.Max)) }
 	for _, coll := range cfg.Colls {
-		div := 1
-		if coll != collective.OpAllReduce {
-			div = cfg.World
-		}
+		div := sizeDivisor(coll, cfg.World)
 		for _, size := range cfg.Sizes {
 			count := size / cfg.DType.Size() / div
 			if count == 0 {
@@ -112,7 +109,6 @@ func benchHostsRank(ctx context.Context, cfg benchConfig, rank int, st store.Sto
 				smp := benchSample{Coll: coll.String(), Rank: rank, Bytes: count * div * cfg.DType.Size(), Algo: name}
 				if cfg.Op == backend.Sum {
 					if err := conformance.CheckHostCollective(ctx, h, d, coll, cfg.DType, count, size, false); err != nil {
-						smp.Wrong = count * div
 						return fmt.Errorf("%v %d bytes %s: %w", coll, size, name, err)
 					}
 				}

@@ -196,12 +196,7 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 	m := &benchMeasure{c: c, dev: d, s: s, in: in.Ptr(), out: out.Ptr(), cfg: cfg, rank: rank, timing: timing}
 	for _, coll := range cfg.Colls {
 		m.coll = coll
-		// Sizes are nccl-tests': the whole message; a rank's count is its
-		// share where the collective splits it over the ranks.
-		div := 1
-		if coll == collective.OpReduceScatter || coll == collective.OpAllGather || coll == collective.OpAllToAll {
-			div = cfg.World
-		}
+		div := sizeDivisor(coll, cfg.World)
 		for _, size := range cfg.Sizes {
 			count := size / cfg.DType.Size() / div
 			if count == 0 {
@@ -229,6 +224,16 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 		}
 	}
 	return c.Barrier(ctx)
+}
+
+// sizeDivisor turns a row's size, nccl-tests' whole message, into a
+// rank's count: the message over the ranks where the collective splits
+// it (reduce-scatter's input, all-gather's output, all-to-all's sends).
+func sizeDivisor(coll collective.Op, world int) int {
+	if coll == collective.OpReduceScatter || coll == collective.OpAllGather || coll == collective.OpAllToAll {
+		return world
+	}
+	return 1
 }
 
 // benchBuffers allocates a rank's input and output of n bytes each on d
