@@ -139,8 +139,29 @@ func (t Thresholds) Select(n int) Algo {
 // (the spread between two sweeps of one binary is about 0.3 µs); from
 // 1 MiB to 16 MiB the kernels win by 1.3–1.9×; above that NCCL moves more
 // bytes per second, except reduce-scatter up to 64 MiB. The windows below
-// take the kernels where they were not slower. At worlds 4 and 8 nothing
-// is measured yet: NCCL throughout.
+// take the kernels where they were not slower.
+//
+// cuda, world 4, 4×H200 NV18, graph replay, bf16, µs per call, eighth
+// session (docs/results/2026-11-26-session8-h200x4, bench-movers.txt),
+// the push path against NCCL in the same run:
+//
+//	bytes            1K    4K    16K   64K   256K  1M    4M    16M   64M    256M
+//	reduce_scatter   5.70  5.21  5.42  6.82  7.28  8.85  20.09 73.10 322.11 1141.17
+//	  NCCL           7.26  7.29  7.72  8.05  8.57  11.83 32.97 57.31 188.57 671.26
+//	all_gather       7.38  6.43  6.97  7.90  8.46  10.10 17.35 70.81 298.00 1196.76
+//	  NCCL           7.45  7.23  8.56  8.85  9.11  13.31 36.93 64.19 187.51 660.26
+//	broadcast        5.02  4.97  5.53  6.31  7.38  13.92 42.65 157.42 624.32 2479.29
+//	  NCCL           5.92  6.14  7.44  8.30  8.47  12.52 26.82 67.01 208.71 762.62
+//	alltoall         6.92  6.92  7.31  8.22  8.62  10.26 21.87 77.99 309.52 1226.67
+//	  NCCL           7.00  6.99  7.55  8.29  8.90  14.13 23.51 64.14 188.29 642.46
+//
+// The kernels win to 4 MiB (broadcast to 256 KiB); the crossover between
+// 4 and 16 MiB is not measured, so the windows stop at 4 MiB. The
+// all-reduce in the same run (bench-graph.txt): one-shot to 256 KiB
+// (8.45 against the two-shot's 10.18), two-shot from 1 MiB (14.12 against
+// 16.07) to the buffer, NCCL beyond it. At world 8 and at worlds 3 and
+// 5–7 nothing of today's kernels is measured: NCCL for every data-movement
+// collective.
 func DefaultThresholds(backendName string, world int) Thresholds {
 	switch {
 	case backendName == "cuda" && world <= 2:
@@ -149,6 +170,13 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 			OpAllGather:     {Min: 1 << 20, Max: 16 << 20},
 			OpBroadcast:     {Min: 1, Max: 4 << 20},
 			OpAllToAll:      {Min: 1, Max: 16 << 20},
+		}}
+	case backendName == "cuda" && world == 4:
+		return Thresholds{OneShotMax: 256 << 10, Movers: map[Op]Window{
+			OpReduceScatter: {Min: 1, Max: 4 << 20},
+			OpAllGather:     {Min: 1, Max: 4 << 20},
+			OpBroadcast:     {Min: 1, Max: 256 << 10},
+			OpAllToAll:      {Min: 1, Max: 4 << 20},
 		}}
 	case backendName == "cuda":
 		never := map[Op]Window{OpReduceScatter: Never, OpAllGather: Never, OpBroadcast: Never, OpAllToAll: Never}

@@ -61,6 +61,10 @@ type soakReport struct {
 	Kind  string `json:"kind,omitempty"` // timeout, peer_failed, mismatch, closed, invalid, other
 	// ErrorAt is when the rank's error came (Unix nanoseconds).
 	ErrorAt int64 `json:"error_at,omitempty"`
+	// Setup says the error came while the rank was still forming its
+	// group (store, device, Rendezvous), bounded by soakSetupTimeout
+	// rather than by the call timeout.
+	Setup bool `json:"setup,omitempty"`
 	// Resources once warm (after the first fifth of the job) and after the
 	// last call, the comm still open both times.
 	Start resources `json:"start"`
@@ -226,7 +230,7 @@ func (j soakResult) line(n int) string {
 // store, injects the fault, and judges what the ranks report.
 func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Duration, victim int, rssGrowth float64) (soakResult, error) {
 	j := soakResult{kind: kind, victim: victim, faultAt: faultAt, reports: map[int]soakReport{}}
-	srv, err := store.ListenTCP("127.0.0.1:0", store.WithTimeout(cfg.Timeout+5*time.Second))
+	srv, err := store.ListenTCP("127.0.0.1:0", store.WithTimeout(soakSetupTimeout(cfg)))
 	if err != nil {
 		return j, err
 	}
@@ -237,7 +241,9 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 	g, err := launch.Start(ctx, launch.Config{
 		World: cfg.World,
 		Args:  []string{soakRankCommand},
-		Env:   func(int, string) []string { return []string{envSoakConfig + "=" + string(raw)} },
+		// GOTRACEBACK=all: a rank killed at the deadline (SIGQUIT first)
+		// shows every goroutine, the ones in C calls included.
+		Env: func(int, string) []string { return []string{envSoakConfig + "=" + string(raw), "GOTRACEBACK=all"} },
 		// A rank that outlives this is a hang.
 		Deadline: cfg.Duration + cfg.Timeout + 15*time.Second,
 		Lines: func(r int, line []byte) {
@@ -293,10 +299,11 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 					what += fmt.Sprintf(" %v after the fault", time.Unix(0, rep.ErrorAt).Sub(j.injected).Round(time.Millisecond))
 				}
 			}
-			j.problems = append(j.problems, fmt.Sprintf("rank %d %s but hung closing (killed at the job's deadline): %s", r, what, rep.Error))
+			j.problems = append(j.problems, fmt.Sprintf("rank %d %s but hung closing (killed at the job's deadline): %s; %s",
+				r, what, rep.Error, hungStacks(res.Output)))
 			continue
 		case res.TimedOut:
-			j.problems = append(j.problems, fmt.Sprintf("rank %d hung (killed at the job's deadline)", r))
+			j.problems = append(j.problems, fmt.Sprintf("rank %d hung (killed at the job's deadline); %s", r, hungStacks(res.Output)))
 			continue
 		case kind == chaosKill && r == victim && !j.injected.IsZero():
 			continue // killed: no report expected
@@ -326,8 +333,13 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 		if !j.injected.IsZero() && r != victim && rep.ErrorAt != 0 && (kind == chaosKill || kind == chaosStop) {
 			d := time.Unix(0, rep.ErrorAt).Sub(j.injected)
 			j.toError = append(j.toError, d)
-			if d > cfg.Timeout+time.Second {
-				j.problems = append(j.problems, fmt.Sprintf("rank %d failed %v after the fault (limit %v)", r, d, cfg.Timeout+time.Second))
+			limit := cfg.Timeout + time.Second
+			if rep.Setup {
+				limit = soakSetupTimeout(cfg) + time.Second
+			}
+			if d > limit {
+				j.problems = append(j.problems, fmt.Sprintf("rank %d failed %v after the fault (limit %v%s)", r, d, limit,
+					map[bool]string{true: ", forming the group"}[rep.Setup]))
 			}
 		}
 		if rep.Error == "" && !j.injected.IsZero() && r != victim && (kind == chaosKill || kind == chaosStop) {
@@ -448,11 +460,12 @@ func runSoakRank(ctx context.Context, _ []string, s streams) error {
 // it opened.
 func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakReport) error) error {
 	rep := soakReport{Rank: rank}
+	setup := true // until the group is formed and the buffers allocated
 	fail := func(err error) error {
-		rep.Error, rep.Kind, rep.ErrorAt = err.Error(), errorKind(err), time.Now().UnixNano()
+		rep.Error, rep.Kind, rep.ErrorAt, rep.Setup = err.Error(), errorKind(err), time.Now().UnixNano(), setup
 		return emit(rep)
 	}
-	st, err := store.Open(ctx, cfg.Store, store.WithTimeout(cfg.Timeout+5*time.Second))
+	st, err := store.Open(ctx, cfg.Store, store.WithTimeout(soakSetupTimeout(cfg)))
 	if err != nil {
 		return fail(err)
 	}
@@ -469,7 +482,7 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 		return fail(err)
 	}
 	defer c.Close()
-	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout+5*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, soakSetupTimeout(cfg))
 	err = c.Rendezvous(rctx)
 	cancel()
 	if err != nil {
@@ -497,6 +510,7 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 		return fail(err)
 	}
 	defer flag.Close()
+	setup = false
 	// Every rank draws the same calls: same seed.
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
 	m := &benchMeasure{c: c, dev: d, s: s, in: in.Ptr(), out: out.Ptr(), rank: rank,
@@ -567,4 +581,45 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 	}
 	rep.End = readResources()
 	return emit(rep)
+}
+
+// soakSetupTimeout bounds forming a job's group: opening the store, and
+// Rendezvous once every rank has its device (starting a process and a
+// driver context takes a second or so on a GPU host, longer under -race).
+func soakSetupTimeout(cfg soakConfig) time.Duration { return cfg.Timeout + 5*time.Second }
+
+// hungStacks condenses the goroutine dump a Go rank writes when the
+// deadline's SIGQUIT ends it: the goroutines that run this module's code,
+// each as its state and its frames, innermost first, without file lines.
+func hungStacks(output string) string {
+	const module = "github.com/intranode/intranode/"
+	var out []string
+	for _, block := range strings.Split(output, "\n\n") {
+		lines := strings.Split(strings.TrimSpace(block), "\n")
+		if len(lines) < 2 || !strings.HasPrefix(lines[0], "goroutine ") || !strings.Contains(block, module) {
+			continue
+		}
+		var frames []string
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(l, "\t") || strings.HasPrefix(l, "created by ") {
+				continue
+			}
+			if i := strings.LastIndex(l, "("); i > 0 {
+				l = l[:i]
+			}
+			frames = append(frames, strings.TrimPrefix(l, module))
+			if len(frames) == 8 {
+				break
+			}
+		}
+		state := strings.TrimSuffix(strings.TrimPrefix(lines[0], "goroutine "), ":")
+		out = append(out, state+": "+strings.Join(frames, " < "))
+		if len(out) == 4 {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return "no stack of this module's code in its output"
+	}
+	return "stacks: " + strings.Join(out, " | ")
 }

@@ -43,7 +43,9 @@ type Config struct {
 	ServeStore   bool
 	StoreOptions []store.Option
 	// Deadline bounds the whole group: children still running then are
-	// killed (and reported as timed out).
+	// sent SIGQUIT, so that a Go child writes every goroutine's stack to
+	// its standard error (Result.Output) on the way out, and killed if
+	// they have not ended 2 s later; they are reported as timed out.
 	Deadline time.Duration
 	// FailFast kills the other children as soon as one fails.
 	FailFast bool
@@ -112,6 +114,13 @@ func Start(ctx context.Context, cfg Config) (*Group, error) {
 			cmd.Env = append(cmd.Env, cfg.Env(r, addr)...)
 		}
 		cmd.WaitDelay = 2 * time.Second
+		cmd.Cancel = func() error {
+			if errors.Is(g.ctx.Err(), context.DeadlineExceeded) {
+				// A hang: where it hung is worth the 2 s.
+				return cmd.Process.Signal(syscall.SIGQUIT)
+			}
+			return cmd.Process.Kill()
+		}
 		var out bytes.Buffer
 		var stdout io.ReadCloser
 		if cfg.Lines != nil {

@@ -104,6 +104,9 @@ func TestDeadlineKillsEveryone(t *testing.T) {
 		require.Error(t, x.Err)
 		require.True(t, x.TimedOut)
 		require.False(t, x.Killed)
+		// SIGQUIT first: the Go runtime says where the child hung.
+		require.Contains(t, x.Output, "SIGQUIT", x.Output)
+		require.Contains(t, x.Output, "launch_test.child(", x.Output)
 	}
 }
 
