@@ -30,11 +30,13 @@ const (
 	// HCM: reduce inside the quad, then exchange with the cross-quad
 	// neighbour (hybrid cube mesh only).
 	HCM
-	// Pipeline: every rank pushes its input chunk by chunk into the peers'
-	// signal pads and reduces what arrives, many chunks in flight at once.
-	// It needs no symmetric buffer, so it takes any size; it moves as many
-	// bytes as one-shot, which makes it the large-message algorithm of
-	// small worlds (kernels/abi.go, "Pipeline").
+	// Pipeline: the message chunk by chunk through the peers' signal
+	// pads, many chunks in flight at once. It needs no symmetric buffer,
+	// so it takes any size. At world 2 every rank pushes its input and
+	// reduces what arrives (as many bytes as one-shot); from three ranks
+	// on each chunk is reduce-scattered and all-gathered, so a rank sends
+	// 2(n-1)/n of the message as a ring does (kernels/abi.go, "Pipeline"
+	// and "Pipeline, scattered").
 	Pipeline
 	// Direct: the data-movement collectives' kernels (reduce-scatter,
 	// all-gather, broadcast, all-to-all): every rank copies its input into

@@ -222,6 +222,37 @@
 // the size alone); a kernel run on one host thread (the fake) is a grid of
 // one.
 //
+// Pipeline, scattered (World >= 3, PipelineScatters): the steps above move
+// every chunk to every peer, World-1 times what a reduce-scatter and an
+// all-gather must move; from three ranks on the Pipeline runs as a chunked
+// reduce-scatter + all-gather instead, 2(World-1)/World of the message
+// per rank. Each block region of half s (B bytes, as above) holds four
+// slots of Q = PipelineSlice(World, G) = (B/4) &^ 15 bytes at
+// PipelineScatterSlot(World, s, src, dst, b, G, k): k = 0, 1 the
+// reduce-scatter slots, k = 2, 3 the all-gather slots. A chunk is
+// C = World*Q bytes (PipelineChunk), cut into World slices of Q bytes:
+// slice r of a chunk belongs to rank r. Chunks c_j = b + j*G as above.
+// "Scatter j" stores slice p of chunk c_j (zero-padded to 16 bytes; an
+// empty slice stores nothing) into RS slot j mod 2 of peer p's pad, for
+// every peer p. "Reduce j" sets output[slice me of c_j] = reduce over r of
+// (r == me ? input : slice me of c_j in r's RS slot j mod 2 of my pad) and
+// stores the result into AG slot j mod 2 of every peer's pad. "Gather j"
+// copies slice p of c_j from p's AG slot j mod 2 of my pad into the
+// output, for every peer p.
+//  1. if S > 0: scatter 0, signal;
+//  2. for j < S: WaitSignal(p, b) for every peer p (the first is followed by
+//     the agreement check); gather j-1 if j > 0; scatter j+1 if j+1 < S;
+//     reduce j; signal;
+//  3. if S > 0: WaitSignal(p, b) for every peer p; gather S-1.
+//
+// Scatter j+1 and reduce j rewrite RS slot (j+1) mod 2 and AG slot j mod 2,
+// which held c_(j-1)'s slices and c_(j-2)'s results: the peer read them in
+// its reduce j-1 and its gather j-2, before the signal of its step j-1,
+// which this rank received at the top of step j. Every write of the call
+// lies in half s, so no closing exchange is needed. Input slices of c_j
+// are read (scatter j, reduce j) before output c_j is written (reduce j,
+// gather j), so input and output may be the same memory.
+//
 // HCM (World == 8, hybrid cube mesh, count*size <= buffer/2): Extra packs
 // the three quad peers in bytes 0–2, the cross-quad neighbour in byte 3 and,
 // in bits 32–63, half: the byte offset of the partial sums in every buffer
@@ -394,12 +425,16 @@ func PushData(world, s, src, dst int) int {
 // halves of the push area (see the package documentation).
 const PipelineWideBytes = 16 << 20
 
-// PipelineChunk is the byte size of one chunk slot of the Pipeline kernel
-// for an n-byte message launched with grid blocks: 0 when the grid is too
-// large for the push area at this world size.
+// PipelineChunk is the byte size of one chunk of the Pipeline kernel for
+// an n-byte message launched with grid blocks (a chunk slot's size, or
+// World slices where the Pipeline scatters): 0 when the grid is too large
+// for the push area at this world size.
 func PipelineChunk(n, world, grid int) int {
 	if grid < 1 {
 		return 0
+	}
+	if PipelineScatters(world) {
+		return world * PipelineSlice(world, grid)
 	}
 	c := OneShotPushMax(world) / grid &^ 15
 	if n <= PipelineWideBytes {
@@ -420,6 +455,32 @@ func PipelineSlot(n, world, s, src, dst, b, grid, k int) int {
 		half, k = 1-s, 0
 	}
 	return PushData(world, half, src, dst) + b*(OneShotPushMax(world)/grid&^15) + k*PipelineChunk(n, world, grid)
+}
+
+// PipelineScatters reports whether the Pipeline runs scattered (a chunked
+// reduce-scatter + all-gather) at this world size: from three ranks on.
+func PipelineScatters(world int) bool { return world >= 3 }
+
+// PipelineSlice is the byte size Q of one slot of the scattered Pipeline
+// launched with grid blocks, and of the slice of a chunk that each rank
+// owns: 0 when the grid is too large for the push area.
+func PipelineSlice(world, grid int) int {
+	if grid < 1 {
+		return 0
+	}
+	q := OneShotPushMax(world) / grid &^ 15 / 4 &^ 15
+	if q < 16 {
+		return 0
+	}
+	return q
+}
+
+// PipelineScatterSlot is the byte offset, in the receiving rank dst's pad,
+// of slot k of block b of the scattered Pipeline that rank src writes in
+// epoch slot s: k = 0, 1 the reduce-scatter slots, 2, 3 the all-gather
+// slots.
+func PipelineScatterSlot(world, s, src, dst, b, grid, k int) int {
+	return PushData(world, s, src, dst) + b*(OneShotPushMax(world)/grid&^15) + k*PipelineSlice(world, grid)
 }
 
 // OneShotPath names the path a one-shot kernel takes for n bytes.

@@ -566,9 +566,39 @@ func (b *Backend) collectiveNCCL(ctx context.Context, st *gpu.Stream, g ncclGrou
 	if err != nil {
 		return err
 	}
+	// Enqueuing can block inside NCCL: sends and receives connect to
+	// their peer on first use, and a dead peer never answers. At ctx's
+	// deadline a watchdog fails the communicator and aborts it from its
+	// own goroutine (ncclCommAbort from another thread is how NCCL ends a
+	// blocked call, as PyTorch's watchdog does), so the call returns.
+	stuck := make(chan error, 1)
+	stop := func() bool { return true }
+	if dl, ok := ctx.Deadline(); ok {
+		b.nccl.mu.Lock()
+		limit := b.ncclTimeoutLocked()
+		b.nccl.mu.Unlock()
+		w := time.AfterFunc(time.Until(dl), func() {
+			err := backend.Errorf(backend.CodeTimeout,
+				"cuda: NCCL %v for %s still enqueuing at the call's deadline (a peer gone?): communicator aborted", op, nc)
+			nc.fail(err)
+			if rerr := nc.release(limit); rerr != nil {
+				b.log.Debug("aborting a stuck NCCL communicator", "comm", nc.String(), "err", rerr)
+			}
+			stuck <- err
+		})
+		stop = w.Stop
+	}
 	r := int(C.inu_nccl_collective(C.uintptr_t(st.Device().Ctx()), C.uintptr_t(nc.h), C.int(op), C.uint64_t(in),
 		C.uint64_t(out), C.size_t(count), C.size_t(dtype.Size()), C.int(dt), C.int(rop), C.int(root),
 		C.int(nc.world), C.uintptr_t(st.Handle())))
+	if !stop() {
+		// The watchdog fired: its abort ended the call.
+		err := <-stuck
+		if r != C.INU_NCCL_SUCCESS {
+			err = errors.Join(err, wrapNCCL(checkNCCL("nccl "+op.String(), r), "cuda: NCCL %v for %s", op, nc))
+		}
+		return err
+	}
 	if r == C.INU_NCCL_SUCCESS {
 		return nil
 	}

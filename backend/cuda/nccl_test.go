@@ -217,8 +217,9 @@ func TestNCCLClosedBackend(t *testing.T) {
 // i32 only (4-byte elements), synchronously; a group of sends and receives
 // runs at ncclGroupEnd. Like the mock driver it is strict: init needs a
 // current context, the all-reduce's stream must belong to the current
-// context, and aborting a communicator twice fails. MOCK_NCCL_ASYNC makes
-// ncclCommGetAsyncError report that result.
+// context, and aborting a communicator twice fails; an abort ends a group
+// call of the same group still waiting for a peer (ncclInternalError).
+// MOCK_NCCL_ASYNC makes ncclCommGetAsyncError report that result.
 const mockNCCL = `
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -232,7 +233,7 @@ enum { MAXR = 8, MAGIC = 0x6e63636c };
 
 struct group {
 	char id[128];
-	int nranks, joined, arrived;
+	int nranks, joined, arrived, aborted;
 	unsigned long gen;
 	const void *send[MAXR];
 	const void *to[MAXR][MAXR]; // to[src][dst]: what src sends dst in a group
@@ -305,16 +306,18 @@ int ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
 	return 0;
 }
 
-// barrier waits, with mu held, until every rank of g has arrived.
-static void barrier(struct group *g) {
+// barrier waits, with mu held, until every rank of g has arrived, or a
+// communicator of g is aborted (then it returns nonzero).
+static int barrier(struct group *g) {
 	unsigned long gen = g->gen;
 	if (++g->arrived == g->nranks) {
 		g->arrived = 0;
 		g->gen++;
 		pthread_cond_broadcast(&cv);
-		return;
+		return 0;
 	}
-	while (gen == g->gen) pthread_cond_wait(&cv, &mu);
+	while (gen == g->gen && !g->aborted) pthread_cond_wait(&cv, &mu);
+	return gen == g->gen;
 }
 
 #define REDUCE(T)                                                                        \
@@ -468,20 +471,28 @@ int ncclGroupEnd(void) {
 	if (--grouped > 0 || gcomm == NULL) return 0;
 	struct group *g = gcomm->g;
 	pthread_mutex_lock(&mu);
-	barrier(g);
-	for (int i = 0; i < nrecvs; i++) memcpy(recvs[i].buf, g->to[recvs[i].peer][gcomm->rank], recvs[i].bytes);
-	barrier(g);
+	int r = barrier(g);
+	if (r == 0) {
+		for (int i = 0; i < nrecvs; i++) memcpy(recvs[i].buf, g->to[recvs[i].peer][gcomm->rank], recvs[i].bytes);
+		r = barrier(g);
+	}
 	pthread_mutex_unlock(&mu);
 	nrecvs = 0;
 	gcomm = NULL;
-	return 0;
+	return r == 0 ? 0 : 3; // an aborted group: ncclInternalError
 }
 
 int ncclCommAbort(struct comm *c) {
 	if (c == NULL) return 0;
 	if (c->magic != MAGIC) return 5;
 	if (driver() && ctx_sync() != 0) return 1;
+	pthread_mutex_lock(&mu);
 	c->magic = 0;
+	// Like NCCL's abort flag: a call of the group blocked waiting for a
+	// peer returns.
+	c->g->aborted = 1;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
 	return 0;
 }
 
@@ -1017,6 +1028,24 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	require.NoError(t, os.Unsetenv("MOCK_NCCL_ASYNC"))
 	err = call(ranks[0], a[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
 	require.ErrorIs(t, err, backend.ErrPeerFailed)
+
+	// A call blocked inside NCCL (a group of sends and receives whose
+	// peer never comes) ends at the caller's deadline: the communicator is
+	// failed and aborted under it, and stays failed.
+	f := group("IntraNodeCommStuck")
+	require.NoError(t, eachRank(world, func(r int) error {
+		return call(ranks[r], f[r], ranks[r].out.Ptr(), 1, backend.Float32, backend.Sum)
+	}))
+	short, cancelShort = context.WithTimeout(ctx, limit)
+	start = time.Now()
+	err = b.collectiveNCCL(short, ranks[0].s.(*gpu.Stream), f[0], collective.OpAllToAll, ranks[0].in.Ptr(),
+		ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum, 0)
+	cancelShort()
+	require.ErrorIs(t, err, backend.ErrTimeout)
+	require.ErrorContains(t, err, "still enqueuing at the call's deadline")
+	require.Less(t, time.Since(start), limit+time.Second)
+	err = call(ranks[0], f[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
+	require.ErrorIs(t, err, backend.ErrTimeout, "the failure sticks")
 
 	// Close aborts what is left, each communicator once, and ends a
 	// creation still waiting for its peers.

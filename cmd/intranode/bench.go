@@ -93,7 +93,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 		cfg.Hosts, cfg.Algos = *hosts, hostAlgos
 	}
 	cfg.Graph, cfg.InPlace, cfg.Timeout, cfg.Store = *graph, *inPlace, *timeout, *storeURL
-	cfg.Replays = *replays
+	cfg.Replays, cfg.Verbose = *replays, c.verbose
 	if *share {
 		if *asCSV || *asJSON || *plot != "" {
 			return fmt.Errorf("%w: --share-device prints only the table, every line of it labelled a correctness run", errUsage)

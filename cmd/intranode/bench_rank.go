@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -49,6 +50,10 @@ type benchConfig struct {
 	Prefix string `json:"prefix"`
 	// ShareDevice puts every rank on device 0 (a correctness run).
 	ShareDevice bool `json:"share_device,omitempty"`
+	// Verbose has each rank log at debug level to its standard output,
+	// which the parent prints with the rank: the comm's rendezvous phases
+	// among them.
+	Verbose bool `json:"verbose,omitempty"`
 	// Hosts, above 1, splits the ranks into simulated hosts and measures
 	// the collectives across hosts (bench_hosts.go).
 	Hosts int `json:"hosts,omitempty"`
@@ -156,8 +161,12 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 	if cfg.ShareDevice {
 		dev = 0
 	}
+	var log *slog.Logger
+	if cfg.Verbose {
+		log = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	c, err := collective.New(st, rank, cfg.World, collective.Options{Backend: b, Device: &dev, AllowOverlap: cfg.ShareDevice,
-		BufferSize: cfg.BufferSize, Timeout: cfg.Timeout})
+		BufferSize: cfg.BufferSize, Timeout: cfg.Timeout, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -344,6 +353,15 @@ func (m *benchMeasure) algo(name string, count int) (collective.Algo, string) {
 
 // call enqueues one call of the collective measured.
 func (m *benchMeasure) call(ctx context.Context, algo collective.Algo, count int, inPlace bool) error {
+	w, err := m.start(ctx, algo, count, inPlace)
+	if err != nil {
+		return err
+	}
+	return w.Close()
+}
+
+// start enqueues one call of the measured collective and returns its Work.
+func (m *benchMeasure) start(ctx context.Context, algo collective.Algo, count int, inPlace bool) (*collective.Work, error) {
 	in, out := m.placement(count, inPlace)
 	d, red := m.cfg.DType, m.cfg.Op
 	var w *collective.Work
@@ -364,10 +382,7 @@ func (m *benchMeasure) call(ctx context.Context, algo collective.Algo, count int
 	case collective.OpAllToAll:
 		w, err = m.c.AllToAll(ctx, m.s, in, out, count, d, algo)
 	}
-	if err != nil {
-		return err
-	}
-	return w.Close()
+	return w, err
 }
 
 // run times cfg.Iters calls after cfg.Warmup and checks the result.

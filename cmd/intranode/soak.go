@@ -551,10 +551,13 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 		cctx, ccancel := context.WithTimeout(ctx, cfg.Timeout)
 		err := m.fill(cctx, count, seed, inPlace)
 		if err == nil {
-			err = m.call(cctx, algo, count, inPlace)
-		}
-		if err == nil {
-			err = s.Synchronize(cctx)
+			// Work.Synchronize, not the stream's: a call still running at
+			// its deadline fails the comm and stops the vendor library's
+			// kernels, so that the frees after it do not wait for them.
+			var w *collective.Work
+			if w, err = m.start(cctx, algo, count, inPlace); err == nil {
+				err = errors.Join(w.Synchronize(cctx), w.Close())
+			}
 		}
 		if err == nil {
 			err = c.CheckStatus()

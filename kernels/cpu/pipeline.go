@@ -16,6 +16,9 @@ import (
 // Input chunk j is read a step before output chunk j is written, so input
 // and output may be the same memory.
 func (k *allReduce) pipeline() error {
+	if kernels.PipelineScatters(k.world) {
+		return k.pipelineScattered()
+	}
 	me := k.me
 	epochWord := word(k.pads[me], kernels.EpochWord)
 	epoch := atomic.LoadUint32(epochWord)
@@ -80,5 +83,102 @@ func (k *allReduce) pipeline() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// pipelineScattered is the scattered Pipeline (kernels.PipelineScatters)
+// as a grid of one block: chunks of World slices of kernels.PipelineSlice
+// bytes, slice r of each reduced by rank r. Scatter chunk 0 and signal;
+// then for each chunk j: wait for every peer, copy the peers' results for
+// chunk j-1 out of the all-gather slots, scatter chunk j+1, reduce this
+// rank's slice of chunk j and write it into every peer's all-gather slot,
+// signal; at the end wait once more and copy the last results out.
+func (k *allReduce) pipelineScattered() error {
+	me, world := k.me, k.world
+	epochWord := word(k.pads[me], kernels.EpochWord)
+	epoch := atomic.LoadUint32(epochWord)
+	s := int(epoch & 1)
+	atomic.StoreUint32(epochWord, epoch+1)
+	q := kernels.PipelineSlice(world, 1)
+	chunk := world * q
+	peers := func(f func(p int)) {
+		for p := range world {
+			if p != me && k.mask&(1<<p) != 0 {
+				f(p)
+			}
+		}
+	}
+	// slice is the byte range of rank r's slice of chunk j, cut to the
+	// message (empty past its end).
+	slice := func(j, r int) (lo, hi int) {
+		lo = min(j*chunk+r*q, k.n)
+		return lo, min(lo+q, k.n)
+	}
+	// put writes b into slot k of my region in p's pad, zero-padded to 16.
+	put := func(p, slot int, b []byte) {
+		dst := k.pads[p][kernels.PipelineScatterSlot(world, s, me, p, 0, 1, slot):]
+		copy(dst, b)
+		clear(dst[len(b) : (len(b)+15)&^15])
+	}
+	scatter := func(j int) {
+		peers(func(p int) {
+			lo, hi := slice(j, p)
+			put(p, j%2, k.in[lo:hi])
+		})
+	}
+	gather := func(j int) {
+		peers(func(p int) {
+			lo, hi := slice(j, p)
+			off := kernels.PipelineScatterSlot(world, s, p, me, 0, 1, 2+j%2)
+			copy(k.out[lo:hi], k.pads[me][off:off+hi-lo])
+		})
+	}
+	signal := func() { peers(func(p int) { k.put(p, allReduceChannel) }) }
+	// waitAll is false when a wait failed (its status reported, or err).
+	waitAll := func() (bool, error) {
+		for p := range world {
+			if p == me || k.mask&(1<<p) == 0 {
+				continue
+			}
+			if ok, err := k.wait(p, allReduceChannel); !ok {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	steps := (k.n + chunk - 1) / chunk
+	if steps == 0 {
+		return nil
+	}
+	scatter(0)
+	signal()
+	srcs := make([][]byte, world)
+	for j := range steps {
+		if ok, err := waitAll(); !ok {
+			return err
+		}
+		if j > 0 {
+			gather(j - 1)
+		}
+		if j+1 < steps {
+			scatter(j + 1)
+		}
+		lo, hi := slice(j, me)
+		for r := range world {
+			if r == me {
+				srcs[r] = k.in[lo:hi]
+				continue
+			}
+			off := kernels.PipelineScatterSlot(world, s, r, me, 0, 1, j%2)
+			srcs[r] = k.pads[me][off : off+hi-lo]
+		}
+		reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
+		peers(func(p int) { put(p, 2+j%2, k.out[lo:hi]) })
+		signal()
+	}
+	if ok, err := waitAll(); !ok {
+		return err
+	}
+	gather(steps - 1)
 	return nil
 }

@@ -45,10 +45,12 @@ func TestPipelineChunks(t *testing.T) {
 	}
 }
 
-// TestPipelineLayout pins the chunk slots: two per block region, inside the
-// sender's region of the push area's half, none past it.
+// TestPipelineLayout pins the chunk slots: two per block region (four
+// where the Pipeline scatters), inside the sender's region of the push
+// area's half, none past it.
 func TestPipelineLayout(t *testing.T) {
-	for _, tc := range []struct{ world, grid int }{{2, 1}, {2, 64}, {2, 128}, {4, 128}, {8, 128}} {
+	for _, tc := range []struct{ world, grid int }{{2, 1}, {2, 64}, {2, 128}} {
+		require.False(t, kernels.PipelineScatters(tc.world))
 		c := kernels.PipelineChunk(1, tc.world, tc.grid)
 		require.Positive(t, c, "%+v", tc)
 		require.Zero(t, c%16, "%+v", tc)
@@ -65,6 +67,29 @@ func TestPipelineLayout(t *testing.T) {
 				kernels.PipelineSlot(wide, tc.world, s, 0, 1, tc.grid-1, tc.grid, 1), "%+v", tc)
 		}
 	}
+	// Scattered (three ranks on): four slots of one slice per block
+	// region, a chunk of World slices, none past the sender's region.
+	for _, tc := range []struct{ world, grid int }{{3, 1}, {4, 1}, {4, 128}, {8, 64}, {8, 128}} {
+		require.True(t, kernels.PipelineScatters(tc.world))
+		q := kernels.PipelineSlice(tc.world, tc.grid)
+		require.Positive(t, q, "%+v", tc)
+		require.Zero(t, q%16, "%+v", tc)
+		require.Equal(t, tc.world*q, kernels.PipelineChunk(1, tc.world, tc.grid), "%+v", tc)
+		require.Equal(t, tc.world*q, kernels.PipelineChunk(kernels.PipelineWideBytes+1, tc.world, tc.grid), "never wide")
+		region := kernels.OneShotPushMax(tc.world)
+		block := region / tc.grid &^ 15
+		for s := range 2 {
+			base := kernels.PushData(tc.world, s, 0, 1)
+			for b := range tc.grid {
+				for k := range 4 {
+					off := kernels.PipelineScatterSlot(tc.world, s, 0, 1, b, tc.grid, k)
+					require.Equal(t, base+b*block+k*q, off, "%+v block %d slot %d", tc, b, k)
+					require.LessOrEqual(t, off+q, base+region, "%+v block %d slot %d", tc, b, k)
+				}
+			}
+		}
+	}
+	require.Zero(t, kernels.PipelineSlice(8, 1<<20), "a grid too large for the push area")
 	require.Zero(t, kernels.PipelineChunk(1, 8, 1<<20), "a grid too large for the push area")
 	require.Zero(t, kernels.PipelineChunk(1, 2, 0))
 }

@@ -1148,11 +1148,13 @@ INTRANODE_DEVICE void push_part(const Args& a, char* const (&dst)[N > 1 ? N - 1 
 
 // reduce_part reduces vectors [lo, hi) in rank order: this rank's input in
 // its place, peer k's pushed data from src[k] (peer k is rank k + (k >= me)),
-// vector i at i - skew.
+// vector i at i - skew. With push, each result also goes to push[k] of
+// every peer k, vector i at i - skew.
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void reduce_part(const Args& a, const char* const (&src)[N > 1 ? N - 1 : 1],
                                   int n, uint64_t nfull, bool in_aligned, bool out_aligned,
-                                  uint64_t lo, uint64_t hi, uint64_t skew = 0) {
+                                  uint64_t lo, uint64_t hi, uint64_t skew = 0,
+                                  char* const* push = nullptr) {
   constexpr int U = kUnroll<N>;
   constexpr int P = N > 1 ? N - 1 : 1;
   const int me = int(a.rank);
@@ -1187,7 +1189,16 @@ INTRANODE_DEVICE void reduce_part(const Args& a, const char* const (&src)[N > 1 
                          lower ? pv[u][k0].z : pv[u][k1].z, lower ? pv[u][k0].w : pv[u][k1].w};
           x[r] = r == me ? own[u] : peer;
         }
-        message_store<DT>(a, i, nfull, out_aligned, reduce_pack<DT, OP, N>(Fold<OP>(a.op), x, n));
+        const V16 r = reduce_pack<DT, OP, N>(Fold<OP>(a.op), x, n);
+        message_store<DT>(a, i, nfull, out_aligned, r);
+        if (push != nullptr) {
+#pragma unroll
+          for (int k = 0; k < P; ++k) {
+            if (k < np) {
+              port::store16(push[k] + 16 * (i - skew), r);
+            }
+          }
+        }
       }
     }
   }
@@ -1371,6 +1382,163 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
     }
     odd = !odd;
     slot = odd ? slot1 : 0;
+  }
+  epoch_count_out(a.my_pad, epoch, ticket);
+}
+
+// scatter_slices stores, for every peer k (rank r = k + (k >= me)), slice
+// r of the chunk at vector lo (qv vectors, cut at nvec, the last vector of
+// the message zero-padded) at dst[k] + off. The block's threads stride
+// over all the peers' vectors at once.
+template <uint32_t DT, int N>
+INTRANODE_DEVICE void scatter_slices(const Args& a, char* const (&dst)[N > 1 ? N - 1 : 1], int np, int me,
+                                     uint64_t nfull, uint64_t nvec, bool in_aligned, uint64_t lo,
+                                     uint32_t qv, uint64_t off) {
+  constexpr int U = kUnroll<N>;
+  const uint32_t T = port::block_threads();
+  const uint32_t total = uint32_t(np) * qv;
+  for (uint32_t base = port::thread_index(); base < total; base += U * T) {
+    V16 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t t = base + u * T;
+      const uint32_t k = t / qv;
+      const uint64_t i = lo + uint64_t(k + (int(k) >= me)) * qv + (t - k * qv);
+      if (t < total && i < nvec) {
+        v[u] = message_load<DT>(a, i, nfull, in_aligned);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t t = base + u * T;
+      const uint32_t k = t / qv;
+      const uint64_t i = lo + uint64_t(k + (int(k) >= me)) * qv + (t - k * qv);
+      if (t < total && i < nvec) {
+        port::store16(dst[k] + off + 16 * uint64_t(t - k * qv), v[u]);
+      }
+    }
+  }
+}
+
+// gather_slices copies, for every peer k (rank r = k + (k >= me)), slice r
+// of the chunk at vector lo from src[k] + off into the output.
+template <uint32_t DT, int N>
+INTRANODE_DEVICE void gather_slices(const Args& a, const char* const (&src)[N > 1 ? N - 1 : 1], int np, int me,
+                                    uint64_t nfull, uint64_t nvec, bool out_aligned, uint64_t lo,
+                                    uint32_t qv, uint64_t off) {
+  constexpr int U = kUnroll<N>;
+  const uint32_t T = port::block_threads();
+  const uint32_t total = uint32_t(np) * qv;
+  for (uint32_t base = port::thread_index(); base < total; base += U * T) {
+    V16 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t t = base + u * T;
+      const uint32_t k = t / qv;
+      const uint64_t i = lo + uint64_t(k + (int(k) >= me)) * qv + (t - k * qv);
+      if (t < total && i < nvec) {
+        v[u] = port::load16(src[k] + off + 16 * uint64_t(t - k * qv));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t t = base + u * T;
+      const uint32_t k = t / qv;
+      const uint64_t i = lo + uint64_t(k + (int(k) >= me)) * qv + (t - k * qv);
+      if (t < total && i < nvec) {
+        message_store<DT>(a, i, nfull, out_aligned, v[u]);
+      }
+    }
+  }
+}
+
+// Pipeline, scattered (World >= 3, kernels/abi.go): a chunked
+// reduce-scatter + all-gather through four slots per block region of half
+// s: scatter chunk j+1 and reduce chunk j (its result pushed to every
+// peer) while the peers' results for chunk j-1 are copied out, one
+// exchange of signals per step.
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void pipeline_scattered(const Args& a, int n) {
+  constexpr uint64_t E = kVecElems<DT>;
+  constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
+  const int me = int(a.rank);
+  const int np = n - 1;
+  const uint64_t grid = port::grid_blocks();
+  const uint64_t b = port::block_index();
+  const uint64_t block_region = (push_max(a.world) / grid) & ~uint64_t(15);
+  const uint64_t q = (block_region / 4) & ~uint64_t(15);  // kernels.PipelineSlice
+  if (q < 16) {
+    if (port::thread_index() == 0) {
+      report(a.status, kStatusBadArgs, 0, uint32_t(b));
+    }
+    return;
+  }
+  const uint64_t nfull = a.count / E;
+  const uint64_t nvec = (a.count + E - 1) / E;
+  const uint32_t qv = uint32_t(q / 16);  // vectors per slice
+  const uint64_t cv = uint64_t(qv) * uint64_t(n);
+  const bool in_aligned = aligned16(a.input);
+  const bool out_aligned = aligned16(a.output);
+  Team team;
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
+
+  const uint32_t epoch = port::load_plain(reinterpret_cast<const uint32_t*>(a.my_pad + kEpochWord));
+  port::block_sync();  // every thread has read the epoch
+  const uint32_t ticket = epoch_count_in(a.my_pad, epoch);
+  const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
+  const uint64_t region = push_max(a.world);
+  char* dst[P];        // this block's region in peer k's pad
+  const char* src[P];  // peer k's block region in my pad
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    dst[k] = nullptr;
+    src[k] = nullptr;
+    if (k < np) {
+      const int r = k + (k >= me);
+      const uint64_t peer_pad = port::load_arg_u64(a.pads + r);
+      const uint64_t to = me < r ? me : me - 1;
+      dst[k] = reinterpret_cast<char*>(peer_pad + kPushOffset + (slot_base + to) * region + b * block_region);
+      src[k] = reinterpret_cast<const char*>(a.my_pad + kPushOffset + (slot_base + k) * region + b * block_region);
+    }
+  }
+
+  const uint64_t first = b * cv;
+  const uint64_t step = grid * cv;
+  if (first < nvec) {
+    scatter_slices<DT, N>(a, dst, np, me, nfull, nvec, in_aligned, first, qv, 0);
+    team.post(true);
+  }
+  uint64_t j = 0;
+  for (uint64_t lo = first; lo < nvec; lo += step, ++j) {
+    if (!team.receive(j == 0)) {
+      return;
+    }
+    if (j > 0) {
+      gather_slices<DT, N>(a, src, np, me, nfull, nvec, out_aligned, lo - step, qv, (2 + ((j - 1) & 1)) * q);
+    }
+    if (lo + step < nvec) {
+      scatter_slices<DT, N>(a, dst, np, me, nfull, nvec, in_aligned, lo + step, qv, ((j + 1) & 1) * q);
+    }
+    const uint64_t mlo = lo + uint64_t(me) * qv;
+    const uint64_t mhi = min_u64(nvec, mlo + qv);
+    if (mlo < mhi) {
+      const char* from[P];
+      char* to[P];
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        from[k] = src[k] == nullptr ? nullptr : src[k] + (j & 1) * q;
+        to[k] = dst[k] == nullptr ? nullptr : dst[k] + (2 + (j & 1)) * q;
+      }
+      reduce_part<DT, OP, N>(a, from, n, nfull, in_aligned, out_aligned, mlo, mhi, mlo, to);
+    }
+    team.post(false);
+  }
+  if (j > 0) {
+    if (!team.receive(false)) {
+      return;
+    }
+    gather_slices<DT, N>(a, src, np, me, nfull, nvec, out_aligned, first + (j - 1) * step, qv,
+                         (2 + ((j - 1) & 1)) * q);
   }
   epoch_count_out(a.my_pad, epoch, ticket);
 }
@@ -1647,7 +1815,16 @@ INTRANODE_DEVICE void one_shot_ll_world(const Args& a) {
 
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void pipeline_world(const Args& a) {
-  by_world(a.world, [&](auto w, int n) { pipeline<DT, OP, decltype(w)::value>(a, n); });
+  by_world(a.world, [&](auto w, int n) {
+    constexpr int N = decltype(w)::value;
+    if constexpr (N == 2) {
+      pipeline<DT, OP, N>(a, n);
+    } else if (n >= 3) {  // kernels.PipelineScatters
+      pipeline_scattered<DT, OP, N>(a, n);
+    } else {
+      pipeline<DT, OP, N>(a, n);
+    }
+  });
 }
 
 template <uint32_t DT, uint32_t OP>
