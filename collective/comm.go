@@ -262,12 +262,14 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 		return fmt.Errorf("collective: comm counter: %w", err)
 	}
 	id := n - 1
+	tm.Mark("counter")
 	// The link matrix is read before the handshake, so that what each
 	// rank judges the topology from travels with it.
 	m, err := c.b.LinkMatrix(ctx)
 	if err != nil {
 		return fmt.Errorf("collective: reading link matrix: %w", err)
 	}
+	tm.Mark("links")
 	ex, err := store.NewExchange(c.st, fmt.Sprintf("IntraNodeComm%d/handshake-0", id), c.rank, c.world)
 	if err != nil {
 		return err

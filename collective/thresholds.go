@@ -159,7 +159,10 @@ func (t Thresholds) Select(n int) Algo {
 // 4 and 16 MiB is not measured, so the windows stop at 4 MiB. The
 // all-reduce in the same run (bench-graph.txt): one-shot to 256 KiB
 // (8.45 against the two-shot's 10.18), two-shot from 1 MiB (14.12 against
-// 16.07) to the buffer, NCCL beyond it. At world 8 and at worlds 3 and
+// 16.07) to the buffer, NCCL beyond it: the scattered Pipeline reached
+// 315.4 GB/s bus bandwidth at 256 MiB against NCCL's 337.0 and was slower
+// at every size from 16 MiB (run4/bench-pipeline.txt), so it is not
+// selected. At world 8 and at worlds 3 and
 // 5–7 nothing of today's kernels is measured: NCCL for every data-movement
 // collective.
 func DefaultThresholds(backendName string, world int) Thresholds {

@@ -373,9 +373,12 @@ const (
 	LLSize   = 1 << 20
 	// PushOffset and PushSize place the area the one-shot push path
 	// receives into: two slots of World-1 regions of OneShotPushMax(World)
-	// bytes.
+	// bytes. 64 MiB gives every world to 4 the whole OneShotPushMaxBytes
+	// per region, which sets the scattered Pipeline's step (16 MiB held
+	// its world-4 steps to 2.67 MiB and its bus bandwidth to 253 GB/s on
+	// 4×H200).
 	PushOffset    = LLOffset + LLSize
-	PushSize      = 16 << 20
+	PushSize      = 64 << 20
 	SignalPadSize = PushOffset + PushSize
 	// OneShotLLMaxBytes and OneShotPushMaxBytes bound the LL and push paths
 	// of the one-shot at any world (see OneShotLLMax, OneShotPushMax).

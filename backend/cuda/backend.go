@@ -58,8 +58,9 @@ type Backend struct {
 	nvml    nvml.Interface
 	nvmlErr error
 
-	linksMu sync.Mutex
-	links   *connectivity.Matrix // LinkMatrix's first answer, kept (see LinkMatrix)
+	linksMu    sync.Mutex
+	links      *connectivity.Matrix // LinkMatrix's first answer, kept (see LinkMatrix)
+	prefetched sync.Once            // Open's background LinkMatrix read
 
 	ctxMu sync.Mutex
 	ctxs  []ctxHandle // primary contexts the backend retained for its own checks
@@ -209,6 +210,9 @@ func (b *Backend) LinkMatrix(ctx context.Context) (connectivity.Matrix, error) {
 	if b.links != nil {
 		return b.links.Clone(), nil
 	}
+	if b.Closed() { // Close shuts NVML down holding linksMu
+		return connectivity.Matrix{}, backend.Errorf(backend.CodeClosed, "cuda: backend is closed")
+	}
 	if b.nvml == nil {
 		return connectivity.Matrix{}, b.nvmlErr
 	}
@@ -223,6 +227,23 @@ func (b *Backend) LinkMatrix(ctx context.Context) (connectivity.Matrix, error) {
 	}
 	b.links = &m
 	return m.Clone(), nil
+}
+
+// Open opens device i (gpu.Core.Open). The first Open also starts reading
+// the NVLink matrix (LinkMatrix) on a goroutine of its own: a program opens
+// its device before it forms a group, and NVML's answer (61–79 ms for four
+// H200s, docs/PERFORMANCE.md) then comes while the driver creates the
+// device's context (hundreds of ms) instead of inside Rendezvous, which
+// finds it kept.
+func (b *Backend) Open(ctx context.Context, i int) (backend.Device, error) {
+	b.prefetched.Do(func() {
+		go func() {
+			if _, err := b.LinkMatrix(context.Background()); err != nil {
+				b.log.Debug("cuda: reading the link matrix ahead", "error", err)
+			}
+		}()
+	})
+	return b.Core.Open(ctx, i)
 }
 
 // MulticastSupported reads CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED. It is
@@ -283,7 +304,12 @@ func (b *Backend) Close() error {
 		}
 	}
 	if b.nvml != nil {
-		if ret := b.nvml.Shutdown(); ret != nvml.SUCCESS && first == nil {
+		// linksMu: a LinkMatrix read in progress (Open's, on its own
+		// goroutine) ends before NVML does.
+		b.linksMu.Lock()
+		ret := b.nvml.Shutdown()
+		b.linksMu.Unlock()
+		if ret != nvml.SUCCESS && first == nil {
 			first = backend.Errorf(backend.CodeInternal, "cuda: NVML shutdown: %v", ret)
 		}
 	}

@@ -376,6 +376,9 @@ type ncclComm struct {
 
 	failure  atomic.Pointer[ncclFailure]
 	released atomic.Bool
+	// stuck marks a communicator with a call still blocked inside NCCL:
+	// release leaves it (and the context it holds) to the process's exit.
+	stuck atomic.Bool
 }
 
 // ncclFailure is why a communicator cannot be used: its creation failed
@@ -418,7 +421,7 @@ func (nc *ncclComm) wait(timeout time.Duration) error {
 // communicator's all-reduce to be destroyed. Call it only once ready is
 // closed (or from the goroutine that closes it).
 func (nc *ncclComm) release(timeout time.Duration) error {
-	if !nc.released.CompareAndSwap(false, true) || nc.h == 0 {
+	if !nc.released.CompareAndSwap(false, true) || nc.h == 0 || nc.stuck.Load() {
 		return nil
 	}
 	done := make(chan error, 1)
@@ -566,38 +569,35 @@ func (b *Backend) collectiveNCCL(ctx context.Context, st *gpu.Stream, g ncclGrou
 	if err != nil {
 		return err
 	}
-	// Enqueuing can block inside NCCL: sends and receives connect to
-	// their peer on first use, and a dead peer never answers. At ctx's
-	// deadline a watchdog fails the communicator and aborts it from its
-	// own goroutine (ncclCommAbort from another thread is how NCCL ends a
-	// blocked call, as PyTorch's watchdog does), so the call returns.
-	stuck := make(chan error, 1)
-	stop := func() bool { return true }
-	if dl, ok := ctx.Deadline(); ok {
-		b.nccl.mu.Lock()
-		limit := b.ncclTimeoutLocked()
-		b.nccl.mu.Unlock()
-		w := time.AfterFunc(time.Until(dl), func() {
-			err := backend.Errorf(backend.CodeTimeout,
-				"cuda: NCCL %v for %s still enqueuing at the call's deadline (a peer gone?): communicator aborted", op, nc)
-			nc.fail(err)
-			if rerr := nc.release(limit); rerr != nil {
-				b.log.Debug("aborting a stuck NCCL communicator", "comm", nc.String(), "err", rerr)
-			}
-			stuck <- err
-		})
-		stop = w.Stop
+	enqueue := func() int {
+		return int(C.inu_nccl_collective(C.uintptr_t(st.Device().Ctx()), C.uintptr_t(nc.h), C.int(op), C.uint64_t(in),
+			C.uint64_t(out), C.size_t(count), C.size_t(dtype.Size()), C.int(dt), C.int(rop), C.int(root),
+			C.int(nc.world), C.uintptr_t(st.Handle())))
 	}
-	r := int(C.inu_nccl_collective(C.uintptr_t(st.Device().Ctx()), C.uintptr_t(nc.h), C.int(op), C.uint64_t(in),
-		C.uint64_t(out), C.size_t(count), C.size_t(dtype.Size()), C.int(dt), C.int(rop), C.int(root),
-		C.int(nc.world), C.uintptr_t(st.Handle())))
-	if !stop() {
-		// The watchdog fired: its abort ended the call.
-		err := <-stuck
-		if r != C.INU_NCCL_SUCCESS {
-			err = errors.Join(err, wrapNCCL(checkNCCL("nccl "+op.String(), r), "cuda: NCCL %v for %s", op, nc))
+	var r int
+	if op == collective.OpAllToAll && !st.Capturing() {
+		// NCCL connects a send/receive pair to its peer on first use,
+		// inside the enqueue call (NCCL_RUNTIME_CONNECT=0 connects only the
+		// collectives' rings and trees at init), and a dead peer never
+		// answers: the call would block past any deadline. It runs on a
+		// goroutine of its own, and the caller leaves at ctx's end. The
+		// communicator is then failed and never aborted: ncclCommAbort
+		// frees it under the blocked call, which crashed the process when
+		// the abort woke it (4×H200 kill trials,
+		// docs/results/2026-11-26-session8-h200x4/run5).
+		done := make(chan int, 1)
+		go func() { done <- enqueue() }()
+		select {
+		case r = <-done:
+		case <-ctx.Done():
+			err := backend.Errorf(backend.CodeTimeout,
+				"cuda: NCCL all-to-all for %s still connecting to its peers at the call's deadline (a peer gone?): %v", nc, ctx.Err())
+			nc.fail(err)
+			nc.stuck.Store(true)
+			return err
 		}
-		return err
+	} else {
+		r = enqueue()
 	}
 	if r == C.INU_NCCL_SUCCESS {
 		return nil

@@ -1031,7 +1031,8 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 
 	// A call blocked inside NCCL (a group of sends and receives whose
 	// peer never comes) ends at the caller's deadline: the communicator is
-	// failed and aborted under it, and stays failed.
+	// failed, stays failed, and is never aborted under the blocked call
+	// (Close below aborts only the peer's, which ends the mock's wait).
 	f := group("IntraNodeCommStuck")
 	require.NoError(t, eachRank(world, func(r int) error {
 		return call(ranks[r], f[r], ranks[r].out.Ptr(), 1, backend.Float32, backend.Sum)
@@ -1042,7 +1043,7 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 		ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum, 0)
 	cancelShort()
 	require.ErrorIs(t, err, backend.ErrTimeout)
-	require.ErrorContains(t, err, "still enqueuing at the call's deadline")
+	require.ErrorContains(t, err, "still connecting to its peers at the call's deadline")
 	require.Less(t, time.Since(start), limit+time.Second)
 	err = call(ranks[0], f[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
 	require.ErrorIs(t, err, backend.ErrTimeout, "the failure sticks")

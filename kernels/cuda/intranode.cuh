@@ -63,7 +63,7 @@ constexpr uint64_t kLLOffset = kStateOffset + kStateSize;
 #define INTRANODE_LL_MAX_BYTES (256ull << 10)
 #endif
 #ifndef INTRANODE_PUSH_SIZE
-#define INTRANODE_PUSH_SIZE (16ull << 20)
+#define INTRANODE_PUSH_SIZE (64ull << 20)
 #endif
 #ifndef INTRANODE_PUSH_MAX_BYTES
 #define INTRANODE_PUSH_MAX_BYTES (8ull << 20)
@@ -689,6 +689,30 @@ INTRANODE_DEVICE uint64_t push_max(uint32_t world) {
                     : min_u64(kPushMaxBytes, (uint32_t(kPushSize) / (2u * (world - 1))) & ~15u);
 }
 
+// peer_regions points dst[k] at this rank's region of peer k's receiving
+// area (peer k is rank k + (k >= me); the area at byte offset area of every
+// pad, regions of region bytes indexed by sender from slot_base), and
+// src[k] at peer k's region of my own pad, both plus off (a block's part);
+// nullptr past the peers.
+template <int N>
+INTRANODE_DEVICE void peer_regions(const Args& a, int me, int np, uint64_t area, uint64_t slot_base,
+                                   uint64_t region, uint64_t off, char* (&dst)[N > 1 ? N - 1 : 1],
+                                   const char* (&src)[N > 1 ? N - 1 : 1]) {
+  constexpr int P = N > 1 ? N - 1 : 1;
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    dst[k] = nullptr;
+    src[k] = nullptr;
+    if (k < np) {
+      const int r = k + (k >= me);
+      const uint64_t peer_pad = port::load_arg_u64(a.pads + r);
+      const uint64_t to = me < r ? me : me - 1;  // my index at r
+      dst[k] = reinterpret_cast<char*>(peer_pad + area + (slot_base + to) * region + off);
+      src[k] = reinterpret_cast<const char*>(a.my_pad + area + (slot_base + k) * region + off);
+    }
+  }
+}
+
 // hcm_partial_offset is where HCM keeps the quad partials in every buffer:
 // bits 32-63 of Extra when the host sets them (HCMPartialOffset of the
 // buffer size), else the first 16-byte boundary after the data, which lies
@@ -982,18 +1006,7 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
 
   char* dst[P];        // my region of the slot in peer k's pad
   const char* src[P];  // peer k's region of the slot in my pad
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    dst[k] = nullptr;
-    src[k] = nullptr;
-    if (k < np) {
-      const int r = k + (k >= me);
-      const uint64_t peer_pad = port::load_arg_u64(a.pads + r);
-      const uint64_t to = me < r ? me : me - 1;  // my index at r
-      dst[k] = reinterpret_cast<char*>(peer_pad + kLLOffset + (slot_base + to) * region);
-      src[k] = reinterpret_cast<const char*>(a.my_pad + kLLOffset + (slot_base + k) * region);
-    }
-  }
+  peer_regions<N>(a, me, np, kLLOffset, slot_base, region, 0, dst, src);
 
   // 1. Send: every vector of this block to every peer.
   for (uint64_t base = lo + t; base < hi; base += U * T) {
@@ -1226,18 +1239,7 @@ INTRANODE_DEVICE void one_shot_push(const Args& a, int n) {
   const uint64_t region = push_max(a.world);
   char* dst[P];
   const char* src[P];
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    dst[k] = nullptr;
-    src[k] = nullptr;
-    if (k < np) {
-      const int r = k + (k >= me);
-      const uint64_t peer_pad = port::load_arg_u64(a.pads + r);
-      const uint64_t to = me < r ? me : me - 1;
-      dst[k] = reinterpret_cast<char*>(peer_pad + kPushOffset + (slot_base + to) * region);
-      src[k] = reinterpret_cast<const char*>(a.my_pad + kPushOffset + (slot_base + k) * region);
-    }
-  }
+  peer_regions<N>(a, me, np, kPushOffset, slot_base, region, 0, dst, src);
 
   const uint64_t nfull = a.count / E;
   const uint64_t nvec = (a.count + E - 1) / E;
@@ -1320,18 +1322,7 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   const int64_t slot1 = !wide ? int64_t(chunk) : (epoch & 1) == 0 ? halves : -halves;
   char* dst[P];        // this block's region in peer k's pad
   const char* src[P];  // peer k's block region in my pad
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    dst[k] = nullptr;
-    src[k] = nullptr;
-    if (k < np) {
-      const int r = k + (k >= me);
-      const uint64_t peer_pad = port::load_arg_u64(a.pads + r);
-      const uint64_t to = me < r ? me : me - 1;
-      dst[k] = reinterpret_cast<char*>(peer_pad + kPushOffset + (slot_base + to) * region + b * block_region);
-      src[k] = reinterpret_cast<const char*>(a.my_pad + kPushOffset + (slot_base + k) * region + b * block_region);
-    }
-  }
+  peer_regions<N>(a, me, np, kPushOffset, slot_base, region, b * block_region, dst, src);
 
   // Chunk j of this block is in slot j mod 2 (byte offset slot). Step j:
   // wait for the peers' chunk j, push chunk j+1 into the other slot, reduce
@@ -1386,67 +1377,44 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   epoch_count_out(a.my_pad, epoch, ticket);
 }
 
-// scatter_slices stores, for every peer k (rank r = k + (k >= me)), slice
-// r of the chunk at vector lo (qv vectors, cut at nvec, the last vector of
-// the message zero-padded) at dst[k] + off. The block's threads stride
+// move_slices moves, for every peer k (rank r = k + (k >= me)), slice r
+// of the chunk at vector lo (qv vectors, cut at nvec): with SCATTER from
+// the input (the message's last vector zero-padded) to pad[k] + off,
+// otherwise from pad[k] + off to the output. The block's threads stride
 // over all the peers' vectors at once.
-template <uint32_t DT, int N>
-INTRANODE_DEVICE void scatter_slices(const Args& a, char* const (&dst)[N > 1 ? N - 1 : 1], int np, int me,
-                                     uint64_t nfull, uint64_t nvec, bool in_aligned, uint64_t lo,
-                                     uint32_t qv, uint64_t off) {
+template <uint32_t DT, int N, bool SCATTER, typename Ptr>
+INTRANODE_DEVICE void move_slices(const Args& a, Ptr const (&pad)[N > 1 ? N - 1 : 1], int np, int me,
+                                  uint64_t nfull, uint64_t nvec, bool aligned, uint64_t lo, uint32_t qv,
+                                  uint64_t off) {
   constexpr int U = kUnroll<N>;
   const uint32_t T = port::block_threads();
   const uint32_t total = uint32_t(np) * qv;
   for (uint32_t base = port::thread_index(); base < total; base += U * T) {
     V16 v[U];
+    uint32_t k[U];
+    uint64_t i[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const uint32_t t = base + u * T;
-      const uint32_t k = t / qv;
-      const uint64_t i = lo + uint64_t(k + (int(k) >= me)) * qv + (t - k * qv);
-      if (t < total && i < nvec) {
-        v[u] = message_load<DT>(a, i, nfull, in_aligned);
+      k[u] = t / qv;
+      i[u] = t < total ? lo + uint64_t(k[u] + (int(k[u]) >= me)) * qv + (t - k[u] * qv) : nvec;
+      if (i[u] < nvec) {
+        if constexpr (SCATTER) {
+          v[u] = message_load<DT>(a, i[u], nfull, aligned);
+        } else {
+          v[u] = port::load16(pad[k[u]] + off + 16 * uint64_t(t - k[u] * qv));
+        }
       }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const uint32_t t = base + u * T;
-      const uint32_t k = t / qv;
-      const uint64_t i = lo + uint64_t(k + (int(k) >= me)) * qv + (t - k * qv);
-      if (t < total && i < nvec) {
-        port::store16(dst[k] + off + 16 * uint64_t(t - k * qv), v[u]);
-      }
-    }
-  }
-}
-
-// gather_slices copies, for every peer k (rank r = k + (k >= me)), slice r
-// of the chunk at vector lo from src[k] + off into the output.
-template <uint32_t DT, int N>
-INTRANODE_DEVICE void gather_slices(const Args& a, const char* const (&src)[N > 1 ? N - 1 : 1], int np, int me,
-                                    uint64_t nfull, uint64_t nvec, bool out_aligned, uint64_t lo,
-                                    uint32_t qv, uint64_t off) {
-  constexpr int U = kUnroll<N>;
-  const uint32_t T = port::block_threads();
-  const uint32_t total = uint32_t(np) * qv;
-  for (uint32_t base = port::thread_index(); base < total; base += U * T) {
-    V16 v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint32_t t = base + u * T;
-      const uint32_t k = t / qv;
-      const uint64_t i = lo + uint64_t(k + (int(k) >= me)) * qv + (t - k * qv);
-      if (t < total && i < nvec) {
-        v[u] = port::load16(src[k] + off + 16 * uint64_t(t - k * qv));
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint32_t t = base + u * T;
-      const uint32_t k = t / qv;
-      const uint64_t i = lo + uint64_t(k + (int(k) >= me)) * qv + (t - k * qv);
-      if (t < total && i < nvec) {
-        message_store<DT>(a, i, nfull, out_aligned, v[u]);
+      if (i[u] < nvec) {
+        if constexpr (SCATTER) {
+          port::store16(pad[k[u]] + off + 16 * uint64_t(t - k[u] * qv), v[u]);
+        } else {
+          message_store<DT>(a, i[u], nfull, aligned, v[u]);
+        }
       }
     }
   }
@@ -1489,23 +1457,12 @@ INTRANODE_DEVICE void pipeline_scattered(const Args& a, int n) {
   const uint64_t region = push_max(a.world);
   char* dst[P];        // this block's region in peer k's pad
   const char* src[P];  // peer k's block region in my pad
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    dst[k] = nullptr;
-    src[k] = nullptr;
-    if (k < np) {
-      const int r = k + (k >= me);
-      const uint64_t peer_pad = port::load_arg_u64(a.pads + r);
-      const uint64_t to = me < r ? me : me - 1;
-      dst[k] = reinterpret_cast<char*>(peer_pad + kPushOffset + (slot_base + to) * region + b * block_region);
-      src[k] = reinterpret_cast<const char*>(a.my_pad + kPushOffset + (slot_base + k) * region + b * block_region);
-    }
-  }
+  peer_regions<N>(a, me, np, kPushOffset, slot_base, region, b * block_region, dst, src);
 
   const uint64_t first = b * cv;
   const uint64_t step = grid * cv;
   if (first < nvec) {
-    scatter_slices<DT, N>(a, dst, np, me, nfull, nvec, in_aligned, first, qv, 0);
+    move_slices<DT, N, true>(a, dst, np, me, nfull, nvec, in_aligned, first, qv, 0);
     team.post(true);
   }
   uint64_t j = 0;
@@ -1514,10 +1471,10 @@ INTRANODE_DEVICE void pipeline_scattered(const Args& a, int n) {
       return;
     }
     if (j > 0) {
-      gather_slices<DT, N>(a, src, np, me, nfull, nvec, out_aligned, lo - step, qv, (2 + ((j - 1) & 1)) * q);
+      move_slices<DT, N, false>(a, src, np, me, nfull, nvec, out_aligned, lo - step, qv, (2 + ((j - 1) & 1)) * q);
     }
     if (lo + step < nvec) {
-      scatter_slices<DT, N>(a, dst, np, me, nfull, nvec, in_aligned, lo + step, qv, ((j + 1) & 1) * q);
+      move_slices<DT, N, true>(a, dst, np, me, nfull, nvec, in_aligned, lo + step, qv, ((j + 1) & 1) * q);
     }
     const uint64_t mlo = lo + uint64_t(me) * qv;
     const uint64_t mhi = min_u64(nvec, mlo + qv);
@@ -1537,8 +1494,8 @@ INTRANODE_DEVICE void pipeline_scattered(const Args& a, int n) {
     if (!team.receive(false)) {
       return;
     }
-    gather_slices<DT, N>(a, src, np, me, nfull, nvec, out_aligned, first + (j - 1) * step, qv,
-                         (2 + ((j - 1) & 1)) * q);
+    move_slices<DT, N, false>(a, src, np, me, nfull, nvec, out_aligned, first + (j - 1) * step, qv,
+                              (2 + ((j - 1) & 1)) * q);
   }
   epoch_count_out(a.my_pad, epoch, ticket);
 }
@@ -1873,18 +1830,7 @@ INTRANODE_DEVICE void mover_push(const Args& a, Algo algo, int nr) {
   const uint64_t region = push_max(a.world);
   char* dst[P];
   const char* src[P];
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    dst[k] = nullptr;
-    src[k] = nullptr;
-    if (k < np) {
-      const int r = k + (k >= me);
-      const uint64_t peer_pad = port::load_arg_u64(a.pads + r);
-      const uint64_t to = me < r ? me : me - 1;
-      dst[k] = reinterpret_cast<char*>(peer_pad + kPushOffset + (slot_base + to) * region);
-      src[k] = reinterpret_cast<const char*>(a.my_pad + kPushOffset + (slot_base + k) * region);
-    }
-  }
+  peer_regions<N>(a, me, np, kPushOffset, slot_base, region, 0, dst, src);
   const uint64_t n = a.count;
   const uint64_t stride = (algo == Algo::kBroadcast || a.extra == 0 ? n : a.extra) * kElemSize<DT>;
   const int root = int(a.extra);
