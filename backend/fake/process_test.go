@@ -49,7 +49,10 @@ func helperMessages() (parent1, child, parent2 []byte) {
 		[]byte("written by the parent while the child has it mapped")
 }
 
-func TestExportImportOtherProcess(t *testing.T) {
+// handleKinds runs f for each kind of shareable handle, on a fake of
+// devices devices (fabric handles on when the kind asks), skipping the
+// fabric kind where this machine cannot pass them (checked on device dev).
+func handleKinds(t *testing.T, devices, dev int, f func(t *testing.T, e *env, name string, kind backend.HandleKind)) {
 	tests := []struct {
 		name string
 		kind backend.HandleKind
@@ -60,71 +63,77 @@ func TestExportImportOtherProcess(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, append([]fake.Option{fake.WithDevices(1)}, tc.opts...)...)
+			e := newEnv(t, append([]fake.Option{fake.WithDevices(devices)}, tc.opts...)...)
 			if tc.kind == backend.HandleFabric {
-				ok, err := e.b.FabricSupported(e.ctx, 0)
+				ok, err := e.b.FabricSupported(e.ctx, dev)
 				require.NoError(t, err)
 				if !ok {
 					t.Skip("fabric round trip fails here (no access to /proc/<pid>/fd)")
 				}
 			}
-			parent1, child, parent2 := helperMessages()
-			a, err := e.d.AllocShareable(e.ctx, 3*4096, tc.kind)
-			require.NoError(t, err)
-			defer func() { require.NoError(t, a.Close()) }()
-			require.NoError(t, e.d.CopyToDevice(e.ctx, a.Ptr().Add(offParent1), parent1))
-			h, err := a.Export(tc.kind)
-			require.NoError(t, err)
-			require.Equal(t, a.Size(), h.Size)
-
-			ctx, cancel := context.WithTimeout(e.ctx, 2*pipeDeadline)
-			defer cancel()
-			toChildR, toChildW, err := os.Pipe()
-			require.NoError(t, err)
-			fromChildR, fromChildW, err := os.Pipe()
-			require.NoError(t, err)
-			defer toChildW.Close()
-			defer fromChildR.Close()
-
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-			cmd.Env = append(os.Environ(), helperEnv+"="+tc.name, helperSizeEnv+"="+strconv.Itoa(h.Size))
-			cmd.ExtraFiles = []*os.File{toChildR, fromChildW}
-			if tc.kind == backend.HandleFD {
-				cmd.ExtraFiles = append(cmd.ExtraFiles, h.File)
-			} else {
-				cmd.Env = append(cmd.Env, helperHandleEnv+"="+hex.EncodeToString(h.Opaque))
-			}
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			require.NoError(t, cmd.Start())
-			// The child holds its own copies now.
-			require.NoError(t, toChildR.Close())
-			require.NoError(t, fromChildW.Close())
-			if h.File != nil {
-				require.NoError(t, h.File.Close())
-			}
-
-			lines := bufio.NewReader(fromChildR)
-			readLine := func() string {
-				require.NoError(t, fromChildR.SetReadDeadline(time.Now().Add(pipeDeadline)))
-				l, err := lines.ReadString('\n')
-				require.NoError(t, err, "child output:\n%s", &out)
-				return strings.TrimSpace(l)
-			}
-
-			require.Equal(t, "written", readLine())
-			got := make([]byte, len(child))
-			require.NoError(t, e.d.CopyFromDevice(e.ctx, got, a.Ptr().Add(offChild)))
-			require.Equal(t, string(child), string(got), "the child's write is visible here")
-
-			require.NoError(t, e.d.CopyToDevice(e.ctx, a.Ptr().Add(offParent2), parent2))
-			require.NoError(t, toChildW.SetWriteDeadline(time.Now().Add(pipeDeadline)))
-			_, err = toChildW.WriteString("again\n")
-			require.NoError(t, err)
-			require.Equal(t, "ok", readLine())
-			require.NoError(t, cmd.Wait(), "child output:\n%s", &out)
+			f(t, e, tc.name, tc.kind)
 		})
 	}
+}
+
+func TestExportImportOtherProcess(t *testing.T) {
+	handleKinds(t, 1, 0, func(t *testing.T, e *env, name string, kind backend.HandleKind) {
+		parent1, child, parent2 := helperMessages()
+		a, err := e.d.AllocShareable(e.ctx, 3*4096, kind)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, a.Close()) }()
+		require.NoError(t, e.d.CopyToDevice(e.ctx, a.Ptr().Add(offParent1), parent1))
+		h, err := a.Export(kind)
+		require.NoError(t, err)
+		require.Equal(t, a.Size(), h.Size)
+
+		ctx, cancel := context.WithTimeout(e.ctx, 2*pipeDeadline)
+		defer cancel()
+		toChildR, toChildW, err := os.Pipe()
+		require.NoError(t, err)
+		fromChildR, fromChildW, err := os.Pipe()
+		require.NoError(t, err)
+		defer toChildW.Close()
+		defer fromChildR.Close()
+
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), helperEnv+"="+name, helperSizeEnv+"="+strconv.Itoa(h.Size))
+		cmd.ExtraFiles = []*os.File{toChildR, fromChildW}
+		if kind == backend.HandleFD {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, h.File)
+		} else {
+			cmd.Env = append(cmd.Env, helperHandleEnv+"="+hex.EncodeToString(h.Opaque))
+		}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		require.NoError(t, cmd.Start())
+		// The child holds its own copies now.
+		require.NoError(t, toChildR.Close())
+		require.NoError(t, fromChildW.Close())
+		if h.File != nil {
+			require.NoError(t, h.File.Close())
+		}
+
+		lines := bufio.NewReader(fromChildR)
+		readLine := func() string {
+			require.NoError(t, fromChildR.SetReadDeadline(time.Now().Add(pipeDeadline)))
+			l, err := lines.ReadString('\n')
+			require.NoError(t, err, "child output:\n%s", &out)
+			return strings.TrimSpace(l)
+		}
+
+		require.Equal(t, "written", readLine())
+		got := make([]byte, len(child))
+		require.NoError(t, e.d.CopyFromDevice(e.ctx, got, a.Ptr().Add(offChild)))
+		require.Equal(t, string(child), string(got), "the child's write is visible here")
+
+		require.NoError(t, e.d.CopyToDevice(e.ctx, a.Ptr().Add(offParent2), parent2))
+		require.NoError(t, toChildW.SetWriteDeadline(time.Now().Add(pipeDeadline)))
+		_, err = toChildW.WriteString("again\n")
+		require.NoError(t, err)
+		require.Equal(t, "ok", readLine())
+		require.NoError(t, cmd.Wait(), "child output:\n%s", &out)
+	})
 }
 
 // TestHelperProcess is the child of TestExportImportOtherProcess; it does
@@ -234,62 +243,44 @@ func runHelper(ctx context.Context, mode string) error {
 }
 
 func TestImportSameProcess(t *testing.T) {
-	tests := []struct {
-		name string
-		kind backend.HandleKind
-		opts []fake.Option
-	}{
-		{"fd", backend.HandleFD, nil},
-		{"fabric", backend.HandleFabric, []fake.Option{fake.WithFabric(true)}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, append([]fake.Option{fake.WithDevices(2)}, tc.opts...)...)
-			if tc.kind == backend.HandleFabric {
-				ok, err := e.b.FabricSupported(e.ctx, 1)
-				require.NoError(t, err)
-				if !ok {
-					t.Skip("fabric round trip fails here (no access to /proc/<pid>/fd)")
-				}
-			}
-			a, err := e.d.AllocShareable(e.ctx, 100, tc.kind)
-			require.NoError(t, err)
-			require.Equal(t, e.d.Granularity(), a.Size(), "rounded up to the granularity")
-			h, err := a.Export(tc.kind)
-			require.NoError(t, err)
-			if h.File != nil {
-				defer h.File.Close()
-			}
+	handleKinds(t, 2, 1, func(t *testing.T, e *env, name string, kind backend.HandleKind) {
+		a, err := e.d.AllocShareable(e.ctx, 100, kind)
+		require.NoError(t, err)
+		require.Equal(t, e.d.Granularity(), a.Size(), "rounded up to the granularity")
+		h, err := a.Export(kind)
+		require.NoError(t, err)
+		if h.File != nil {
+			defer h.File.Close()
+		}
 
-			d1, err := e.b.Open(e.ctx, 1)
-			require.NoError(t, err)
-			defer func() { require.NoError(t, d1.Close()) }()
-			imp, err := d1.Import(e.ctx, h)
-			require.NoError(t, err)
-			require.NotEqual(t, a.Ptr(), imp.Ptr(), "a second mapping of the same memory")
-			require.Equal(t, a.Size(), imp.Size())
-			_, err = imp.Export(backend.HandleFD)
-			require.ErrorIs(t, err, backend.ErrNotSupported, "imports are not re-exported")
+		d1, err := e.b.Open(e.ctx, 1)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, d1.Close()) }()
+		imp, err := d1.Import(e.ctx, h)
+		require.NoError(t, err)
+		require.NotEqual(t, a.Ptr(), imp.Ptr(), "a second mapping of the same memory")
+		require.Equal(t, a.Size(), imp.Size())
+		_, err = imp.Export(backend.HandleFD)
+		require.ErrorIs(t, err, backend.ErrNotSupported, "imports are not re-exported")
 
-			require.NoError(t, d1.CopyToDevice(e.ctx, imp.Ptr().Add(10), []byte("via import")))
-			got := make([]byte, 10)
-			require.NoError(t, e.d.CopyFromDevice(e.ctx, got, a.Ptr().Add(10)))
-			require.Equal(t, "via import", string(got))
-			require.NoError(t, e.d.CopyToDevice(e.ctx, a.Ptr(), []byte("via owner!")))
-			require.NoError(t, d1.CopyFromDevice(e.ctx, got, imp.Ptr()))
-			require.Equal(t, "via owner!", string(got))
+		require.NoError(t, d1.CopyToDevice(e.ctx, imp.Ptr().Add(10), []byte("via import")))
+		got := make([]byte, 10)
+		require.NoError(t, e.d.CopyFromDevice(e.ctx, got, a.Ptr().Add(10)))
+		require.Equal(t, "via import", string(got))
+		require.NoError(t, e.d.CopyToDevice(e.ctx, a.Ptr(), []byte("via owner!")))
+		require.NoError(t, d1.CopyFromDevice(e.ctx, got, imp.Ptr()))
+		require.Equal(t, "via owner!", string(got))
 
-			// The import outlives the exporter's allocation.
-			require.NoError(t, a.Close())
-			require.NoError(t, d1.CopyFromDevice(e.ctx, got, imp.Ptr().Add(10)))
-			require.Equal(t, "via import", string(got))
-			require.NoError(t, imp.Close())
-			if tc.kind == backend.HandleFabric {
-				_, err := d1.Import(e.ctx, h)
-				require.ErrorIs(t, err, backend.ErrNotFound, "fabric handle of a freed allocation")
-			}
-		})
-	}
+		// The import outlives the exporter's allocation.
+		require.NoError(t, a.Close())
+		require.NoError(t, d1.CopyFromDevice(e.ctx, got, imp.Ptr().Add(10)))
+		require.Equal(t, "via import", string(got))
+		require.NoError(t, imp.Close())
+		if kind == backend.HandleFabric {
+			_, err := d1.Import(e.ctx, h)
+			require.ErrorIs(t, err, backend.ErrNotFound, "fabric handle of a freed allocation")
+		}
+	})
 }
 
 func TestImportErrors(t *testing.T) {

@@ -25,17 +25,29 @@ const chunkElems = 1024
 // views; anything else takes an encoding/binary path with the same
 // arithmetic, so the bits do not depend on alignment.
 func reduce(d backend.DType, op backend.ReduceOp, dst []byte, srcs [][]byte) {
+	le := binary.LittleEndian
 	switch d {
 	case backend.Float32:
-		reduceAs(op, dst, srcs, 4, loadF32, storeF32)
+		c := direct[float32]{numeric.Float32s, 4,
+			func(b []byte) float32 { return math.Float32frombits(le.Uint32(b)) },
+			func(b []byte, f float32) { le.PutUint32(b, math.Float32bits(f)) }}
+		reduceAs(op, dst, srcs, 4, c.load, c.store)
 	case backend.Float16:
-		reduceAs(op, dst, srcs, 2, loadF16, storeF16)
+		c := half{numeric.F16sToF32s, numeric.F32sToF16s, numeric.F16ToF32, numeric.F32ToF16}
+		reduceAs(op, dst, srcs, 2, c.load, c.store)
 	case backend.BFloat16:
-		reduceAs(op, dst, srcs, 2, loadBF16, storeBF16)
+		c := half{numeric.BF16sToF32s, numeric.F32sToBF16s, numeric.BF16ToF32, numeric.F32ToBF16}
+		reduceAs(op, dst, srcs, 2, c.load, c.store)
 	case backend.Float64:
-		reduceAs(op, dst, srcs, 8, loadF64, storeF64)
+		c := direct[float64]{numeric.Float64s, 8,
+			func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) },
+			func(b []byte, f float64) { le.PutUint64(b, math.Float64bits(f)) }}
+		reduceAs(op, dst, srcs, 8, c.load, c.store)
 	case backend.Int32:
-		reduceAs(op, dst, srcs, 4, loadI32, storeI32)
+		c := direct[int32]{numeric.Int32s, 4,
+			func(b []byte) int32 { return int32(le.Uint32(b)) },
+			func(b []byte, x int32) { le.PutUint32(b, uint32(x)) }}
+		reduceAs(op, dst, srcs, 4, c.load, c.store)
 	}
 }
 
@@ -56,102 +68,61 @@ func reduceAs[T numeric.Accumulator](op backend.ReduceOp, dst []byte, srcs [][]b
 	}
 }
 
-func loadF32(dst []float32, b []byte) {
-	if v, ok := numeric.Float32s(b); ok {
+// direct moves an element type that is accumulated as itself: through a
+// typed view of aligned bytes, else element by element from its
+// little-endian bits.
+type direct[T any] struct {
+	view func([]byte) ([]T, bool)
+	size int
+	get  func([]byte) T
+	put  func([]byte, T)
+}
+
+func (c direct[T]) load(dst []T, b []byte) {
+	if v, ok := c.view(b); ok {
 		copy(dst, v)
 		return
 	}
 	for i := range dst {
-		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		dst[i] = c.get(b[c.size*i:])
 	}
 }
 
-func storeF32(b []byte, src []float32) {
-	if v, ok := numeric.Float32s(b); ok {
-		copy(v, src)
-		return
-	}
-	for i, f := range src {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
-	}
-}
-
-func loadF64(dst []float64, b []byte) {
-	if v, ok := numeric.Float64s(b); ok {
-		copy(dst, v)
-		return
-	}
-	for i := range dst {
-		dst[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
-	}
-}
-
-func storeF64(b []byte, src []float64) {
-	if v, ok := numeric.Float64s(b); ok {
-		copy(v, src)
-		return
-	}
-	for i, f := range src {
-		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(f))
-	}
-}
-
-func loadI32(dst []int32, b []byte) {
-	if v, ok := numeric.Int32s(b); ok {
-		copy(dst, v)
-		return
-	}
-	for i := range dst {
-		dst[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-}
-
-func storeI32(b []byte, src []int32) {
-	if v, ok := numeric.Int32s(b); ok {
+func (c direct[T]) store(b []byte, src []T) {
+	if v, ok := c.view(b); ok {
 		copy(v, src)
 		return
 	}
 	for i, x := range src {
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+		c.put(b[c.size*i:], x)
 	}
 }
 
-func loadF16(dst []float32, b []byte) {
+// half moves a 16-bit float type accumulated in float32: many converts
+// whole slices (aligned bytes), one a single element.
+type half struct {
+	many   func([]float32, []uint16)
+	manyTo func([]uint16, []float32)
+	one    func(uint16) float32
+	oneTo  func(float32) uint16
+}
+
+func (c half) load(dst []float32, b []byte) {
 	if v, ok := numeric.Uint16s(b); ok {
-		numeric.F16sToF32s(dst, v)
+		c.many(dst, v)
 		return
 	}
 	for i := range dst {
-		dst[i] = numeric.F16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
+		dst[i] = c.one(binary.LittleEndian.Uint16(b[2*i:]))
 	}
 }
 
-func storeF16(b []byte, src []float32) {
+func (c half) store(b []byte, src []float32) {
 	if v, ok := numeric.Uint16s(b); ok {
-		numeric.F32sToF16s(v, src)
+		c.manyTo(v, src)
 		return
 	}
 	for i, f := range src {
-		binary.LittleEndian.PutUint16(b[2*i:], numeric.F32ToF16(f))
-	}
-}
-
-func loadBF16(dst []float32, b []byte) {
-	if v, ok := numeric.Uint16s(b); ok {
-		numeric.BF16sToF32s(dst, v)
-		return
-	}
-	for i := range dst {
-		dst[i] = numeric.BF16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
-	}
-}
-
-func storeBF16(b []byte, src []float32) {
-	if v, ok := numeric.Uint16s(b); ok {
-		numeric.F32sToBF16s(v, src)
-		return
-	}
-	for i, f := range src {
-		binary.LittleEndian.PutUint16(b[2*i:], numeric.F32ToBF16(f))
+		binary.LittleEndian.PutUint16(b[2*i:], c.oneTo(f))
 	}
 }

@@ -250,7 +250,7 @@ func (f *File) Add(ctx context.Context, key string, delta int64) (int64, error) 
 		if err != nil {
 			return err
 		}
-		if n, err = addCounter(key, old, ok, delta); err != nil {
+		if n, err = AddCounter(key, old, ok, delta); err != nil {
 			return err
 		}
 		return f.write("add", key, strconv.AppendInt(nil, n, 10))

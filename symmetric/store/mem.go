@@ -184,7 +184,7 @@ func (m *Mem) Add(ctx context.Context, key string, delta int64) (int64, error) {
 		return 0, m.closedError("add", key)
 	}
 	old, ok := m.data[key]
-	n, err := addCounter(key, old, ok, delta)
+	n, err := AddCounter(key, old, ok, delta)
 	if err != nil {
 		return 0, err
 	}

@@ -179,9 +179,11 @@ func timeoutError(ctx context.Context, op string) error {
 	return backend.Wrap(backend.CodeTimeout, err, op)
 }
 
-// addCounter parses old as a decimal counter (missing counts as 0) and adds
-// delta, refusing overflow.
-func addCounter(key string, old []byte, ok bool, delta int64) (int64, error) {
+// AddCounter is Store.Add's arithmetic, for Store implementations: it
+// parses old (present when ok) as a decimal counter, a missing one
+// counting as 0, and adds delta, refusing a value that is not a counter
+// and overflow with backend.ErrInvalidArgument.
+func AddCounter(key string, old []byte, ok bool, delta int64) (int64, error) {
 	var cur int64
 	if ok {
 		v, err := strconv.ParseInt(string(old), 10, 64)

@@ -101,20 +101,9 @@ func (c *TCP) hello(ctx context.Context, r *bufio.Reader) error {
 	w := newFrame(opHello, 0)
 	w.b = append(w.b, protocolMagic...)
 	w.u32(protocolVersion)
-	if _, err := c.conn.Write(w.bytes()); err != nil {
-		return fail(err)
-	}
-	n, err := readFrameHeader(r, c.opts.maxFrameSize)
+	kind, body, err := c.handshakeFrame(r, w, fail)
 	if err != nil {
-		return fail(err)
-	}
-	p, err := readFrameBody(r, n)
-	if err != nil {
-		return fail(err)
-	}
-	kind, _, body, err := parseHeader(p)
-	if err != nil {
-		return fail(err)
+		return err
 	}
 	if kind == respErr {
 		return serverError(body, "hello")
@@ -151,6 +140,27 @@ func (c *TCP) hello(ctx context.Context, r *bufio.Reader) error {
 	return c.conn.SetDeadline(time.Time{})
 }
 
+// handshakeFrame sends one frame of the handshake (hello, auth) and reads
+// the server's answer; an I/O or framing failure goes through fail.
+func (c *TCP) handshakeFrame(r *bufio.Reader, w *frameWriter, fail func(error) error) (byte, *frameReader, error) {
+	if _, err := c.conn.Write(w.bytes()); err != nil {
+		return 0, nil, fail(err)
+	}
+	n, err := readFrameHeader(r, c.opts.maxFrameSize)
+	if err != nil {
+		return 0, nil, fail(err)
+	}
+	p, err := readFrameBody(r, n)
+	if err != nil {
+		return 0, nil, fail(err)
+	}
+	kind, _, body, err := parseHeader(p)
+	if err != nil {
+		return 0, nil, fail(err)
+	}
+	return kind, body, nil
+}
+
 // authenticate proves the secret to the server and checks the server's
 // proof in return (see authHMAC), under the hello's deadline.
 func (c *TCP) authenticate(r *bufio.Reader, serverNonce []byte, fail func(error) error) error {
@@ -161,20 +171,9 @@ func (c *TCP) authenticate(r *bufio.Reader, serverNonce []byte, fail func(error)
 	w := newFrame(opAuth, 0)
 	w.b = append(w.b, clientNonce...)
 	w.b = append(w.b, proof(c.secret, clientLabel, serverNonce, clientNonce)...)
-	if _, err := c.conn.Write(w.bytes()); err != nil {
-		return fail(err)
-	}
-	n, err := readFrameHeader(r, c.opts.maxFrameSize)
+	kind, body, err := c.handshakeFrame(r, w, fail)
 	if err != nil {
-		return fail(err)
-	}
-	p, err := readFrameBody(r, n)
-	if err != nil {
-		return fail(err)
-	}
-	kind, _, body, err := parseHeader(p)
-	if err != nil {
-		return fail(err)
+		return err
 	}
 	if kind == respErr {
 		code, msg := backend.Code(body.u32()), body.str()

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -354,7 +353,7 @@ func (s *Store) Add(ctx context.Context, key string, delta int64) (int64, error)
 		if len(kvs) > 0 {
 			old, rev = kvs[0].Value, kvs[0].ModRevision
 		}
-		n, err := addCounter(key, old, len(kvs) > 0, delta)
+		n, err := store.AddCounter(key, old, len(kvs) > 0, delta)
 		if err != nil {
 			return 0, err
 		}
@@ -371,24 +370,6 @@ func (s *Store) Add(ctx context.Context, key string, delta int64) (int64, error)
 		}
 		kvs = tr.Responses[0].GetResponseRange().Kvs
 	}
-}
-
-// addCounter parses old as a decimal counter (missing counts as 0) and adds
-// delta, refusing overflow.
-func addCounter(key string, old []byte, ok bool, delta int64) (int64, error) {
-	var cur int64
-	if ok {
-		v, err := strconv.ParseInt(string(old), 10, 64)
-		if err != nil {
-			return 0, backend.Wrap(backend.CodeInvalidArgument, err,
-				fmt.Sprintf("etcd store add %q: value is not a decimal counter", key))
-		}
-		cur = v
-	}
-	if (delta > 0 && cur > math.MaxInt64-delta) || (delta < 0 && cur < math.MinInt64-delta) {
-		return 0, backend.Errorf(backend.CodeInvalidArgument, "etcd store add %q: %d%+d overflows int64", key, cur, delta)
-	}
-	return cur + delta, nil
 }
 
 // CompareAndSet sets key to desired if it holds expected (a missing key
