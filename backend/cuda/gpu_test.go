@@ -33,15 +33,7 @@ var testPTX []byte
 // openGPU opens the backend, skipping the test when no GPU is usable.
 func openGPU(t testing.TB) *Backend {
 	t.Helper()
-	b, err := Open(context.Background())
-	require.NoError(t, err)
-	if err := b.Probe(context.Background()); err != nil {
-		_ = b.Close()
-		require.ErrorIs(t, err, backend.ErrUnavailable)
-		t.Skipf("no usable CUDA device: %v", err)
-	}
-	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	return b
+	return gputest.OpenBackend(t, Open, "CUDA device")
 }
 
 // openDevice and closeLater are gputest's.

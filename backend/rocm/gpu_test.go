@@ -28,15 +28,7 @@ import (
 // openGPU opens the real backend, skipping the test when no GPU is usable.
 func openGPU(t *testing.T) *Backend {
 	t.Helper()
-	b, err := Open(context.Background())
-	require.NoError(t, err)
-	if err := b.Probe(context.Background()); err != nil {
-		_ = b.Close()
-		require.ErrorIs(t, err, backend.ErrUnavailable)
-		t.Skipf("no usable AMD GPU: %v", err)
-	}
-	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	return b
+	return gputest.OpenBackend(t, Open, "AMD GPU")
 }
 
 func TestGPUAllocAndCopy(t *testing.T) { testAllocCopyAndHost(t, openGPU(t)) }

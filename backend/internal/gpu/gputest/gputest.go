@@ -13,6 +13,22 @@ import (
 	"github.com/intranode/intranode/backend"
 )
 
+// OpenBackend opens a backend with open and closes it when the test ends;
+// when Probe finds no usable device (backend.ErrUnavailable) it skips the
+// test, naming what it lacked ("CUDA device", "AMD GPU").
+func OpenBackend[B backend.Backend](t testing.TB, open func(context.Context) (B, error), what string) B {
+	t.Helper()
+	b, err := open(context.Background())
+	require.NoError(t, err)
+	if err := b.Probe(context.Background()); err != nil {
+		_ = b.Close()
+		require.ErrorIs(t, err, backend.ErrUnavailable)
+		t.Skipf("no usable %s: %v", what, err)
+	}
+	CloseLater(t, b)
+	return b
+}
+
 // OpenDevice opens device i of b and checks, when the test ends, that
 // closing it reports nothing left open.
 func OpenDevice(t testing.TB, b backend.Backend, i int) backend.Device {
