@@ -109,6 +109,19 @@ func Run(ctx context.Context, cfg Config, report func(Result)) ([]Result, error)
 		return nil, fmt.Errorf("conformance: backend %s: %w", b.Name(), err)
 	}
 	var results []Result
+	eachRun(cfg, func(c Case, w int) {
+		r := runAny(ctx, cfg, b, c, w)
+		results = append(results, r)
+		if report != nil {
+			report(r)
+		}
+	})
+	return results, nil
+}
+
+// eachRun calls f for every case cfg selects at every world it runs at:
+// cfg.Worlds, or world 1 alone for a single-rank case.
+func eachRun(cfg Config, f func(c Case, world int)) {
 	for _, c := range Cases() {
 		if !selected(cfg, c) {
 			continue
@@ -118,14 +131,9 @@ func Run(ctx context.Context, cfg Config, report func(Result)) ([]Result, error)
 			worlds = []int{1}
 		}
 		for _, w := range worlds {
-			r := runAny(ctx, cfg, b, c, w)
-			results = append(results, r)
-			if report != nil {
-				report(r)
-			}
+			f(c, w)
 		}
 	}
-	return results, nil
 }
 
 func openBackend(ctx context.Context, cfg Config) (backend.Backend, error) {
@@ -252,27 +260,18 @@ func RunTests(t *testing.T, cfg Config) {
 	if err := b.Probe(context.Background()); err != nil {
 		t.Skipf("conformance: backend %s unavailable: %v", b.Name(), err)
 	}
-	for _, c := range Cases() {
-		if !selected(cfg, c) {
-			continue
-		}
-		worlds := cfg.Worlds
-		if c.Single {
-			worlds = []int{1}
-		}
-		for _, w := range worlds {
-			t.Run(fmt.Sprintf("%s/world%d", c.Name, w), func(t *testing.T) {
-				r := runAny(context.Background(), cfg, b, c, w)
-				if r.Summary != "" {
-					t.Log(r.Summary)
-				}
-				switch r.Status {
-				case Skipped:
-					t.Skip(r.Reason)
-				case Fail:
-					t.Fatal(r.Reason)
-				}
-			})
-		}
-	}
+	eachRun(cfg, func(c Case, w int) {
+		t.Run(fmt.Sprintf("%s/world%d", c.Name, w), func(t *testing.T) {
+			r := runAny(context.Background(), cfg, b, c, w)
+			if r.Summary != "" {
+				t.Log(r.Summary)
+			}
+			switch r.Status {
+			case Skipped:
+				t.Skip(r.Reason)
+			case Fail:
+				t.Fatal(r.Reason)
+			}
+		})
+	})
 }

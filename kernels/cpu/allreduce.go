@@ -286,19 +286,10 @@ func (k *allReduce) run() error {
 	case k.algo == kernels.Pipeline:
 		return k.pipeline()
 	}
-	me := k.me
-	if !same(k.in, k.bufs[me]) {
-		copy(k.bufs[me][:k.n], k.in)
-	}
-	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+	out, ok, err := k.copyIn()
+	if !ok {
 		return err
 	}
-	out := k.out
-	if k.aside != nil {
-		out = k.aside
-	}
-	var ok bool
-	var err error
 	switch k.algo {
 	case kernels.OneShot:
 		ok, err = k.oneShot(out)
@@ -475,20 +466,31 @@ func (k *allReduce) oneShotPush() error {
 	return nil
 }
 
+// copyIn copies the input into this rank's buffer (unless it is that
+// buffer) and meets every peer at the barrier; it returns where the result
+// goes: the output, or the aside buffer when the call has one. ok is false
+// when the barrier failed (err says why, or the status word does).
+func (k *allReduce) copyIn() (out []byte, ok bool, err error) {
+	if !same(k.in, k.bufs[k.me]) {
+		copy(k.bufs[k.me][:k.n], k.in)
+	}
+	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+		return nil, false, err
+	}
+	if k.aside != nil {
+		return k.aside, true, nil
+	}
+	return k.out, true, nil
+}
+
 // twoShot: copy in, barrier, reduce this rank's slice into the output and
 // every peer's buffer, barrier, copy the other slices out of this rank's
 // own buffer. No closing barrier (see package kernels).
 func (k *allReduce) twoShot() error {
 	me := k.me
-	if !same(k.in, k.bufs[me]) {
-		copy(k.bufs[me][:k.n], k.in)
-	}
-	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+	out, ok, err := k.copyIn()
+	if !ok {
 		return err
-	}
-	out := k.out
-	if k.aside != nil {
-		out = k.aside
 	}
 	lo, hi := k.slice(me)
 	srcs := make([][]byte, k.world)
