@@ -113,14 +113,11 @@ func setupAllReduce(ctx context.Context, mem Memory, a kernels.AllReduceArgs, al
 		}
 		span = k.half + k.n
 	}
-	if k.bufs, err = l.resolveBuffers(mem, a, span); err != nil {
+	if k.bufs, err = l.resolveAligned(mem, a, span, k.n, size); err != nil {
 		return nil, err
 	}
 	if k.n == 0 {
 		return k, nil
-	}
-	if a.Input%backend.DevicePtr(size) != 0 || a.Output%backend.DevicePtr(size) != 0 {
-		return nil, l.badArgs("input %#x or output %#x not aligned to the %d-byte element", uint64(a.Input), uint64(a.Output), size)
 	}
 	if k.in, err = mem.Bytes(a.Input, k.n); err != nil {
 		return nil, l.badArgsWrap(err, "input %#x, %d bytes", uint64(a.Input), k.n)
@@ -175,6 +172,20 @@ func openCollective(ctx context.Context, mem Memory, a kernels.AllReduceArgs, dt
 
 // resolveBuffers maps the first span bytes of every rank's symmetric
 // buffer, each of which must be 16-byte aligned.
+// resolveAligned is resolveBuffers plus, for a call that moves n > 0
+// bytes of size-byte elements, the check that input and output are
+// aligned to the element.
+func (l *launch) resolveAligned(mem Memory, a kernels.AllReduceArgs, span, n, size int) ([][]byte, error) {
+	bufs, err := l.resolveBuffers(mem, a, span)
+	if err != nil || n == 0 {
+		return bufs, err
+	}
+	if a.Input%backend.DevicePtr(size) != 0 || a.Output%backend.DevicePtr(size) != 0 {
+		return nil, l.badArgs("input %#x or output %#x not aligned to the %d-byte element", uint64(a.Input), uint64(a.Output), size)
+	}
+	return bufs, nil
+}
+
 func (l *launch) resolveBuffers(mem Memory, a kernels.AllReduceArgs, span int) ([][]byte, error) {
 	ptrs, err := l.pointerTable(mem, a.Bufs, int(a.World), "buffer")
 	if err != nil {

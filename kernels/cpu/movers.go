@@ -67,14 +67,11 @@ func setupMover(ctx context.Context, mem Memory, a kernels.AllReduceArgs, algo k
 		k.stride = int(a.Extra) * size
 	}
 	span, blockedIn, blockedOut := layout(algo, k.world, k.n, k.part)
-	if k.bufs, err = l.resolveBuffers(mem, a, span); err != nil {
+	if k.bufs, err = l.resolveAligned(mem, a, span, k.n, size); err != nil {
 		return nil, err
 	}
 	if k.n == 0 {
 		return k, nil
-	}
-	if a.Input%backend.DevicePtr(size) != 0 || a.Output%backend.DevicePtr(size) != 0 {
-		return nil, l.badArgs("input %#x or output %#x not aligned to the %d-byte element", uint64(a.Input), uint64(a.Output), size)
 	}
 	extent := func(blocked bool) int {
 		if blocked {

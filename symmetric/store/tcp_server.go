@@ -327,13 +327,9 @@ func (q *admissionQueue) remove(c *serverConn) bool {
 func (c *serverConn) handshake() error {
 	deadline := time.Now().Add(c.s.opts.admission.HelloTimeout)
 	_ = c.conn.SetReadDeadline(deadline)
-	p, err := c.readPayload()
+	op, id, body, err := c.readFrame()
 	if err != nil {
 		return err
-	}
-	op, id, body, err := parseHeader(p)
-	if err != nil {
-		return &protocolError{err: err}
 	}
 	if op != opHello {
 		return &protocolError{id: id, err: fmt.Errorf("expected a hello frame, got opcode 0x%02x", op)}
@@ -378,13 +374,9 @@ func (c *serverConn) handshake() error {
 // server's own. A client that sends anything else, or a wrong proof, gets
 // one error frame and is disconnected; nothing of the store is reached.
 func (c *serverConn) authenticate(serverNonce []byte) error {
-	p, err := c.readPayload()
+	op, id, body, err := c.readFrame()
 	if err != nil {
 		return err
-	}
-	op, id, body, err := parseHeader(p)
-	if err != nil {
-		return &protocolError{err: err}
 	}
 	refuse := func(format string, args ...any) error {
 		c.sendError(0, backend.CodeInvalidArgument, ErrUnauthenticated.Error()+": "+fmt.Sprintf(format, args...))
@@ -393,9 +385,10 @@ func (c *serverConn) authenticate(serverNonce []byte) error {
 	if op != opAuth {
 		return refuse("this server requires a secret; the client sent opcode 0x%02x instead of its proof", op)
 	}
+	size := len(body.b)
 	clientNonce, mac := body.take(nonceSize), body.take(macSize)
 	if err := body.end(); err != nil || id != 0 {
-		return refuse("malformed proof (%d bytes, id %d)", len(p)-frameHeaderSize, id)
+		return refuse("malformed proof (%d bytes, id %d)", size, id)
 	}
 	if !validProof(c.s.secret, clientLabel, serverNonce, clientNonce, mac) {
 		return refuse("the client's proof does not match this job's secret")
@@ -403,6 +396,19 @@ func (c *serverConn) authenticate(serverNonce []byte) error {
 	w := newFrame(respOK, 0)
 	w.b = append(w.b, proof(c.s.secret, serverLabel, serverNonce, clientNonce)...)
 	return c.send(w)
+}
+
+// readFrame reads one frame and splits its header; a frame that does not
+// parse is a protocolError.
+func (c *serverConn) readFrame() (op byte, id uint64, body *frameReader, err error) {
+	p, err := c.readPayload()
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if op, id, body, err = parseHeader(p); err != nil {
+		return 0, 0, nil, &protocolError{err: err}
+	}
+	return op, id, body, nil
 }
 
 // readPayload reads one frame. The body must follow its header within the
@@ -422,13 +428,9 @@ func (c *serverConn) readPayload() ([]byte, error) {
 
 // next reads and handles one request.
 func (c *serverConn) next() error {
-	p, err := c.readPayload()
+	op, id, body, err := c.readFrame()
 	if err != nil {
 		return err
-	}
-	op, id, body, err := parseHeader(p)
-	if err != nil {
-		return &protocolError{err: err}
 	}
 	if id == 0 {
 		return &protocolError{err: errors.New("request id 0 is reserved")}
