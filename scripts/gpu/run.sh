@@ -14,7 +14,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 OUT=${OUT:-/tmp/out}
 R=$OUT/r
 mkdir -p "$R"
-STEPS=${STEPS:-"info topo doctor unit conformance bench anchor faults"}  # also: shared hosts kills rendezvous
+STEPS=${STEPS:-"info topo doctor unit conformance bench anchor rendezvous faults"}  # also: shared hosts kills
 WORLD=${WORLD:-$(nvidia-smi -L | wc -l)}
 WORLDS=${WORLDS:-$WORLD}
 step() { echo; echo "=== $1 ($(date -u +%T))"; }
