@@ -333,13 +333,12 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 		if !j.injected.IsZero() && r != victim && rep.ErrorAt != 0 && (kind == chaosKill || kind == chaosStop) {
 			d := time.Unix(0, rep.ErrorAt).Sub(j.injected)
 			j.toError = append(j.toError, d)
-			limit := cfg.Timeout + time.Second
+			limit, phase := cfg.Timeout+time.Second, ""
 			if rep.Setup {
-				limit = soakSetupTimeout(cfg) + time.Second
+				limit, phase = soakSetupTimeout(cfg)+time.Second, ", forming the group"
 			}
 			if d > limit {
-				j.problems = append(j.problems, fmt.Sprintf("rank %d failed %v after the fault (limit %v%s)", r, d, limit,
-					map[bool]string{true: ", forming the group"}[rep.Setup]))
+				j.problems = append(j.problems, fmt.Sprintf("rank %d failed %v after the fault (limit %v%s)", r, d, limit, phase))
 			}
 		}
 		if rep.Error == "" && !j.injected.IsZero() && r != victim && (kind == chaosKill || kind == chaosStop) {

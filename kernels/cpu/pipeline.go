@@ -1,10 +1,6 @@
 package cpu
 
-import (
-	"sync/atomic"
-
-	"github.com/intranode/intranode/kernels"
-)
+import "github.com/intranode/intranode/kernels"
 
 // pipeline is kernels.Pipeline as a grid of one block (channel 0): chunks
 // of kernels.PipelineChunk(n, world, 1) bytes in chunk slot j mod 2 (both
@@ -20,43 +16,27 @@ func (k *allReduce) pipeline() error {
 		return k.pipelineScattered()
 	}
 	me := k.me
-	epochWord := word(k.pads[me], kernels.EpochWord)
-	epoch := atomic.LoadUint32(epochWord)
-	s := int(epoch & 1)
-	atomic.StoreUint32(epochWord, epoch+1)
+	s := int(k.takeEpoch() & 1)
 	chunk := kernels.PipelineChunk(k.n, k.world, 1)
-	peers := func(f func(p int)) {
-		for p := range k.world {
-			if p != me && k.mask&(1<<p) != 0 {
-				f(p)
-			}
-		}
-	}
 	push := func(j int) {
 		lo := j * chunk
 		hi := min(lo+chunk, k.n)
-		peers(func(p int) {
+		k.eachPeer(k.mask, func(p int) {
 			dst := k.pads[p][kernels.PipelineSlot(k.n, k.world, s, me, p, 0, 1, j%2):]
 			copy(dst[:hi-lo], k.in[lo:hi])
 			// The last chunk is padded with zeros to 16 bytes.
 			clear(dst[hi-lo : (hi-lo+15)&^15])
 		})
 	}
-	signal := func() { peers(func(p int) { k.put(p, allReduceChannel) }) }
 	steps := (k.n + chunk - 1) / chunk
 	if steps > 0 {
 		push(0)
-		signal()
+		k.post(allReduceChannel, k.mask)
 	}
 	srcs := make([][]byte, k.world)
 	for j := range steps {
-		for p := range k.world {
-			if p == me || k.mask&(1<<p) == 0 {
-				continue
-			}
-			if ok, err := k.wait(p, allReduceChannel); !ok {
-				return err
-			}
+		if ok, err := k.receive(allReduceChannel, k.mask); !ok {
+			return err
 		}
 		if j+1 < steps {
 			push(j + 1)
@@ -74,7 +54,7 @@ func (k *allReduce) pipeline() error {
 		reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
 		if j+1 < steps {
 			// Only now: the signal tells the peers that chunk j's slot is free.
-			signal()
+			k.post(allReduceChannel, k.mask)
 		}
 	}
 	if k.n > kernels.PipelineWideBytes && steps%2 == 0 {
@@ -95,19 +75,9 @@ func (k *allReduce) pipeline() error {
 // signal; at the end wait once more and copy the last results out.
 func (k *allReduce) pipelineScattered() error {
 	me, world := k.me, k.world
-	epochWord := word(k.pads[me], kernels.EpochWord)
-	epoch := atomic.LoadUint32(epochWord)
-	s := int(epoch & 1)
-	atomic.StoreUint32(epochWord, epoch+1)
+	s := int(k.takeEpoch() & 1)
 	q := kernels.PipelineSlice(world, 1)
 	chunk := world * q
-	peers := func(f func(p int)) {
-		for p := range world {
-			if p != me && k.mask&(1<<p) != 0 {
-				f(p)
-			}
-		}
-	}
 	// slice is the byte range of rank r's slice of chunk j, cut to the
 	// message (empty past its end).
 	slice := func(j, r int) (lo, hi int) {
@@ -121,40 +91,27 @@ func (k *allReduce) pipelineScattered() error {
 		clear(dst[len(b) : (len(b)+15)&^15])
 	}
 	scatter := func(j int) {
-		peers(func(p int) {
+		k.eachPeer(k.mask, func(p int) {
 			lo, hi := slice(j, p)
 			put(p, j%2, k.in[lo:hi])
 		})
 	}
 	gather := func(j int) {
-		peers(func(p int) {
+		k.eachPeer(k.mask, func(p int) {
 			lo, hi := slice(j, p)
 			off := kernels.PipelineScatterSlot(world, s, p, me, 0, 1, 2+j%2)
 			copy(k.out[lo:hi], k.pads[me][off:off+hi-lo])
 		})
-	}
-	signal := func() { peers(func(p int) { k.put(p, allReduceChannel) }) }
-	// waitAll is false when a wait failed (its status reported, or err).
-	waitAll := func() (bool, error) {
-		for p := range world {
-			if p == me || k.mask&(1<<p) == 0 {
-				continue
-			}
-			if ok, err := k.wait(p, allReduceChannel); !ok {
-				return false, err
-			}
-		}
-		return true, nil
 	}
 	steps := (k.n + chunk - 1) / chunk
 	if steps == 0 {
 		return nil
 	}
 	scatter(0)
-	signal()
+	k.post(allReduceChannel, k.mask)
 	srcs := make([][]byte, world)
 	for j := range steps {
-		if ok, err := waitAll(); !ok {
+		if ok, err := k.receive(allReduceChannel, k.mask); !ok {
 			return err
 		}
 		if j > 0 {
@@ -173,10 +130,10 @@ func (k *allReduce) pipelineScattered() error {
 			srcs[r] = k.pads[me][off : off+hi-lo]
 		}
 		reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
-		peers(func(p int) { put(p, 2+j%2, k.out[lo:hi]) })
-		signal()
+		k.eachPeer(k.mask, func(p int) { put(p, 2+j%2, k.out[lo:hi]) })
+		k.post(allReduceChannel, k.mask)
 	}
-	if ok, err := waitAll(); !ok {
+	if ok, err := k.receive(allReduceChannel, k.mask); !ok {
 		return err
 	}
 	gather(steps - 1)

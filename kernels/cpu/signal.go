@@ -267,14 +267,29 @@ func (l *launch) spin(src, ch int, ready func() bool) (bool, error) {
 	}
 }
 
-// barrier is Barrier(ch, mask): signal every other rank of mask, then wait
-// for each of them in ascending order. Its result is wait's.
+// barrier is Barrier(ch, mask): post, then receive. Its result is wait's.
 func (l *launch) barrier(ch int, mask uint32) (bool, error) {
+	l.post(ch, mask)
+	return l.receive(ch, mask)
+}
+
+// eachPeer calls f for every other rank of mask, in ascending order.
+func (l *launch) eachPeer(mask uint32, f func(p int)) {
 	for p := range l.pads {
 		if p != l.me && mask&(1<<p) != 0 {
-			l.put(p, ch)
+			f(p)
 		}
 	}
+}
+
+// post signals every other rank of mask on ch (the first half of a
+// barrier, for kernels that work between the halves).
+func (l *launch) post(ch int, mask uint32) { l.eachPeer(mask, func(p int) { l.put(p, ch) }) }
+
+// receive waits for the next signal of every other rank of mask on ch, in
+// ascending order; false when a wait failed (err says why, or the status
+// word does).
+func (l *launch) receive(ch int, mask uint32) (bool, error) {
 	for p := range l.pads {
 		if p != l.me && mask&(1<<p) != 0 {
 			if ok, err := l.wait(p, ch); !ok {
