@@ -235,6 +235,10 @@ func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.Launc
 		// halves of the area). On 2×H200, bf16, 256 MiB: 32 blocks with
 		// 64 KiB chunks 290 GB/s, 48 311, 64 331; 128 blocks with 32 KiB
 		// chunks 321, with 64 KiB chunks 348 (docs/PERFORMANCE-kernels.md).
+		// These are world 2's; from three ranks on the Pipeline scatters
+		// (kernels.PipelineScatters) and a block's step is World slices of
+		// kernels.PipelineSlice, measured at 128 blocks only (4×H200,
+		// docs/PERFORMANCE.md, eighth session).
 		per = 64 << 10
 		for maxBlocks > 1 && kernels.PipelineChunk(bytes, world, maxBlocks) == 0 {
 			maxBlocks /= 2
