@@ -345,9 +345,6 @@ func (c *Comm) enqueue(ctx context.Context, s backend.Stream, a kernels.Algo, cf
 	if err != nil {
 		return fmt.Errorf("collective: %w", err)
 	}
-	if err := c.mem.BeforeLaunch(ctx); err != nil {
-		return fmt.Errorf("collective: %w", err)
-	}
 	args.Bufs, args.Pads = c.mem.BufferTable(), c.mem.SignalPadTable()
 	args.Rank, args.World = uint32(c.rank), uint32(c.world)
 	args.Status, args.Call = c.status.Ptr(), c.calls.next(a, key.count, args.DType, key.op)
@@ -357,7 +354,7 @@ func (c *Comm) enqueue(ctx context.Context, s backend.Stream, a kernels.Algo, cf
 		// together stay within sharedDeviceBlocks.
 		cfg.Grid.X = max(1, min(cfg.Grid.X, uint32(sharedDeviceBlocks/c.world)))
 	}
-	if err := s.Launch(fn, cfg, args.Args()...); err != nil {
+	if err := c.mem.Launch(ctx, func() error { return s.Launch(fn, cfg, args.Args()...) }); err != nil {
 		return fmt.Errorf("collective: launching %v: %w", a, err)
 	}
 	return nil

@@ -295,7 +295,7 @@ func (c *Comm) moveChunks(ctx context.Context, s backend.Stream, m moveCall, tim
 			args.Op = backend.Sum
 		}
 		in, out := m.op.Elements(n, c.world)
-		cfg := moverLaunchConfig((in + out) * size)
+		cfg := moverLaunchConfig(n*size, (in+out)*size, c.world)
 		if err := c.enqueue(ctx, s, m.op.kernel(), cfg, args, key); err != nil {
 			return err
 		}
@@ -337,12 +337,16 @@ func (c *Comm) checkRanges(in backend.DevicePtr, n int, out backend.DevicePtr, m
 	return nil
 }
 
-// moverLaunchConfig is the launch shape of a data-movement kernel that
-// reads and writes bytes in all: 512 threads, a block per 32 KiB, at most
-// 64 blocks.
-func moverLaunchConfig(bytes int) backend.LaunchConfig {
-	const block, per, maxBlocks = 512, 32 << 10, 64
-	blocks := max(1, min((bytes+per-1)/per, maxBlocks))
+// moverLaunchConfig is the launch shape of a data-movement kernel with
+// blocks of n bytes per rank that reads and writes bytes in all: 512
+// threads; on the LL path (kernels.MoverPath) the one-shot LL's blocks for
+// n bytes, otherwise a block per 32 KiB, at most 64 blocks.
+func moverLaunchConfig(n, bytes, world int) backend.LaunchConfig {
+	const block = 512
+	blocks := gridFor(bytes, 32<<10, 64)
+	if kernels.MoverPath(n, world) == "ll" {
+		blocks = gridFor(n, llPerBlock(n), kernels.KernelChannels)
+	}
 	return backend.LaunchConfig{Grid: backend.D1(uint32(blocks)), Block: backend.D1(block), Early: true}
 }
 

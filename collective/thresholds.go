@@ -170,7 +170,7 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 	case backendName == "cuda" && world <= 2:
 		return Thresholds{OneShotMax: 2 << 20, PipelineMin: 2<<20 + 1, Movers: map[Op]Window{
 			OpReduceScatter: {Min: 1, Max: 64 << 20},
-			OpAllGather:     {Min: 1 << 20, Max: 16 << 20},
+			OpAllGather:     {Min: 1, Max: 16 << 20},
 			OpBroadcast:     {Min: 1, Max: 4 << 20},
 			OpAllToAll:      {Min: 1, Max: 16 << 20},
 		}}
@@ -218,10 +218,7 @@ func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.Launc
 	case OneShot:
 		switch kernels.OneShotPath(bytes, world) {
 		case "ll":
-			per = 2 << 10
-			if bytes < 16<<10 {
-				per = 16 << 10
-			}
+			per = llPerBlock(bytes)
 		case "push":
 			per = 8 << 10
 		}
@@ -244,9 +241,23 @@ func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.Launc
 			maxBlocks /= 2
 		}
 	}
-	blocks := max(1, min((work+per-1)/per, maxBlocks))
+	blocks := gridFor(work, per, maxBlocks)
 	// Early: the kernels wait for the work ahead on the stream themselves
 	// (kernels/abi.go), so where the backend has programmatic dependent
 	// launch their start-up overlaps the end of that work.
 	return backend.LaunchConfig{Grid: backend.D1(uint32(blocks)), Block: backend.D1(block), Early: true}
 }
+
+// llPerBlock is the bytes per block of an LL kernel (the one-shot's, the
+// data-movement collectives') for messages of n bytes per peer: one block
+// up to 16 KiB, 2 KiB per block above.
+func llPerBlock(n int) int {
+	if n < 16<<10 {
+		return 16 << 10
+	}
+	return 2 << 10
+}
+
+// gridFor is the blocks for work bytes at per bytes a block: at least one,
+// at most maxBlocks.
+func gridFor(work, per, maxBlocks int) int { return max(1, min((work+per-1)/per, maxBlocks)) }

@@ -27,7 +27,8 @@ func init() {
 	register(
 		Case{Name: "reduce_scatter/ops", MinWorld: 2, Run: caseReduceScatterOps},
 		Case{Name: "broadcast/every-root", MinWorld: 2, Run: caseBroadcastRoots},
-		Case{Name: "movers/classic-path", MinWorld: 2, Run: caseMoversClassic},
+		Case{Name: "movers/push-path", MinWorld: 2, Run: moversPast(kernels.OneShotLLMax)},
+		Case{Name: "movers/classic-path", MinWorld: 2, Run: moversPast(kernels.OneShotPushMax)},
 		Case{Name: "movers/repeat-100", MinWorld: 2, Run: caseMoversRepeat},
 	)
 }
@@ -270,13 +271,18 @@ func moverDType(ctx context.Context, e *Env, c *collective.Comm, op collective.O
 	return nil
 }
 
-// caseMoversClassic runs each data-movement collective with blocks just
-// over what the push path takes (kernels.MoverPath), so that one launch
-// copies into the symmetric buffer and reads the peers' buffers between
-// two barriers.
-func caseMoversClassic(ctx context.Context, e *Env) (err error) {
+// moversPast runs each data-movement collective with blocks just over
+// bound(world) bytes: over kernels.OneShotLLMax the push path (the LL
+// lines' bound), over kernels.OneShotPushMax the classic path, where one
+// launch copies into the symmetric buffer and reads the peers' buffers
+// between two barriers (kernels.MoverPath).
+func moversPast(bound func(world int) int) func(context.Context, *Env) error {
+	return func(ctx context.Context, e *Env) error { return caseMoversPast(ctx, e, bound(e.World)) }
+}
+
+func caseMoversPast(ctx context.Context, e *Env, bound int) (err error) {
 	d := backend.Float32
-	count := kernels.OneShotPushMax(e.World)/d.Size() + 5
+	count := bound/d.Size() + 5
 	part := int(kernels.MoverPart(uint64(count), d.Size()))
 	c, err := newComm(ctx, e, e.World*part+(64<<10))
 	if err != nil {

@@ -299,8 +299,27 @@
 //	               out block r (at out+r*S) = part me of bufs[r]
 //
 // where part r of a buffer is its n elements at byte r*P.
-// Up to OneShotPushMax(World) bytes per block (n*size), a launch takes the
-// push path instead (MoverPath): no symmetric buffer and one barrier. It
+//
+// Up to OneShotLLMax(World) bytes per block (n*size), a launch takes the
+// LL path instead (MoverPath "ll"): no symmetric buffer and no barrier. It
+// is the one-shot's LL path with other contents (same slots, lines, flag,
+// clearing and epoch; the epoch argument there holds because every rank
+// waits for lines from every peer):
+//
+//  1. every rank writes, as LL lines, what peer p needs into its region of
+//     slot s of p's pad: its input (all-gather; broadcast: the root) or its
+//     input block p (reduce-scatter, all-to-all). In a broadcast every
+//     rank but the root writes every peer a token instead: one 16-byte
+//     vector of zeros (lines 0 and 1 of its region), so that every rank
+//     hears from every peer in every call, as the epoch argument needs (a
+//     rank that heard only from the root could run two calls ahead of a
+//     third rank and overwrite a line it has not read);
+//  2. every rank waits for, reads and clears the lines it is sent, then
+//     writes the output as in step 3 of the push path below;
+//  3. epoch = E+1.
+//
+// Up to OneShotPushMax(World) bytes per block, a launch takes the push
+// path (MoverPath "push"): no symmetric buffer and one barrier. It
 // reads E and leaves E+1 like the one-shot's push path and uses the same
 // slots (the epoch argument there holds: every rank waits for every peer's
 // signal):
@@ -682,9 +701,13 @@ var (
 )
 
 // MoverPath names the path a data-movement kernel takes for blocks of n
-// bytes: "push" when 0 < n <= OneShotPushMax(world), else "classic".
+// bytes: "ll" when 0 < n <= OneShotLLMax(world), "push" when
+// OneShotLLMax(world) < n <= OneShotPushMax(world), else "classic".
 func MoverPath(n, world int) string {
-	if n > 0 && n <= OneShotPushMax(world) {
+	switch {
+	case n > 0 && n <= OneShotLLMax(world):
+		return "ll"
+	case n > 0 && n <= OneShotPushMax(world):
 		return "push"
 	}
 	return "classic"

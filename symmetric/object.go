@@ -45,7 +45,7 @@ type Memory struct {
 	closed bool
 
 	// launchEx is set when ranks of the group share a device: see
-	// BeforeLaunch.
+	// Launch.
 	launchEx *store.Exchange
 }
 
@@ -53,22 +53,29 @@ type Memory struct {
 // (collective.Options.AllowOverlap: testing only).
 func (m *Memory) SharesDevice() bool { return m.launchEx != nil }
 
-// BeforeLaunch is what a rank calls right before it launches a kernel that
-// waits for all its peers (an all-reduce, a barrier of the whole group). When ranks of
-// the group share a device, it waits until every rank has reached the same
-// point: their kernels run in one context, where a rank still inside a
-// driver call that waits for the context's work (allocating, freeing,
-// pinning memory, a synchronous copy) would wait for a peer's kernel that
-// is spinning for it. Otherwise it returns at once. Every rank must make
-// the same launches, as collectives require anyway.
-func (m *Memory) BeforeLaunch(ctx context.Context) error {
+// Launch runs launch, which launches a kernel that waits for all its
+// peers (an all-reduce, a barrier of the whole group). When ranks of the
+// group share a device, every rank meets every other right before its
+// launch and right after it: their kernels run in one context, where a
+// rank inside a driver call that waits for the context's work (allocating,
+// freeing, pinning memory, a synchronous copy) holds up a peer's launch,
+// and so its own kernel, spinning for that peer, never ends. Meeting before
+// is not enough: a rank that has launched may go on to such a call while a
+// peer has yet to launch. Otherwise launch runs alone. Every rank must make
+// the same launches, as collectives require anyway; a rank whose launch
+// fails still meets its peers after it, so that they do not wait for it.
+func (m *Memory) Launch(ctx context.Context, launch func() error) error {
 	if m.launchEx == nil {
-		return nil
+		return launch()
 	}
 	if _, err := m.launchEx.AllGather(ctx, nil); err != nil {
 		return fmt.Errorf("symmetric: group %q: waiting for the ranks sharing a device before a launch: %w", m.name, err)
 	}
-	return nil
+	err := launch()
+	if _, xerr := m.launchEx.AllGather(ctx, nil); xerr != nil && err == nil {
+		err = fmt.Errorf("symmetric: group %q: waiting for the ranks sharing a device after a launch: %w", m.name, xerr)
+	}
+	return err
 }
 
 // setup builds what kernels need once every peer is mapped.
@@ -236,20 +243,27 @@ func (m *Memory) signalStatus(ctx context.Context, op string, fn backend.Functio
 	if m.closed {
 		return 0, backend.Errorf(backend.CodeClosed, "symmetric: %s on closed memory", op)
 	}
-	// A barrier among all ranks waits for them before its launch; a
-	// subset's barrier and a signal between two ranks do not (the other
-	// ranks make no matching call).
-	if mask == m.allMask() {
-		if err := m.BeforeLaunch(ctx); err != nil {
-			return 0, err
-		}
-	}
 	timeout := TimeoutFor(ctx, m.opts.timeout)
 	args := kernels.SignalArgs{Pads: m.SignalPadTable(), Rank: uint32(m.rank), World: uint32(m.world),
 		Peer: uint32(max(peer, 0)), Channel: uint32(channel), Mask: mask, Status: m.status.Ptr(),
 		TimeoutNs: uint64(timeout)}
-	if err := m.stream.Launch(fn, backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32)}, args.Args()...); err != nil {
-		return 0, fmt.Errorf("symmetric: %s: %w", op, err)
+	launch := func() error {
+		if err := m.stream.Launch(fn, backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32)}, args.Args()...); err != nil {
+			return fmt.Errorf("symmetric: %s: %w", op, err)
+		}
+		return nil
+	}
+	// A barrier among all ranks meets them around its launch (Launch); a
+	// subset's barrier and a signal between two ranks do not (the other
+	// ranks make no matching call).
+	var err error
+	if mask == m.allMask() {
+		err = m.Launch(ctx, launch)
+	} else {
+		err = launch()
+	}
+	if err != nil {
+		return 0, err
 	}
 	// The kernel gives up at its own deadline; allow the host a little
 	// longer so the kernel's status, not the host's impatience, says why.

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -333,88 +332,24 @@ func (k *allReduce) oneShot(out []byte) (bool, error) {
 // oneShotLL is the one-shot's LL path: send the input as LL lines into
 // every peer's pad, receive every peer's lines from this rank's pad, reduce
 // in rank order. No barrier; the epoch picks the slot and the flag.
-//
-// Go's atomics are sequentially consistent, so a sender writes each line's
-// first half with a plain store and its second half atomically, the last
-// line last; a receiver that sees the flag in the last line's second half
-// has every earlier line too, and checks each one's flags as the ABI says.
 func (k *allReduce) oneShotLL() error {
-	me := k.me
-	epochWord := word(k.pads[me], kernels.EpochWord)
-	epoch := atomic.LoadUint32(epochWord)
-	f := kernels.LLFlag(epoch, k.call)
-	s := int(epoch & 1)
-	padded := (k.n + 15) &^ 15
-	nlines := padded / 8
-	// half returns payload word i (bytes [4i, 4i+4)), zero past the input.
-	half := func(i int) uint32 {
-		if 4*i+4 <= k.n {
-			return binary.LittleEndian.Uint32(k.in[4*i:])
-		}
-		var w [4]byte
-		if 4*i < k.n {
-			copy(w[:], k.in[4*i:])
-		}
-		return binary.LittleEndian.Uint32(w[:])
-	}
-	flag := uint64(f) << 32
+	c := k.openLL()
 	for p := range k.world {
-		if p == me {
-			continue
-		}
-		// The second half of every line is stored atomically: a peer
-		// whose call differs in count watches its own last line's half,
-		// which may be any of these.
-		off := kernels.LLLine(k.world, s, me, p, 0)
-		pad := k.pads[p]
-		// First halves in one pass, second halves in another: an atomic
-		// store drains the store buffer, so storing both halves line by
-		// line would wait for every line's cache line in turn.
-		for j := range nlines {
-			*word64(pad, off+16*j) = uint64(half(2*j)) | flag
-		}
-		for j := range nlines {
-			atomic.StoreUint64(word64(pad, off+16*j+8), uint64(half(2*j+1))|flag)
+		if p != k.me {
+			c.send(p, k.in)
 		}
 	}
-	last := 16*nlines - 8
-	atomic.StoreUint32(epochWord, epoch+1)
 	srcs := make([][]byte, k.world)
 	for q := range k.world {
-		if q == me {
+		if q == k.me {
 			srcs[q] = k.in
 			continue
 		}
-		off := kernels.LLLine(k.world, s, q, me, 0)
-		tail := word64(k.pads[me], off+last)
-		differs := false
-		if ok, err := k.spin(q, allReduceChannel, func() bool {
-			g := uint32(atomic.LoadUint64(tail) >> 32)
-			differs = kernels.LLMismatch(g, f)
-			return g == f || differs
-		}); !ok {
+		got, ok, err := c.receive(q, k.n)
+		if !ok {
 			return err
 		}
-		if differs {
-			_, err := k.differs(q, allReduceChannel)
-			return err
-		}
-		got := make([]byte, padded)
-		pad := k.pads[me]
-		for j := range nlines {
-			w0, w1 := *word64(pad, off+16*j), *word64(pad, off+16*j+8)
-			if uint32(w0>>32) != f || uint32(w1>>32) != f {
-				return fmt.Errorf("%s: rank %d: LL line %d from rank %d lacks flag %d", k.kernel, me, j, q, f)
-			}
-			binary.LittleEndian.PutUint32(got[8*j:], uint32(w0))
-			binary.LittleEndian.PutUint32(got[8*j+4:], uint32(w1))
-		}
-		// Consumed lines are cleared, so that a line in a slot is always
-		// of the call in progress: the flag's epoch byte repeats every
-		// 256 calls, and a stale line of one of those would pass for a
-		// differing call, or, with a 23-bit hash that matched, for data.
-		clear(pad[off : off+16*nlines])
-		srcs[q] = got[:k.n]
+		srcs[q] = got
 	}
 	// No peer reads this rank's output or buffer: no aside needed.
 	reduce(k.a.DType, k.a.Op, k.out, srcs)

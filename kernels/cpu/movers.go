@@ -148,7 +148,10 @@ func (k *mover) gather() {
 
 func (k *mover) run() error {
 	k.publish(k.world, kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.CallInfo(k.algo, k.a.DType, k.a.Op)})
-	if kernels.MoverPath(k.n, k.world) == "push" {
+	switch kernels.MoverPath(k.n, k.world) {
+	case "ll":
+		return k.ll()
+	case "push":
 		return k.push()
 	}
 	mask := uint32(1)<<k.world - 1
@@ -165,40 +168,18 @@ func (k *mover) run() error {
 	return err
 }
 
-// push is the push path (kernels.MoverPath): what each peer needs, into
-// the peer's push slot; one barrier; the output from this rank's own pad
-// and input. The epoch picks the slot.
-func (k *mover) push() error {
-	me := k.me
-	s := int(k.takeEpoch() & 1)
-	// mine is what this rank contributes to rank r: its input or block r.
-	mine := func(r int) []byte {
-		if k.algo == kernels.ReduceScatter || k.algo == kernels.AllToAll {
-			return k.block(k.in, r)
-		}
-		return k.in[:k.n]
+// contribution is what this rank sends rank r on the LL and push paths:
+// its input block r (reduce-scatter, all-to-all) or its input.
+func (k *mover) contribution(r int) []byte {
+	if k.algo == kernels.ReduceScatter || k.algo == kernels.AllToAll {
+		return k.block(k.in, r)
 	}
-	// from is what rank r sent this rank, in its own pad.
-	from := func(r int) []byte {
-		off := kernels.PushData(k.world, s, r, me)
-		return k.pads[me][off : off+k.n]
-	}
-	for p := range k.world {
-		if p == me || (k.algo == kernels.Broadcast && me != k.root) {
-			continue
-		}
-		off := kernels.PushData(k.world, s, me, p)
-		copy(k.pads[p][off:off+k.n], mine(p))
-	}
-	if ok, err := k.barrier(allReduceChannel, uint32(1)<<k.world-1); !ok {
-		return err
-	}
-	part := func(r int) []byte {
-		if r == me {
-			return mine(me)
-		}
-		return from(r)
-	}
+	return k.in[:k.n]
+}
+
+// emit writes the output on the LL and push paths from part(r), what rank
+// r sent this rank (this rank's own contribution for r == me).
+func (k *mover) emit(part func(r int) []byte) {
 	switch k.algo {
 	case kernels.ReduceScatter:
 		srcs := make([][]byte, k.world)
@@ -213,5 +194,72 @@ func (k *mover) push() error {
 			copy(k.block(k.out, r), part(r))
 		}
 	}
+}
+
+// ll is the LL path (kernels.MoverPath): what each peer needs, as LL
+// lines into the peer's LL slot; the output from the lines of this rank's
+// own pad and its input. No barrier; the epoch picks the slot and the
+// flag. In a broadcast every rank but the root sends every peer a token
+// instead (one 16-byte vector of zeros), so that every rank hears from
+// every peer in every call, as the epoch argument requires.
+func (k *mover) ll() error {
+	me := k.me
+	bcast := k.algo == kernels.Broadcast
+	c := k.openLL()
+	var token [16]byte
+	for p := range k.world {
+		switch {
+		case p == me:
+		case !bcast || me == k.root:
+			c.send(p, k.contribution(p))
+		default:
+			c.send(p, token[:])
+		}
+	}
+	parts := make([][]byte, k.world)
+	for q := range k.world {
+		var err error
+		ok := true
+		switch {
+		case q == me:
+			if !bcast || me == k.root {
+				parts[q] = k.contribution(me)
+			}
+		case !bcast || q == k.root:
+			parts[q], ok, err = c.receive(q, k.n)
+		default:
+			_, ok, err = c.receive(q, len(token))
+		}
+		if !ok {
+			return err
+		}
+	}
+	k.emit(func(r int) []byte { return parts[r] })
+	return nil
+}
+
+// push is the push path (kernels.MoverPath): what each peer needs, into
+// the peer's push slot; one barrier; the output from this rank's own pad
+// and input. The epoch picks the slot.
+func (k *mover) push() error {
+	me := k.me
+	s := int(k.takeEpoch() & 1)
+	for p := range k.world {
+		if p == me || (k.algo == kernels.Broadcast && me != k.root) {
+			continue
+		}
+		off := kernels.PushData(k.world, s, me, p)
+		copy(k.pads[p][off:off+k.n], k.contribution(p))
+	}
+	if ok, err := k.barrier(allReduceChannel, uint32(1)<<k.world-1); !ok {
+		return err
+	}
+	k.emit(func(r int) []byte {
+		if r == me {
+			return k.contribution(me)
+		}
+		off := kernels.PushData(k.world, s, r, me)
+		return k.pads[me][off : off+k.n]
+	})
 	return nil
 }

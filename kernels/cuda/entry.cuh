@@ -23,7 +23,8 @@
 //              >= 16 bytes (collective.LaunchConfig: up to 128 blocks)
 //   reduce_scatter, all_gather, broadcast, all_to_all (AllReduceArgs too):
 //              block 512, any grid <= 128 (collective's moverLaunchConfig:
-//              a block per 32 KiB read and written, up to 64)
+//              on the LL path the one-shot LL's grid for a rank's block,
+//              else a block per 32 KiB read and written, up to 64)
 //   barrier, put_signal, wait_signal: grid 1, block 32.
 //
 // A kernel that finds bad arguments or times out stores its status word (CAS

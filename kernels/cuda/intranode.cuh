@@ -883,19 +883,30 @@ INTRANODE_NOINLINE void store_partial(char* p, V16 v, uint64_t elems) {
   }
 }
 
+// part_load and part_store: vector i of count elements at p (the input, the
+// output, or one rank's block of either).
+template <uint32_t DT>
+INTRANODE_DEVICE V16 part_load(const char* p, uint64_t count, uint64_t i, uint64_t nfull, bool aligned) {
+  return i < nfull ? load_input_vec<DT>(p + i * 16, aligned) : load_partial<DT>(p + i * 16, count - i * kVecElems<DT>);
+}
+
+template <uint32_t DT>
+INTRANODE_DEVICE void part_store(char* p, uint64_t count, uint64_t i, uint64_t nfull, bool aligned, V16 v) {
+  if (i < nfull) {
+    store_output_vec<DT>(p + i * 16, v, aligned);
+  } else {
+    store_partial<DT>(p + i * 16, v, count - i * kVecElems<DT>);
+  }
+}
+
 template <uint32_t DT>
 INTRANODE_DEVICE V16 message_load(const Args& a, uint64_t i, uint64_t nfull, bool aligned) {
-  return i < nfull ? load_input_vec<DT>(a.input + i * 16, aligned)
-                   : load_partial<DT>(a.input + i * 16, a.count - i * kVecElems<DT>);
+  return part_load<DT>(a.input, a.count, i, nfull, aligned);
 }
 
 template <uint32_t DT>
 INTRANODE_DEVICE void message_store(const Args& a, uint64_t i, uint64_t nfull, bool aligned, V16 v) {
-  if (i < nfull) {
-    store_output_vec<DT>(a.output + i * 16, v, aligned);
-  } else {
-    store_partial<DT>(a.output + i * 16, v, a.count - i * kVecElems<DT>);
-  }
+  part_store<DT>(a.output, a.count, i, nfull, aligned, v);
 }
 
 INTRANODE_DEVICE bool ll_ready(const V16& l, uint32_t f) { return l.y == f && l.w == f; }
@@ -941,29 +952,60 @@ INTRANODE_DEVICE void epoch_count_out(uint64_t my_pad, uint32_t epoch, uint32_t 
 }
 
 // load_first reads this thread's first round of vectors of [lo, hi) of
-// the message (vector lo + thread + u*threads for u < kUnroll<N>), the
-// round a block's loop over [lo, hi) would load first, so that a caller can
-// have them in flight before it may use them: the one-shot LL path before
-// check's table loads, the Pipeline before the peer's signal frees a slot.
+// count elements at in (vector lo + thread + u*threads for u <
+// kUnroll<N>), the round a block's loop over [lo, hi) would load first, so
+// that a caller can have them in flight before it may use them: the LL
+// kernels before check's table loads, the Pipeline before the peer's
+// signal frees a slot.
 template <uint32_t DT, int N>
-INTRANODE_DEVICE void load_first(const Args& a, uint64_t nfull, bool in_aligned, uint64_t lo, uint64_t hi,
-                                 V16 (&v)[kUnroll<N>]) {
+INTRANODE_DEVICE void load_first(const char* in, uint64_t count, uint64_t nfull, bool in_aligned, uint64_t lo,
+                                 uint64_t hi, V16 (&v)[kUnroll<N>]) {
   constexpr int U = kUnroll<N>;
   const uint64_t T = port::block_threads();
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const uint64_t i = lo + port::thread_index() + u * T;
     if (i < hi) {
-      v[u] = message_load<DT>(a, i, nfull, in_aligned);
+      v[u] = part_load<DT>(in, count, i, nfull, in_aligned);
     }
   }
 }
 
-template <uint32_t DT, uint32_t OP, int N>
-INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
+template <uint32_t DT, int N>
+INTRANODE_DEVICE void load_first(const Args& a, uint64_t nfull, bool in_aligned, uint64_t lo, uint64_t hi,
+                                 V16 (&v)[kUnroll<N>]) {
+  load_first<DT, N>(a.input, a.count, nfull, in_aligned, lo, hi, v);
+}
+
+// The LL kernels: the one-shot's LL path and the data-movement
+// collectives' (kernels.MoverPath "ll") differ only in what a rank sends
+// each peer and what it makes of what it receives:
+//
+//   kAllReduce      its input to every peer; output = fold over all ranks
+//   kReduceScatter  its input block r to peer r; output = fold over all
+//                   ranks of their block me (this rank's from its input)
+//   kGather         all-gather: its input to every peer; output block r =
+//                   rank r's input. Broadcast: the root sends its input to
+//                   every peer, every other rank a token (one vector of
+//                   zeros) to every peer (kernels/abi.go: the epoch
+//                   argument needs every rank to wait for every peer);
+//                   output = the root's input
+//   kAllToAll       its input block r to peer r; output block r = rank r's
+//                   block me
+enum class LL { kAllReduce, kReduceScatter, kGather, kAllToAll };
+
+// ll_collective: every block sends its vectors as LL lines into every
+// peer's pad, then polls its own pad for the peers' lines; a line carries
+// its flag beside each data word, so the data is there as soon as the
+// flag is. Payload vector i (16 bytes) travels as the two lines at 32*i of
+// the sender's region: {v.x, f, v.y, f} and {v.z, f, v.w, f}.
+template <uint32_t DT, uint32_t OP, int N, LL KIND>
+INTRANODE_DEVICE void ll_collective(Args a, Algo algo, int n) {
   constexpr uint64_t E = kVecElems<DT>;
   constexpr int U = kUnroll<N>;
   constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
+  constexpr bool kPerPeer = KIND == LL::kReduceScatter || KIND == LL::kAllToAll;
+  constexpr bool kReduce = KIND == LL::kAllReduce || KIND == LL::kReduceScatter;
   const int me = int(a.rank);
   const int np = n - 1;
   const uint32_t t = port::thread_index();
@@ -973,23 +1015,35 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
   const uint64_t nvec = (a.count + E - 1) / E;
   uint64_t lo, hi;
   split(nvec, grid, port::block_index(), lo, hi);
-  const bool in_aligned = aligned16(a.input);
-  const bool out_aligned = aligned16(a.output);
+  // Rank blocks of a strided input or output lie stride bytes apart; the
+  // broadcast's root is Extra (checked below; until then it only selects).
+  const bool bcast = KIND == LL::kGather && algo == Algo::kBroadcast;
+  const uint64_t stride = (bcast || a.extra == 0 ? a.count : a.extra) * kElemSize<DT>;
+  const int root = bcast ? int(min_u64(a.extra, kMaxRanks)) : -1;
+  const bool has_input = !bcast || me == root;
+  const bool blocked_out = KIND == LL::kAllToAll || (KIND == LL::kGather && !bcast);
+  const char* own_in = a.input + (kPerPeer ? uint64_t(me) * stride : 0);
+  char* own_out = a.output + (blocked_out ? uint64_t(me) * stride : 0);
+  const bool in_aligned = aligned16(a.input) && (!kPerPeer || (stride & 15) == 0);
+  const bool out_aligned = aligned16(a.output) && (!blocked_out || (stride & 15) == 0);
 
   // This rank's pad comes from the pointer table, before the work ahead on
   // the stream has finished (an early launch); the epoch and this thread's
-  // first vectors go out as soon as it has, ahead of check's table loads
-  // and block-wide reduction.
+  // first vectors of its own part go out as soon as it has, ahead of
+  // check's table loads and block-wide reduction.
   uint32_t epoch = 0;
   V16 first[U];
-  const bool params = params_ok<DT>(a);
+  const bool params = params_ok<DT>(a) && (KIND == LL::kAllReduce || bcast || a.extra == 0 ||
+                                           (a.extra >= a.count && a.extra <= (1ull << 40)));
   const uint64_t pad = params ? port::load_arg_u64(a.pads + a.rank) : 0;
   port::wait_dependencies();
   if (params) {
     epoch = port::load_plain(reinterpret_cast<const uint32_t*>(pad + kEpochWord));
-    load_first<DT, N>(a, nfull, in_aligned, lo, hi, first);
+    if (has_input) {
+      load_first<DT, N>(own_in, a.count, nfull, in_aligned, lo, hi, first);
+    }
   }
-  if (!check<DT>(a, Algo::kOneShot)) {
+  if (!check<DT>(a, algo)) {
     return;
   }
 
@@ -1007,33 +1061,73 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
   char* dst[P];        // my region of the slot in peer k's pad
   const char* src[P];  // peer k's region of the slot in my pad
   peer_regions<N>(a, me, np, kLLOffset, slot_base, region, 0, dst, src);
+  // expects: whether vector i comes from peer k (every vector from every
+  // peer, but in a broadcast only the root's; the others send their token
+  // at vector 0).
+  const auto expects = [&](int k, uint64_t i) { return !bcast || i == 0 || k + (k >= me) == root; };
+  const auto send = [&](int k, uint64_t i, V16 v) {
+    port::store_ll(dst[k] + 32 * i, V16{v.x, f, v.y, f});
+    port::store_ll(dst[k] + 32 * i + 16, V16{v.z, f, v.w, f});
+  };
 
-  // 1. Send: every vector of this block to every peer.
+  // 1. Send: every vector of this block to every peer (its block r to peer
+  // r), or the broadcast's token to every peer.
   for (uint64_t base = lo + t; base < hi; base += U * T) {
-    V16 v[U];
+    if constexpr (kPerPeer) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint64_t i = base + u * T;
-      if (i < hi) {
-        v[u] = base == lo + t ? first[u] : message_load<DT>(a, i, nfull, in_aligned);
-      }
-    }
+      for (int k = 0; k < P; ++k) {
+        if (k < np) {
+          const char* blk = a.input + uint64_t(k + (k >= me)) * stride;
+          V16 v[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint64_t i = base + u * T;
-      if (i < hi) {
-#pragma unroll
-        for (int k = 0; k < P; ++k) {
-          if (k < np) {
-            port::store_ll(dst[k] + 32 * i, V16{v[u].x, f, v[u].y, f});
-            port::store_ll(dst[k] + 32 * i + 16, V16{v[u].z, f, v[u].w, f});
+          for (int u = 0; u < U; ++u) {
+            const uint64_t i = base + u * T;
+            if (i < hi) {
+              v[u] = part_load<DT>(blk, a.count, i, nfull, in_aligned);
+            }
           }
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const uint64_t i = base + u * T;
+            if (i < hi) {
+              send(k, i, v[u]);
+            }
+          }
+        }
+      }
+    } else if (has_input) {
+      V16 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const uint64_t i = base + u * T;
+        if (i < hi) {
+          v[u] = base == lo + t ? first[u] : part_load<DT>(a.input, a.count, i, nfull, in_aligned);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const uint64_t i = base + u * T;
+        if (i < hi) {
+#pragma unroll
+          for (int k = 0; k < P; ++k) {
+            if (k < np) {
+              send(k, i, v[u]);
+            }
+          }
+        }
+      }
+    } else if (base == 0) {
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        if (k < np) {
+          send(k, 0, V16{0, 0, 0, 0});
         }
       }
     }
   }
 
-  // 2. Receive and reduce, in rank order, my own input in my place.
+  // 2. Receive, then reduce in rank order with this rank's own part in its
+  // place, or copy each peer's part to its place.
   bool alive = true;
   for (uint64_t base = lo + t; alive && base < hi; base += U * T) {
     V16 la[U][P], lb[U][P], own[U];
@@ -1043,12 +1137,14 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
       if (i < hi) {
 #pragma unroll
         for (int k = 0; k < P; ++k) {
-          if (k < np) {
+          if (k < np && expects(k, i)) {
             la[u][k] = port::load_ll(src[k] + 32 * i);
             lb[u][k] = port::load_ll(src[k] + 32 * i + 16);
           }
         }
-        own[u] = base == lo + t ? first[u] : message_load<DT>(a, i, nfull, in_aligned);
+        if (has_input) {
+          own[u] = base == lo + t ? first[u] : part_load<DT>(own_in, a.count, i, nfull, in_aligned);
+        }
       }
     }
 #pragma unroll
@@ -1056,7 +1152,7 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
       const uint64_t i = base + u * T;
 #pragma unroll
       for (int k = 0; k < P; ++k) {
-        if (alive && i < hi && k < np && !(ll_ready(la[u][k], f) && ll_ready(lb[u][k], f))) {
+        if (alive && i < hi && k < np && expects(k, i) && !(ll_ready(la[u][k], f) && ll_ready(lb[u][k], f))) {
           const uint64_t start = port::now_ns();
           const uint32_t peer = uint32_t(k + (k >= me));
           for (uint32_t spin = 1;; ++spin) {
@@ -1090,18 +1186,33 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
     for (int u = 0; u < U; ++u) {
       const uint64_t i = base + u * T;
       if (i < hi) {
-        V16 x[N];
+        if constexpr (kReduce) {
+          V16 x[N];
 #pragma unroll
-        for (int r = 0; r < N; ++r) {
-          // Rank r is peer r (r < me) or peer r-1 (r > me).
-          const int k0 = r < P ? r : P - 1;
-          const int k1 = r > 0 ? r - 1 : 0;
-          const bool lower = r < me;
-          const V16 pay{lower ? la[u][k0].x : la[u][k1].x, lower ? la[u][k0].z : la[u][k1].z,
-                        lower ? lb[u][k0].x : lb[u][k1].x, lower ? lb[u][k0].z : lb[u][k1].z};
-          x[r] = r == me ? own[u] : pay;
+          for (int r = 0; r < N; ++r) {
+            // Rank r is peer r (r < me) or peer r-1 (r > me).
+            const int k0 = r < P ? r : P - 1;
+            const int k1 = r > 0 ? r - 1 : 0;
+            const bool lower = r < me;
+            const V16 pay{lower ? la[u][k0].x : la[u][k1].x, lower ? la[u][k0].z : la[u][k1].z,
+                          lower ? lb[u][k0].x : lb[u][k1].x, lower ? lb[u][k0].z : lb[u][k1].z};
+            x[r] = r == me ? own[u] : pay;
+          }
+          part_store<DT>(a.output, a.count, i, nfull, out_aligned, reduce_pack<DT, OP, N>(Fold<OP>(a.op), x, n));
+        } else {
+#pragma unroll
+          for (int k = 0; k < P; ++k) {
+            const int r = k + (k >= me);
+            if (k < np && (!bcast || r == root)) {
+              const V16 pay{la[u][k].x, la[u][k].z, lb[u][k].x, lb[u][k].z};
+              part_store<DT>(a.output + (blocked_out ? uint64_t(r) * stride : 0), a.count, i, nfull, out_aligned,
+                             pay);
+            }
+          }
+          if (has_input && own_in != own_out) {
+            part_store<DT>(own_out, a.count, i, nfull, out_aligned, own[u]);
+          }
         }
-        message_store<DT>(a, i, nfull, out_aligned, reduce_pack<DT, OP, N>(Fold<OP>(a.op), x, n));
       }
     }
     // 3. Clear the lines read (kernels/abi.go): a line left in the slot
@@ -1111,7 +1222,7 @@ INTRANODE_DEVICE void one_shot_ll(Args a, int n) {
       const uint64_t i = base + u * T;
 #pragma unroll
       for (int k = 0; k < P; ++k) {
-        if (i < hi && k < np) {
+        if (i < hi && k < np && expects(k, i)) {
           char* line = const_cast<char*>(src[k]) + 32 * i;
           port::store16(line, V16{0, 0, 0, 0});
           port::store16(line + 16, V16{0, 0, 0, 0});
@@ -1765,9 +1876,18 @@ INTRANODE_DEVICE void one_shot_world(const Args& a) {
   by_world(a.world, [&](auto w, int n) { one_shot<DT, OP, decltype(w)::value>(a, n); });
 }
 
-template <uint32_t DT, uint32_t OP>
-INTRANODE_DEVICE void one_shot_ll_world(const Args& a) {
-  by_world(a.world, [&](auto w, int n) { one_shot_ll<DT, OP, decltype(w)::value>(a, n); });
+template <uint32_t DT, uint32_t OP, LL KIND>
+INTRANODE_DEVICE void ll_world(const Args& a, Algo algo) {
+  by_world(a.world, [&](auto w, int n) { ll_collective<DT, OP, decltype(w)::value, KIND>(a, algo, n); });
+}
+
+template <uint32_t DT, LL KIND>
+INTRANODE_DEVICE void ll_reduce(const Args& a, Algo algo) {
+  if (a.op == kSum) {
+    ll_world<DT, kSum, KIND>(a, algo);
+  } else {
+    ll_world<DT, kMinMax, KIND>(a, algo);
+  }
 }
 
 template <uint32_t DT, uint32_t OP>
@@ -1996,14 +2116,24 @@ INTRANODE_DEVICE void all_reduce(Args a, Algo algo) {
   // The next early launch on the stream may start now: it waits for this
   // kernel to finish before it touches memory (port::wait_dependencies).
   port::allow_dependents();
-  // The one-shot's LL path (kernels.OneShotLLMax) checks its arguments
-  // itself, after issuing the loads that need none of check's.
-  if (algo == Algo::kOneShot && a.count > 0 && a.world >= 1 && a.world <= kMaxRanks &&
+  // The LL kernels (kernels.OneShotPath and kernels.MoverPath "ll") check
+  // their arguments themselves, after issuing the loads that need none of
+  // check's.
+  if ((algo == Algo::kOneShot || is_mover(algo)) && a.count > 0 && a.world >= 1 && a.world <= kMaxRanks &&
       a.count <= ll_max(a.world) / kElemSize<DT>) {
-    if (a.op == kSum) {
-      one_shot_ll_world<DT, kSum>(a);
-    } else {
-      one_shot_ll_world<DT, kMinMax>(a);
+    switch (algo) {
+      case Algo::kOneShot:
+        ll_reduce<DT, LL::kAllReduce>(a, algo);
+        break;
+      case Algo::kReduceScatter:
+        ll_reduce<DT, LL::kReduceScatter>(a, algo);
+        break;
+      case Algo::kAllToAll:
+        ll_world<DT, kSum, LL::kAllToAll>(a, algo);  // no reduction: one instantiation
+        break;
+      default:
+        ll_world<DT, kSum, LL::kGather>(a, algo);
+        break;
     }
     return;
   }
