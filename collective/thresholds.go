@@ -141,6 +141,25 @@ func (t Thresholds) Select(n int) Algo {
 // bytes per second, except reduce-scatter up to 64 MiB. The windows below
 // take the kernels where they were not slower.
 //
+// The LL path (no barrier, up to OneShotLLMax per block) on 2×H200, ninth
+// session (docs/results/2026-11-26-session9-h200x2/run2, bench-movers.txt),
+// the kernels against NCCL in the same run:
+//
+//	bytes            1K    16K   256K  1M    4M    16M   64M    256M
+//	reduce_scatter   2.95  3.66  4.25  6.55  11.76 39.95 153.34 602.84
+//	  NCCL           5.52  6.11  7.03  10.10 22.48 49.71 163.89 581.19
+//	all_gather       3.32  4.02  4.31  7.21  13.00 37.70 158.22 616.91
+//	  NCCL           5.44  6.21  7.10  10.69 25.98 53.21 154.58 545.60
+//	broadcast        2.99  3.64  4.12  7.40  17.06 63.48 260.64 1032.82
+//	  NCCL           5.06  5.79  6.62  11.54 24.64 61.19 202.93 748.54
+//	alltoall         3.43  4.00  4.48  7.23  13.26 44.54 180.47 710.14
+//	  NCCL           6.37  7.50  8.24  12.58 19.57 50.20 136.17 470.10
+//
+// The windows below hold there too: the kernels from the smallest size
+// (all-gather included, which the H100 tables had left to NCCL below
+// 1 MiB) to 64 MiB (reduce-scatter), 16 MiB (all-gather, all-to-all) and
+// 4 MiB (broadcast).
+//
 // cuda, world 4, 4×H200 NV18, graph replay, bf16, µs per call, eighth
 // session (docs/results/2026-11-26-session8-h200x4, bench-movers.txt),
 // the push path against NCCL in the same run:
