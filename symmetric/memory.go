@@ -164,6 +164,12 @@ func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Me
 			b.opts.logger.Debug("symmetric rendezvous phases", tm.Attrs()...)
 		}
 	}()
+	// The kernel module needs no peer: it loads on its own goroutine from
+	// here, beside the exchanges and the mapping, instead of after them
+	// (the CUDA image takes tens of milliseconds, the largest phase at
+	// world 4: docs/PERFORMANCE.md).
+	module := startModuleLoad(ctx, b.dev)
+	defer module.release()
 	ex, err := store.NewExchange(g.Store, "symm/"+name, g.Rank, g.World)
 	if err != nil {
 		return nil, fmt.Errorf("symmetric: %w", err)
@@ -252,7 +258,7 @@ func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Me
 			return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
 		}
 		tm.Mark("mapped")
-		if err = m.setup(ctx); err != nil {
+		if err = m.setup(ctx, module); err != nil {
 			return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
 		}
 		tm.Mark("setup")
@@ -283,7 +289,7 @@ func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Me
 		return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
 	}
 	tm.Mark("closing")
-	if err = m.setup(ctx); err != nil {
+	if err = m.setup(ctx, module); err != nil {
 		return nil, fmt.Errorf("symmetric: group %q: %w", name, err)
 	}
 	tm.Mark("setup")
@@ -442,3 +448,40 @@ func closeHandles(hs []backend.Handle) {
 }
 
 func alignUp(n, a int) int { return (n + a - 1) / a * a }
+
+// moduleLoad is the kernel module (kernels.ModuleName) loading on its own
+// goroutine during a rendezvous.
+type moduleLoad struct {
+	done  chan struct{}
+	mod   backend.Module
+	err   error
+	taken bool
+}
+
+func startModuleLoad(ctx context.Context, dev backend.Device) *moduleLoad {
+	l := &moduleLoad{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		l.mod, l.err = dev.LoadModule(ctx, backend.ModuleSource{Name: kernels.ModuleName})
+	}()
+	return l
+}
+
+// take waits for the load to end and hands the module to the caller.
+func (l *moduleLoad) take() (backend.Module, error) {
+	<-l.done
+	l.taken = true
+	return l.mod, l.err
+}
+
+// release unloads the module if no one took it (a rendezvous that failed
+// first), once its load has ended.
+func (l *moduleLoad) release() {
+	if l.taken {
+		return
+	}
+	<-l.done
+	if l.mod != nil {
+		_ = l.mod.Close()
+	}
+}

@@ -79,7 +79,7 @@ func (m *Memory) Launch(ctx context.Context, launch func() error) error {
 }
 
 // setup builds what kernels need once every peer is mapped.
-func (m *Memory) setup(ctx context.Context) error {
+func (m *Memory) setup(ctx context.Context, module *moduleLoad) error {
 	m.bufs = make([]backend.DevicePtr, m.world)
 	m.pads = make([]backend.DevicePtr, m.world)
 	for r := 0; r < m.world; r++ {
@@ -105,7 +105,7 @@ func (m *Memory) setup(ctx context.Context) error {
 	if m.status, err = m.dev.AllocHost(ctx, 64); err != nil {
 		return fmt.Errorf("allocating status word: %w", err)
 	}
-	if m.module, err = m.dev.LoadModule(ctx, backend.ModuleSource{Name: kernels.ModuleName}); err != nil {
+	if m.module, err = module.take(); err != nil {
 		return fmt.Errorf("loading kernels: %w", err)
 	}
 	for _, f := range []struct {
