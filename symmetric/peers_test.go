@@ -154,3 +154,41 @@ func TestPeerReasonWithoutTester(t *testing.T) {
 		require.ErrorContains(t, err, "device 0 cannot access device 1 (rank 0 → rank 1): backend fake reports no peer access")
 	}
 }
+
+// A rendezvous that fails releases what it took, the kernel module it
+// loads beside the exchanges included: each rank's device then closes with
+// nothing left open. The ranks here disagree on the buffer size.
+func TestFailedRendezvousLeavesNothingOpen(t *testing.T) {
+	b, err := fake.New(fake.WithDevices(2))
+	require.NoError(t, err)
+	defer b.Close()
+	ctx := t.Context()
+	st := store.NewMem()
+	defer st.Close()
+	errs := make([]error, 2)
+	closeErrs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dev, err := b.Open(ctx, r)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer func() { closeErrs[r] = dev.Close() }()
+			blk, err := symmetric.Alloc(ctx, b, dev, 4096*(r+1))
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			_, errs[r] = blk.Rendezvous(ctx, "mismatch", symmetric.GroupInfo{Rank: r, World: 2, Store: st})
+		}()
+	}
+	wg.Wait()
+	for r := range 2 {
+		require.ErrorIs(t, errs[r], symmetric.ErrSizeMismatch, "rank %d", r)
+		require.NoError(t, closeErrs[r], "rank %d: the device closed with something still open", r)
+	}
+}
