@@ -164,3 +164,26 @@ func TestPipelineLaunchConfig(t *testing.T) {
 	require.Equal(t, uint32(kernels.KernelChannels), LaunchConfig("cuda", Pipeline, 32<<20, 2).Grid.X)
 	require.Equal(t, uint32(kernels.KernelChannels), LaunchConfig("cuda", Pipeline, 256<<20, 2).Grid.X)
 }
+
+// The data-movement kernels' grid: on the LL path the one-shot LL's for a
+// rank's block (one block below 16 KiB, 2 KiB a block above, at most
+// KernelChannels), past it a block per 32 KiB moved, at most 64.
+func TestMoverLaunchConfig(t *testing.T) {
+	for _, tc := range []struct {
+		n, bytes, world int
+		grid            uint32
+	}{
+		{n: 1024, bytes: 4096, world: 2, grid: 1},
+		{n: 16 << 10, bytes: 64 << 10, world: 2, grid: 8},
+		{n: 256 << 10, bytes: 1 << 20, world: 2, grid: 128},      // the LL bound at world 2
+		{n: 256<<10 + 16, bytes: 1<<20 + 64, world: 2, grid: 33}, // the push path: 32 KiB a block
+		{n: 64 << 10, bytes: 1 << 20, world: 8, grid: 32},        // over the LL bound at world 8
+		{n: 32 << 10, bytes: 1 << 20, world: 8, grid: 16},        // under it
+		{n: 8 << 20, bytes: 64 << 20, world: 8, grid: 64},
+	} {
+		cfg := moverLaunchConfig(tc.n, tc.bytes, tc.world)
+		require.Equal(t, tc.grid, cfg.Grid.X, "n=%d bytes=%d world=%d", tc.n, tc.bytes, tc.world)
+		require.Equal(t, uint32(512), cfg.Block.X)
+		require.True(t, cfg.Early)
+	}
+}
