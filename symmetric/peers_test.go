@@ -18,12 +18,23 @@ import (
 // rank a goroutine, and returns every rank's memory and error.
 func rendezvousAll(t *testing.T, b backend.Backend, devs []int, opts func(rank int) []symmetric.Option) ([]*symmetric.Memory, []error) {
 	t.Helper()
+	mems, errs, _ := rendezvousSized(t, b, devs, func(int) int { return 4096 }, opts)
+	return mems, errs
+}
+
+// rendezvousSized is rendezvousAll with a buffer of size(rank) bytes on
+// each rank; it also returns the devices it opened (nil where Open
+// failed), which the test's cleanup closes.
+func rendezvousSized(t *testing.T, b backend.Backend, devs []int, size func(rank int) int,
+	opts func(rank int) []symmetric.Option) ([]*symmetric.Memory, []error, []backend.Device) {
+	t.Helper()
 	ctx := t.Context()
 	st := store.NewMem()
 	t.Cleanup(func() { st.Close() })
 	world := len(devs)
 	mems := make([]*symmetric.Memory, world)
 	errs := make([]error, world)
+	opened := make([]backend.Device, world)
 	var wg sync.WaitGroup
 	for r := range world {
 		wg.Add(1)
@@ -34,12 +45,13 @@ func rendezvousAll(t *testing.T, b backend.Backend, devs []int, opts func(rank i
 				errs[r] = err
 				return
 			}
+			opened[r] = dev
 			t.Cleanup(func() { dev.Close() })
 			var o []symmetric.Option
 			if opts != nil {
 				o = opts(r)
 			}
-			blk, err := symmetric.Alloc(ctx, b, dev, 4096, o...)
+			blk, err := symmetric.Alloc(ctx, b, dev, size(r), o...)
 			if err != nil {
 				errs[r] = err
 				return
@@ -55,7 +67,7 @@ func rendezvousAll(t *testing.T, b backend.Backend, devs []int, opts func(rank i
 			}
 		}
 	})
-	return mems, errs
+	return mems, errs, opened
 }
 
 func TestRendezvousRefusesBrokenPeerAccess(t *testing.T) {
@@ -162,33 +174,9 @@ func TestFailedRendezvousLeavesNothingOpen(t *testing.T) {
 	b, err := fake.New(fake.WithDevices(2))
 	require.NoError(t, err)
 	defer b.Close()
-	ctx := t.Context()
-	st := store.NewMem()
-	defer st.Close()
-	errs := make([]error, 2)
-	closeErrs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dev, err := b.Open(ctx, r)
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			defer func() { closeErrs[r] = dev.Close() }()
-			blk, err := symmetric.Alloc(ctx, b, dev, 4096*(r+1))
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			_, errs[r] = blk.Rendezvous(ctx, "mismatch", symmetric.GroupInfo{Rank: r, World: 2, Store: st})
-		}()
-	}
-	wg.Wait()
-	for r := range 2 {
+	_, errs, devs := rendezvousSized(t, b, []int{0, 1}, func(r int) int { return 4096 * (r + 1) }, nil)
+	for r, dev := range devs {
 		require.ErrorIs(t, errs[r], symmetric.ErrSizeMismatch, "rank %d", r)
-		require.NoError(t, closeErrs[r], "rank %d: the device closed with something still open", r)
+		require.NoError(t, dev.Close(), "rank %d: the device closed with something still open", r)
 	}
 }

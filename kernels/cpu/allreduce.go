@@ -169,8 +169,6 @@ func openCollective(ctx context.Context, mem Memory, a kernels.AllReduceArgs, dt
 	return l, nil
 }
 
-// resolveBuffers maps the first span bytes of every rank's symmetric
-// buffer, each of which must be 16-byte aligned.
 // resolveAligned is resolveBuffers plus, for a call that moves n > 0
 // bytes of size-byte elements, the check that input and output are
 // aligned to the element.
@@ -185,6 +183,8 @@ func (l *launch) resolveAligned(mem Memory, a kernels.AllReduceArgs, span, n, si
 	return bufs, nil
 }
 
+// resolveBuffers maps the first span bytes of every rank's symmetric
+// buffer, each of which must be 16-byte aligned.
 func (l *launch) resolveBuffers(mem Memory, a kernels.AllReduceArgs, span int) ([][]byte, error) {
 	ptrs, err := l.pointerTable(mem, a.Bufs, int(a.World), "buffer")
 	if err != nil {
