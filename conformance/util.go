@@ -98,18 +98,23 @@ func (g *guarded) read(ctx context.Context) ([]byte, error) {
 
 // checkCanaries fails if anything wrote outside the usable part.
 func (g *guarded) checkCanaries(ctx context.Context) error {
-	all := make([]byte, g.n+2*canarySize)
-	if err := g.dev.CopyFromDevice(ctx, all, g.alloc.Ptr()); err != nil {
-		return err
-	}
-	for i, v := range all {
-		if (i < canarySize || i >= canarySize+g.n) && v != canary {
-			side := "before"
-			off := canarySize - i
-			if i >= canarySize {
-				side, off = "after", i-canarySize-g.n+1
+	side := make([]byte, canarySize)
+	for _, before := range []bool{true, false} {
+		at := g.alloc.Ptr().Add(canarySize + g.n)
+		if before {
+			at = g.alloc.Ptr()
+		}
+		if err := g.dev.CopyFromDevice(ctx, side, at); err != nil {
+			return err
+		}
+		for i, v := range side {
+			if v == canary {
+				continue
 			}
-			return fmt.Errorf("canary overwritten %d bytes %s a %d-byte buffer", off, side, g.n)
+			if before {
+				return fmt.Errorf("canary overwritten %d bytes before a %d-byte buffer", canarySize-i, g.n)
+			}
+			return fmt.Errorf("canary overwritten %d bytes after a %d-byte buffer", i+1, g.n)
 		}
 	}
 	return nil

@@ -140,6 +140,26 @@ func TestAccumulate(t *testing.T) {
 				}
 				require.Equal(t, float64(tt.want[i]), got, "Combine element %d", i)
 			}
+			// The same through AccumulateHalf: every x is exact in both
+			// 16-bit types.
+			for _, h := range []struct {
+				d      backend.DType
+				encode func(float32) uint16
+			}{{backend.BFloat16, F32ToBF16}, {backend.Float16, F32ToF16}} {
+				xs := make([]uint16, len(tt.x))
+				for i, v := range tt.x {
+					xs[i] = h.encode(v)
+				}
+				acc := append([]float32(nil), tt.acc...)
+				AccumulateHalf(h.d, tt.op, acc, xs)
+				for i := range acc {
+					if tt.wantNaN != nil && tt.wantNaN[i] {
+						require.True(t, math.IsNaN(float64(acc[i])), "%v element %d", h.d, i)
+						continue
+					}
+					require.Equal(t, tt.want[i], acc[i], "%v element %d", h.d, i)
+				}
+			}
 		})
 	}
 	t.Run("int32 wraps", func(t *testing.T) {

@@ -24,28 +24,71 @@ func Accumulate[T Accumulator](op backend.ReduceOp, acc, x []T) {
 			acc[i] += v
 		}
 	case backend.Max:
-		// The builtin is branch-free but propagates NaN; the rare NaN is
-		// fixed up after (x != x is false for integers).
 		for i, v := range x {
-			a := acc[i]
-			m := max(a, v)
-			if m != m {
-				m = notNaN(a, v)
-			}
-			acc[i] = m
+			acc[i] = maxNum(acc[i], v)
 		}
 	case backend.Min:
 		for i, v := range x {
-			a := acc[i]
-			m := min(a, v)
-			if m != m {
-				m = notNaN(a, v)
-			}
-			acc[i] = m
+			acc[i] = minNum(acc[i], v)
 		}
 	default:
 		panic(fmt.Sprintf("numeric: invalid %v", op))
 	}
+}
+
+// AccumulateHalf sets acc[i] = op(acc[i], widen(x[i])) for i < len(acc),
+// where x holds float16 (d == Float16) or bfloat16 (d == BFloat16) bit
+// patterns and widen is the exact conversion to float32: the widening and
+// the reduction in one pass, with the choice of type and op made once per
+// call, not per element. x must be at least as long as acc.
+func AccumulateHalf(d backend.DType, op backend.ReduceOp, acc []float32, x []uint16) {
+	x = x[:len(acc)]
+	switch {
+	case d == backend.BFloat16 && op == backend.Sum:
+		for i, v := range x {
+			acc[i] += BF16ToF32(v)
+		}
+	case d == backend.BFloat16 && op == backend.Max:
+		for i, v := range x {
+			acc[i] = maxNum(acc[i], BF16ToF32(v))
+		}
+	case d == backend.BFloat16 && op == backend.Min:
+		for i, v := range x {
+			acc[i] = minNum(acc[i], BF16ToF32(v))
+		}
+	case d == backend.Float16 && op == backend.Sum:
+		for i, v := range x {
+			acc[i] += F16ToF32(v)
+		}
+	case d == backend.Float16 && op == backend.Max:
+		for i, v := range x {
+			acc[i] = maxNum(acc[i], F16ToF32(v))
+		}
+	case d == backend.Float16 && op == backend.Min:
+		for i, v := range x {
+			acc[i] = minNum(acc[i], F16ToF32(v))
+		}
+	default:
+		panic(fmt.Sprintf("numeric: AccumulateHalf of %v with %v", d, op))
+	}
+}
+
+// maxNum is IEEE 754 maxNum: the larger of a and b, the one that is not NaN
+// if only one is. The builtin is branch-free but propagates NaN, so the
+// rare NaN is fixed up after (m != m is false for integers).
+func maxNum[T Accumulator](a, b T) T {
+	if m := max(a, b); m == m {
+		return m
+	}
+	return notNaN(a, b)
+}
+
+// minNum is maxNum's counterpart for the smaller value.
+func minNum[T Accumulator](a, b T) T {
+	if m := min(a, b); m == m {
+		return m
+	}
+	return notNaN(a, b)
 }
 
 // notNaN returns whichever of a and b is not NaN (b when both are).
@@ -63,15 +106,9 @@ func Combine(op backend.ReduceOp, acc, x float64) float64 {
 	case backend.Sum:
 		return acc + x
 	case backend.Max:
-		if m := max(acc, x); m == m {
-			return m
-		}
-		return notNaN(acc, x)
+		return maxNum(acc, x)
 	case backend.Min:
-		if m := min(acc, x); m == m {
-			return m
-		}
-		return notNaN(acc, x)
+		return minNum(acc, x)
 	}
 	panic(fmt.Sprintf("numeric: invalid %v", op))
 }

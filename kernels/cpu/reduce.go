@@ -1,15 +1,14 @@
 package cpu
 
 import (
-	"encoding/binary"
-	"math"
+	"unsafe"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/internal/numeric"
 )
 
 // chunkElems is how many elements reduce handles at a time: small enough
-// for two accumulator chunks to stay in L1.
+// for the accumulator chunk to stay in L1.
 const chunkElems = 1024
 
 // reduce sets dst[i] = op(…op(op(src0[i], src1[i]), src2[i])…) for every
@@ -20,109 +19,118 @@ const chunkElems = 1024
 // from every source before it is written. Every slice must have len(dst)
 // bytes, a multiple of the element size.
 //
-// Aligned buffers (backend allocations are 16-byte aligned, so are the
-// slices the algorithms cut from them) are read and written through typed
-// views; anything else takes an encoding/binary path with the same
-// arithmetic, so the bits do not depend on alignment.
+// Each chunk takes one pass per source plus one to store: the first source
+// is loaded (widened) into an accumulator, every other is widened and
+// reduced into it in one loop (numeric.Accumulate, numeric.AccumulateHalf),
+// and the result is stored (rounded). The loops read and write through
+// typed views; a chunk of a slice that is not aligned to its element
+// (backend allocations are 16-byte aligned, so are the slices the
+// algorithms cut from them) is first copied to an aligned scratch chunk, so
+// the bits do not depend on alignment.
 func reduce(d backend.DType, op backend.ReduceOp, dst []byte, srcs [][]byte) {
-	le := binary.LittleEndian
 	switch d {
 	case backend.Float32:
-		c := direct[float32]{numeric.Float32s, 4,
-			func(b []byte) float32 { return math.Float32frombits(le.Uint32(b)) },
-			func(b []byte, f float32) { le.PutUint32(b, math.Float32bits(f)) }}
-		reduceAs(op, dst, srcs, 4, c.load, c.store)
-	case backend.Float16:
-		c := half{numeric.F16sToF32s, numeric.F32sToF16s, numeric.F16ToF32, numeric.F32ToF16}
-		reduceAs(op, dst, srcs, 2, c.load, c.store)
-	case backend.BFloat16:
-		c := half{numeric.BF16sToF32s, numeric.F32sToBF16s, numeric.BF16ToF32, numeric.F32ToBF16}
-		reduceAs(op, dst, srcs, 2, c.load, c.store)
+		reduceAs(dst, srcs, 4, direct[float32]{op})
 	case backend.Float64:
-		c := direct[float64]{numeric.Float64s, 8,
-			func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) },
-			func(b []byte, f float64) { le.PutUint64(b, math.Float64bits(f)) }}
-		reduceAs(op, dst, srcs, 8, c.load, c.store)
+		reduceAs(dst, srcs, 8, direct[float64]{op})
 	case backend.Int32:
-		c := direct[int32]{numeric.Int32s, 4,
-			func(b []byte) int32 { return int32(le.Uint32(b)) },
-			func(b []byte, x int32) { le.PutUint32(b, uint32(x)) }}
-		reduceAs(op, dst, srcs, 4, c.load, c.store)
+		reduceAs(dst, srcs, 4, direct[int32]{op})
+	case backend.Float16:
+		reduceAs(dst, srcs, 2, half{d, op, numeric.F16sToF32s, numeric.F32sToF16s})
+	case backend.BFloat16:
+		reduceAs(dst, srcs, 2, half{d, op, numeric.BF16sToF32s, numeric.F32sToBF16s})
 	}
 }
 
-func reduceAs[T numeric.Accumulator](op backend.ReduceOp, dst []byte, srcs [][]byte, size int,
-	load func([]T, []byte), store func([]byte, []T)) {
-	var accBuf, tmpBuf [chunkElems]T
+// codec moves chunks between bytes holding elements and accumulators of
+// type T: load widens, accumulate widens and reduces, store rounds. The
+// element slices it gets are aligned.
+type codec[T numeric.Accumulator] interface {
+	load(acc []T, b []byte)
+	accumulate(acc []T, b []byte)
+	store(b []byte, acc []T)
+}
+
+// reduceAs is reduce for elements of size bytes accumulated as T.
+func reduceAs[T numeric.Accumulator, C codec[T]](dst []byte, srcs [][]byte, size int, c C) {
+	var accBuf [chunkElems]T
+	var scratch alignedChunk
 	n := len(dst) / size
 	for lo := 0; lo < n; lo += chunkElems {
 		m := min(chunkElems, n-lo)
 		b0, b1 := lo*size, (lo+m)*size
-		acc, tmp := accBuf[:m], tmpBuf[:m]
-		load(acc, srcs[0][b0:b1])
-		for _, s := range srcs[1:] {
-			load(tmp, s[b0:b1])
-			numeric.Accumulate(op, acc, tmp)
+		acc := accBuf[:m]
+		for s, src := range srcs {
+			b := scratch.in(src[b0:b1], size)
+			if s == 0 {
+				c.load(acc, b)
+			} else {
+				c.accumulate(acc, b)
+			}
 		}
-		store(dst[b0:b1], acc)
+		out := dst[b0:b1]
+		if b, copied := scratch.out(out, size); copied {
+			c.store(b, acc)
+			copy(out, b)
+		} else {
+			c.store(out, acc)
+		}
 	}
 }
 
-// direct moves an element type that is accumulated as itself: through a
-// typed view of aligned bytes, else element by element from its
-// little-endian bits.
-type direct[T any] struct {
-	view func([]byte) ([]T, bool)
-	size int
-	get  func([]byte) T
-	put  func([]byte, T)
+// alignedChunk is scratch space for a chunk whose bytes do not start on a
+// multiple of their element size.
+type alignedChunk [chunkElems*8 + 8]byte
+
+// in returns b itself if it is aligned to size, else a copy of it in the
+// scratch space.
+func (a *alignedChunk) in(b []byte, size int) []byte {
+	t, copied := a.out(b, size)
+	if copied {
+		copy(t, b)
+	}
+	return t
 }
 
-func (c direct[T]) load(dst []T, b []byte) {
-	if v, ok := c.view(b); ok {
-		copy(dst, v)
-		return
+// out returns b itself and false if it is aligned to size, else an aligned
+// slice of the scratch space as long as b and true.
+func (a *alignedChunk) out(b []byte, size int) ([]byte, bool) {
+	if len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%uintptr(size) == 0 {
+		return b, false
 	}
-	for i := range dst {
-		dst[i] = c.get(b[c.size*i:])
-	}
+	off := int(-uintptr(unsafe.Pointer(&a[0])) & 7)
+	return a[off : off+len(b)], true
 }
 
-func (c direct[T]) store(b []byte, src []T) {
-	if v, ok := c.view(b); ok {
-		copy(v, src)
-		return
-	}
-	for i, x := range src {
-		c.put(b[c.size*i:], x)
-	}
-}
+// direct is the codec of a type accumulated as itself.
+type direct[T numeric.Accumulator] struct{ op backend.ReduceOp }
 
-// half moves a 16-bit float type accumulated in float32: many converts
-// whole slices (aligned bytes), one a single element.
+func (direct[T]) load(acc []T, b []byte) { copy(acc, elems[T](b)) }
+
+func (c direct[T]) accumulate(acc []T, b []byte) { numeric.Accumulate(c.op, acc, elems[T](b)) }
+
+func (direct[T]) store(b []byte, acc []T) { copy(elems[T](b), acc) }
+
+// half is the codec of a 16-bit float type (d) accumulated in float32.
 type half struct {
-	many   func([]float32, []uint16)
-	manyTo func([]uint16, []float32)
-	one    func(uint16) float32
-	oneTo  func(float32) uint16
+	d      backend.DType
+	op     backend.ReduceOp
+	widen  func([]float32, []uint16)
+	narrow func([]uint16, []float32)
 }
 
-func (c half) load(dst []float32, b []byte) {
-	if v, ok := numeric.Uint16s(b); ok {
-		c.many(dst, v)
-		return
-	}
-	for i := range dst {
-		dst[i] = c.one(binary.LittleEndian.Uint16(b[2*i:]))
-	}
+func (c half) load(acc []float32, b []byte) { c.widen(acc, elems[uint16](b)) }
+
+func (c half) accumulate(acc []float32, b []byte) {
+	numeric.AccumulateHalf(c.d, c.op, acc, elems[uint16](b))
 }
 
-func (c half) store(b []byte, src []float32) {
-	if v, ok := numeric.Uint16s(b); ok {
-		c.manyTo(v, src)
-		return
+func (c half) store(b []byte, acc []float32) { c.narrow(elems[uint16](b), acc) }
+
+// elems views aligned bytes as elements of T.
+func elems[T numeric.Accumulator | uint16](b []byte) []T {
+	if len(b) == 0 {
+		return nil
 	}
-	for i, f := range src {
-		binary.LittleEndian.PutUint16(b[2*i:], c.oneTo(f))
-	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/int(unsafe.Sizeof(*new(T))))
 }
