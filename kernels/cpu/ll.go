@@ -32,30 +32,37 @@ func (l *launch) openLL() llCall {
 func (c llCall) send(p int, data []byte) {
 	n := len(data)
 	nlines := (n + 15) &^ 15 / 8
-	// half returns payload word i (bytes [4i, 4i+4)), zero past the data.
-	half := func(i int) uint32 {
-		if 4*i+4 <= n {
-			return binary.LittleEndian.Uint32(data[4*i:])
+	// Line j carries payload bytes [8j, 8j+8), zero past the data.
+	payload := func(j int) uint64 {
+		if 8*j+8 <= n {
+			return binary.LittleEndian.Uint64(data[8*j:])
 		}
-		var w [4]byte
-		if 4*i < n {
-			copy(w[:], data[4*i:])
+		var w [8]byte
+		if 8*j < n {
+			copy(w[:], data[8*j:])
 		}
-		return binary.LittleEndian.Uint32(w[:])
+		return binary.LittleEndian.Uint64(w[:])
 	}
 	flag := uint64(c.f) << 32
 	off := kernels.LLLine(len(c.l.pads), c.s, c.l.me, p, 0)
 	pad := c.l.pads[p]
+	full := n / 8 // lines whose payload lies wholly in data
 	// First halves in one pass, second halves in another: an atomic store
 	// drains the store buffer, so storing both halves line by line would
 	// wait for every line's cache line in turn. The second halves are
 	// atomic because a peer whose call differs in count watches its own
 	// last line's half, which may be any of these.
-	for j := range nlines {
-		*word64(pad, off+16*j) = uint64(half(2*j)) | flag
+	for j := range full {
+		*word64(pad, off+16*j) = uint64(uint32(binary.LittleEndian.Uint64(data[8*j:]))) | flag
 	}
-	for j := range nlines {
-		atomic.StoreUint64(word64(pad, off+16*j+8), uint64(half(2*j+1))|flag)
+	for j := full; j < nlines; j++ {
+		*word64(pad, off+16*j) = uint64(uint32(payload(j))) | flag
+	}
+	for j := range full {
+		atomic.StoreUint64(word64(pad, off+16*j+8), binary.LittleEndian.Uint64(data[8*j:])>>32|flag)
+	}
+	for j := full; j < nlines; j++ {
+		atomic.StoreUint64(word64(pad, off+16*j+8), payload(j)>>32|flag)
 	}
 }
 
@@ -88,8 +95,7 @@ func (c llCall) receive(q, n int) (data []byte, ok bool, err error) {
 		if uint32(w0>>32) != c.f || uint32(w1>>32) != c.f {
 			return nil, false, fmt.Errorf("%s: rank %d: LL line %d from rank %d lacks flag %d", l.kernel, l.me, j, q, c.f)
 		}
-		binary.LittleEndian.PutUint32(got[8*j:], uint32(w0))
-		binary.LittleEndian.PutUint32(got[8*j+4:], uint32(w1))
+		binary.LittleEndian.PutUint64(got[8*j:], w0&0xffffffff|w1<<32)
 	}
 	// Consumed lines are cleared, so that a line in a slot is always of
 	// the call in progress: the flag's epoch byte repeats every 256 calls,
