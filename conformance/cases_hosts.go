@@ -100,9 +100,7 @@ func CheckHostCollective(ctx context.Context, h *collective.HostGroups, dev back
 		// In place: the input is this rank's block of the output.
 		inPtr, base = in.Ptr().Add(h.Rank*count*size), h.Rank*count
 	}
-	for j := range inN {
-		numeric.Put(d, host, base+j, value(h.Rank, j))
-	}
+	numeric.Pattern(d, host[base*size:], inN, h.Rank, seed)
 	if err := dev.CopyToDevice(ctx, in.Ptr(), host); err != nil {
 		return err
 	}

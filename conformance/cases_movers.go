@@ -118,9 +118,7 @@ func moverOnce(ctx context.Context, e *Env, c *collective.Comm, m moverCall) err
 	}
 	host := make([]byte, inN*size)
 	inElems, _ := m.op.Elements(m.count, e.World)
-	for i := range inElems {
-		numeric.Put(m.dtype, host, inOff+i, m.input(e.Rank, i))
-	}
+	numeric.Pattern(m.dtype, host[inOff*size:], inElems, e.Rank, m.seed)
 	if err := in.write(ctx, host); err != nil {
 		return err
 	}
@@ -179,9 +177,7 @@ func moverOnce(ctx context.Context, e *Env, c *collective.Comm, m moverCall) err
 	if !m.outPlace {
 		copy(want, host)
 	}
-	for i := range outElems {
-		numeric.Put(m.dtype, want, outOff+i, m.want(e.Rank, e.World, i))
-	}
+	numeric.EncodeFunc(m.dtype, want[outOff*size:], outElems, func(i int) float64 { return m.want(e.Rank, e.World, i) })
 	if wrong, first := numeric.Compare(m.dtype, got, want, len(got)/size); wrong > 0 {
 		return fmt.Errorf("%v: %d of %d elements wrong; first at %v", m, wrong, outElems, first)
 	}
@@ -382,9 +378,7 @@ func caseMoversRepeat(ctx context.Context, e *Env) (err error) {
 		}
 		calls = append(calls, pending{m, in, out})
 		host := make([]byte, inN*d.Size())
-		for j := range inN {
-			numeric.Put(d, host, j, m.input(e.Rank, j))
-		}
+		numeric.Pattern(d, host, inN, e.Rank, m.seed)
 		if err := in.write(ctx, host); err != nil {
 			return err
 		}
@@ -411,9 +405,7 @@ func caseMoversRepeat(ctx context.Context, e *Env) (err error) {
 			return err
 		}
 		want := make([]byte, len(got))
-		for j := range len(got) / d.Size() {
-			numeric.Put(d, want, j, p.m.want(e.Rank, e.World, j))
-		}
+		numeric.EncodeFunc(d, want, len(got)/d.Size(), func(j int) float64 { return p.m.want(e.Rank, e.World, j) })
 		if wrong, first := numeric.Compare(d, got, want, len(got)/d.Size()); wrong > 0 {
 			return fmt.Errorf("call %d, %v: %d elements wrong; first at %v", i, p.m, wrong, first)
 		}

@@ -487,9 +487,9 @@ func (m *benchMeasure) check(ctx context.Context, count, seed int, inPlace bool)
 	want := make([]byte, len(got))
 	pattern := func(r, j int) float64 { return numeric.PatternValue(r, seed, j) }
 	fold := func(a, b float64) float64 { return numeric.Combine(m.cfg.Op, a, b) }
-	for i := range n {
-		numeric.Put(d, want, i, m.coll.Reference(pattern, fold, m.cfg.World, m.rank, 0, count, i))
-	}
+	numeric.EncodeFunc(d, want, n, func(i int) float64 {
+		return m.coll.Reference(pattern, fold, m.cfg.World, m.rank, 0, count, i)
+	})
 	wrong, _ := numeric.Compare(d, got, want, n)
 	return wrong, nil
 }

@@ -49,6 +49,71 @@ func Put(d backend.DType, b []byte, i int, v float64) {
 	}
 }
 
+// Encode stores vals[i] as element i of b for every i < len(vals), rounded
+// as Put rounds, with the type chosen once for the whole slice rather than
+// per element. b must hold len(vals) elements.
+func Encode(d backend.DType, b []byte, vals []float64) {
+	switch d {
+	case backend.Float32:
+		if v, ok := Float32s(b); ok {
+			v = v[:len(vals)]
+			for i, x := range vals {
+				v[i] = float32(x)
+			}
+			return
+		}
+	case backend.Float64:
+		if v, ok := Float64s(b); ok {
+			copy(v[:len(vals)], vals)
+			return
+		}
+	case backend.Int32:
+		if v, ok := Int32s(b); ok {
+			v = v[:len(vals)]
+			for i, x := range vals {
+				v[i] = toInt32(x)
+			}
+			return
+		}
+	case backend.BFloat16:
+		if v, ok := Uint16s(b); ok {
+			v = v[:len(vals)]
+			for i, x := range vals {
+				// A value float32 holds exactly rounds the same from it
+				// (no double rounding), through the inlined conversion.
+				if f := float32(x); float64(f) == x {
+					v[i] = F32ToBF16(f)
+				} else {
+					v[i] = F64ToBF16(x)
+				}
+			}
+			return
+		}
+	}
+	for i, x := range vals {
+		Put(d, b, i, x)
+	}
+}
+
+// encodeChunk is how many values EncodeFunc computes before
+// encoding them.
+const encodeChunk = 1024
+
+// EncodeFunc stores value(i) as element i of b for i < count, rounded as
+// Put rounds: the values are computed a chunk at a time and each chunk
+// stored by Encode.
+func EncodeFunc(d backend.DType, b []byte, count int, value func(i int) float64) {
+	var vals [encodeChunk]float64
+	size := d.Size()
+	for lo := 0; lo < count; lo += encodeChunk {
+		v := vals[:min(encodeChunk, count-lo)]
+		for i := range v {
+			v[i] = value(lo + i)
+		}
+		Encode(d, b[lo*size:], v)
+	}
+}
+
 func toInt32(v float64) int32 {
 	switch {
 	case v != v:

@@ -243,3 +243,28 @@ func TestCompare(t *testing.T) {
 	require.Equal(t, PatternValue(0, 1, 3), first.Got)
 	require.Contains(t, first.Error(), "element 3")
 }
+
+// TestEncodeMatchesPut stores the same values with Encode and with Put, in
+// every type, aligned and one byte off, and expects the same bytes:
+// integers, values that round, halfway cases, values beyond a type's range,
+// infinities and NaN.
+func TestEncodeMatchesPut(t *testing.T) {
+	vals := []float64{0, math.Copysign(0, -1), 1, -7, 128, 0.1, 1.0 / 3, 65504, 65520, 1e10, -1e40, 3.4e38 * 2,
+		1 + 1.0/256, 1 + 3.0/512, 2147483647.6, -2147483649, math.Inf(1), math.Inf(-1), math.NaN(), 1e-45, 5e-324}
+	for _, d := range backend.DTypes {
+		t.Run(d.String(), func(t *testing.T) {
+			want := make([]byte, len(vals)*d.Size())
+			for i, v := range vals {
+				Put(d, want, i, v)
+			}
+			for _, off := range []int{0, 1} {
+				got := make([]byte, len(want)+off)[off:]
+				Encode(d, got, vals)
+				require.Equal(t, want, got, "offset %d", off)
+			}
+			got := make([]byte, len(want))
+			EncodeFunc(d, got, len(vals), func(i int) float64 { return vals[i] })
+			require.Equal(t, want, got, "EncodeFunc")
+		})
+	}
+}

@@ -28,9 +28,7 @@ func PatternValue(rank, seed, i int) float64 {
 
 // Pattern writes PatternValue(rank, seed, i) into elements [0, count) of b.
 func Pattern(d backend.DType, b []byte, count, rank, seed int) {
-	for i := range count {
-		Put(d, b, i, PatternValue(rank, seed, i))
-	}
+	EncodeFunc(d, b, count, func(i int) float64 { return PatternValue(rank, seed, i) })
 }
 
 // ExpectedValue is op over ranks 0..world-1 of PatternValue(r, seed, i):
@@ -47,9 +45,7 @@ func ExpectedValue(op backend.ReduceOp, world, seed, i int) float64 {
 // [0, count) of b. world must be at most 8 for the values to be exact in
 // every type (see PatternRange).
 func Expected(d backend.DType, op backend.ReduceOp, b []byte, count, world, seed int) {
-	for i := range count {
-		Put(d, b, i, ExpectedValue(op, world, seed, i))
-	}
+	EncodeFunc(d, b, count, func(i int) float64 { return ExpectedValue(op, world, seed, i) })
 }
 
 // Mismatch describes the first element where two buffers differ.
