@@ -139,7 +139,7 @@ func allReduceOnce(ctx context.Context, e *Env, c *collective.Comm, algo collect
 	if err != nil {
 		return err
 	}
-	if err := checkResult(d, op, got, count, e.World, seed); err != nil {
+	if err := e.checkResult(d, op, got, count, seed); err != nil {
 		return fmt.Errorf("%v %v %v: %w", algo, d, op, err)
 	}
 	if outOfPlace {
@@ -233,7 +233,7 @@ func caseRepeat(ctx context.Context, e *Env) (err error) {
 			if err != nil {
 				return err
 			}
-			if err := checkResult(d, backend.Sum, got, count, e.World, 1000+i); err != nil {
+			if err := e.checkResult(d, backend.Sum, got, count, 1000+i); err != nil {
 				return fmt.Errorf("%v call %d: %w", algo, i, err)
 			}
 		}
@@ -283,7 +283,7 @@ func caseSymmetricInput(ctx context.Context, e *Env) (err error) {
 		if err != nil {
 			return err
 		}
-		if err := checkResult(d, backend.Sum, got, count, e.World, 5); err != nil {
+		if err := e.checkResult(d, backend.Sum, got, count, 5); err != nil {
 			return fmt.Errorf("%v from the symmetric buffer: %w", algo, err)
 		}
 		if err := c.Barrier(ctx); err != nil {
@@ -322,7 +322,7 @@ func caseSymmetricInput(ctx context.Context, e *Env) (err error) {
 	if err := dev.CopyFromDevice(ctx, got, v.Ptr); err != nil {
 		return err
 	}
-	if err := checkResult(d, backend.Sum, got, count, e.World, 6); err != nil {
+	if err := e.checkResult(d, backend.Sum, got, count, 6); err != nil {
 		return fmt.Errorf("two-shot in place in the symmetric buffer: %w", err)
 	}
 	return c.Barrier(ctx)

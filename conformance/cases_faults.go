@@ -502,7 +502,7 @@ func kernelDeadlineAllReduce(ctx context.Context, e *Env, c *collective.Comm, al
 	if err != nil {
 		return err
 	}
-	return checkResult(d, backend.Sum, got, count, e.World, 1)
+	return e.checkResult(d, backend.Sum, got, count, 1)
 }
 
 // rendezvousForFault makes the rank's fault comm and rendezvouses it within

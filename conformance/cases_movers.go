@@ -172,12 +172,23 @@ func moverOnce(ctx context.Context, e *Env, c *collective.Comm, m moverCall) err
 		return err
 	}
 	_, outElems := m.op.Elements(m.count, e.World)
-	// In place, what is not output must still be the input.
-	want := make([]byte, len(got))
-	if !m.outPlace {
-		copy(want, host)
+	wantFn := func() []byte {
+		// In place, what is not output must still be the input.
+		want := make([]byte, len(got))
+		if !m.outPlace {
+			copy(want, host)
+		}
+		numeric.EncodeFunc(m.dtype, want[outOff*size:], outElems, func(i int) float64 { return m.want(e.Rank, e.World, i) })
+		return want
 	}
-	numeric.EncodeFunc(m.dtype, want[outOff*size:], outElems, func(i int) float64 { return m.want(e.Rank, e.World, i) })
+	var want []byte
+	switch m.op {
+	case collective.OpAllGather, collective.OpBroadcast:
+		// The whole output is the same on every rank.
+		want = e.expected.get(expectKey{coll: m.op, d: m.dtype, count: m.count, world: e.World, seed: m.seed, root: m.root}, wantFn)
+	default:
+		want = wantFn()
+	}
 	if wrong, first := numeric.Compare(m.dtype, got, want, len(got)/size); wrong > 0 {
 		return fmt.Errorf("%v: %d of %d elements wrong; first at %v", m, wrong, outElems, first)
 	}

@@ -168,8 +168,9 @@ type Env struct {
 	// ShareDevice puts every rank on device 0 (Config.ShareDevice).
 	ShareDevice bool
 
-	name   string            // the case's name
-	report func(FaultReport) // where ReportFault sends reports
+	name     string            // the case's name
+	report   func(FaultReport) // where ReportFault sends reports
+	expected *expectations     // shared with the case's other ranks in this process
 }
 
 // skipError marks a case as not applicable, with the reason.
@@ -194,6 +195,7 @@ func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int
 	}
 	defer release()
 	var wg sync.WaitGroup
+	expected := newExpectations(world)
 	for r := range world {
 		wg.Add(1)
 		go func() {
@@ -204,7 +206,7 @@ func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int
 				}
 			}()
 			errs[r] = fn(ctx, &Env{Rank: r, World: world, Store: stores[r], Backend: b, Timeout: cfg.Timeout, Quick: cfg.Quick,
-				ShareDevice: cfg.ShareDevice, Hosts: cfg.Hosts})
+				ShareDevice: cfg.ShareDevice, Hosts: cfg.Hosts, expected: expected})
 		}()
 	}
 	wg.Wait()

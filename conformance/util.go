@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/collective"
@@ -123,13 +124,65 @@ func (g *guarded) checkCanaries(ctx context.Context) error {
 func (g *guarded) close() error { return g.alloc.Close() }
 
 // checkResult compares an all-reduce result with the exact expected values.
-func checkResult(d backend.DType, op backend.ReduceOp, got []byte, count, world, seed int) error {
-	want := make([]byte, count*d.Size())
-	numeric.Expected(d, op, want, count, world, seed)
+func (e *Env) checkResult(d backend.DType, op backend.ReduceOp, got []byte, count, seed int) error {
+	want := e.expected.get(expectKey{coll: collective.OpAllReduce, d: d, op: op, count: count, world: e.World, seed: seed}, func() []byte {
+		b := make([]byte, count*d.Size())
+		numeric.Expected(d, op, b, count, e.World, seed)
+		return b
+	})
 	if wrong, first := numeric.Compare(d, got, want, count); wrong > 0 {
 		return fmt.Errorf("%d of %d elements wrong; first at %v", wrong, count, first)
 	}
 	return nil
+}
+
+// expectations lets the ranks of a case that run as goroutines of one
+// process compute each expected result that every rank shares (all-reduce,
+// all-gather, broadcast) once instead of once per rank: the first rank to ask
+// computes it, the others wait for it, and the last of the ranks drops it.
+// A nil *expectations computes every result for its caller alone.
+type expectations struct {
+	ranks int
+	mu    sync.Mutex
+	m     map[expectKey]*expectation
+}
+
+type expectKey struct {
+	coll                     collective.Op
+	d                        backend.DType
+	op                       backend.ReduceOp
+	count, world, seed, root int
+}
+
+type expectation struct {
+	once sync.Once
+	b    []byte
+	left int // ranks yet to take it
+}
+
+func newExpectations(ranks int) *expectations {
+	return &expectations{ranks: ranks, m: map[expectKey]*expectation{}}
+}
+
+// get returns the result for k, computed by compute once for all ranks.
+// The bytes are shared: callers only read them.
+func (x *expectations) get(k expectKey, compute func() []byte) []byte {
+	if x == nil || x.ranks < 2 {
+		return compute()
+	}
+	x.mu.Lock()
+	ex, ok := x.m[k]
+	if !ok {
+		ex = &expectation{left: x.ranks}
+		x.m[k] = ex
+	}
+	ex.left--
+	if ex.left == 0 {
+		delete(x.m, k)
+	}
+	x.mu.Unlock()
+	ex.once.Do(func() { ex.b = compute() })
+	return ex.b
 }
 
 // closeInto closes c when a case returns, after the case's own buffers
