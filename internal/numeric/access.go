@@ -55,21 +55,15 @@ func Put(d backend.DType, b []byte, i int, v float64) {
 func Encode(d backend.DType, b []byte, vals []float64) {
 	switch d {
 	case backend.Float32:
-		if v, ok := Float32s(b); ok {
-			v = v[:len(vals)]
-			for i, x := range vals {
-				v[i] = float32(x)
-			}
+		if encodeFloat[float32](b, vals) {
 			return
 		}
 	case backend.Float64:
-		if v, ok := Float64s(b); ok {
-			copy(v[:len(vals)], vals)
+		if encodeFloat[float64](b, vals) {
 			return
 		}
 	case backend.Int32:
 		if v, ok := Int32s(b); ok {
-			v = v[:len(vals)]
 			for i, x := range vals {
 				v[i] = toInt32(x)
 			}
@@ -93,6 +87,20 @@ func Encode(d backend.DType, b []byte, vals []float64) {
 	for i, x := range vals {
 		Put(d, b, i, x)
 	}
+}
+
+// encodeFloat is Encode for float32 and float64 through a typed view of
+// b; false if b is not aligned for one.
+func encodeFloat[T float32 | float64](b []byte, vals []float64) bool {
+	v, ok := view[T](b)
+	if !ok {
+		return false
+	}
+	v = v[:len(vals)]
+	for i, x := range vals {
+		v[i] = T(x)
+	}
+	return true
 }
 
 // encodeChunk is how many values EncodeFunc computes before

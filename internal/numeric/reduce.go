@@ -38,38 +38,37 @@ func Accumulate[T Accumulator](op backend.ReduceOp, acc, x []T) {
 
 // AccumulateHalf sets acc[i] = op(acc[i], widen(x[i])) for i < len(acc),
 // where x holds float16 (d == Float16) or bfloat16 (d == BFloat16) bit
-// patterns and widen is the exact conversion to float32: the widening and
-// the reduction in one pass, with the choice of type and op made once per
-// call, not per element. x must be at least as long as acc.
+// patterns and widen is the exact conversion to float32. Bfloat16, the
+// common case, widens and reduces in one loop (its widening is a shift);
+// float16 widens a block at a time into scratch that Accumulate then
+// reduces. The choice of type and op is made once per call, not per
+// element. x must be at least as long as acc.
 func AccumulateHalf(d backend.DType, op backend.ReduceOp, acc []float32, x []uint16) {
 	x = x[:len(acc)]
 	switch {
-	case d == backend.BFloat16 && op == backend.Sum:
+	case d == backend.Float16:
+		var tmp [256]float32
+		for lo := 0; lo < len(acc); lo += len(tmp) {
+			hi := min(lo+len(tmp), len(acc))
+			F16sToF32s(tmp[:], x[lo:hi])
+			Accumulate(op, acc[lo:hi], tmp[:])
+		}
+	case d != backend.BFloat16:
+		panic(fmt.Sprintf("numeric: AccumulateHalf of %v", d))
+	case op == backend.Sum:
 		for i, v := range x {
 			acc[i] += BF16ToF32(v)
 		}
-	case d == backend.BFloat16 && op == backend.Max:
+	case op == backend.Max:
 		for i, v := range x {
 			acc[i] = maxNum(acc[i], BF16ToF32(v))
 		}
-	case d == backend.BFloat16 && op == backend.Min:
+	case op == backend.Min:
 		for i, v := range x {
 			acc[i] = minNum(acc[i], BF16ToF32(v))
 		}
-	case d == backend.Float16 && op == backend.Sum:
-		for i, v := range x {
-			acc[i] += F16ToF32(v)
-		}
-	case d == backend.Float16 && op == backend.Max:
-		for i, v := range x {
-			acc[i] = maxNum(acc[i], F16ToF32(v))
-		}
-	case d == backend.Float16 && op == backend.Min:
-		for i, v := range x {
-			acc[i] = minNum(acc[i], F16ToF32(v))
-		}
 	default:
-		panic(fmt.Sprintf("numeric: AccumulateHalf of %v with %v", d, op))
+		panic(fmt.Sprintf("numeric: invalid %v", op))
 	}
 }
 
