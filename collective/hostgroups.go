@@ -95,11 +95,14 @@ type HostGroups struct {
 	Excluded []*RankError
 	// Err is why this rank is excluded, nil when it has a comm.
 	Err error
-	// FlatFrom is the message size in bytes from which the collectives
+	// Flat lists, per collective, the message sizes in bytes (of the
+	// whole message, as nccl-tests count it) for which the collectives
 	// across hosts take the inter-host engine across every rank instead
-	// of the hierarchical path; 0 never. JoinHosts sets DefaultFlatFrom on
-	// CUDA, 0 elsewhere. Every rank must hold the same value.
-	FlatFrom int
+	// of the hierarchical path; a size in none of its collective's
+	// windows, or a collective with none, goes hierarchical. JoinHosts sets
+	// DefaultHostFlat() on CUDA, nil elsewhere. Every rank must hold the
+	// same windows.
+	Flat map[Op][]Window
 
 	ih *interHost // collectives across hosts (interhost.go)
 }
@@ -249,7 +252,7 @@ func JoinHosts(ctx context.Context, st store.Store, rank, world int, opts Option
 		h.ih.b, h.ih.dev = h.Comm.b, h.Comm.Device().Index()
 	}
 	if h.ih.b != nil && h.ih.b.Name() == "cuda" {
-		h.FlatFrom = DefaultFlatFrom
+		h.Flat = DefaultHostFlat()
 	}
 
 	if err := h.agree(ctx, ex); err != nil {

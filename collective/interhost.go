@@ -171,15 +171,35 @@ func (h *HostGroups) Device(ctx context.Context) (backend.Device, error) {
 // cost model of docs/MULTIHOST.md (8 GPUs a host, 350 GB/s NVLink and
 // 50 GB/s of network per GPU), the hierarchical steps, which run one after
 // the other, cost more NVLink time than they save in network latency. Not
-// yet measured.
+// measured on a real network: over simulated hosts, where NCCL crosses
+// between "hosts" on loopback sockets, the hierarchical path stays 1.5–2.3×
+// faster up to 256 MiB.
 const DefaultFlatFrom = 32 << 20
 
-// path picks the route of a collective of the given size in bytes (the
+// DefaultHostFlat returns the sizes HostGroups' collectives on CUDA send
+// flat: from DefaultFlatFrom on, and below it where flat NCCL was
+// measured faster (4×H200 as 2 simulated hosts × 2 GPUs, three runs,
+// docs/MULTIHOST.md): reduce-scatter and all-gather below 32 KiB, where one
+// NCCL call's latency beats three steps' (1–16 KiB: flat 29–39 µs against
+// 38–51), and the all-reduce from 32 KiB to 128 KiB (64 KiB: flat 122 µs
+// against 135–139; hierarchical 2–2.6× faster at 1–16 KiB and from
+// 256 KiB). The bounds between measured sizes are their geometric means.
+func DefaultHostFlat() map[Op][]Window {
+	large := Window{Min: DefaultFlatFrom}
+	small := Window{Min: 0, Max: 32<<10 - 1}
+	return map[Op][]Window{
+		OpAllReduce:     {{Min: 32 << 10, Max: 128<<10 - 1}, large},
+		OpReduceScatter: {small, large},
+		OpAllGather:     {small, large},
+	}
+}
+
+// path picks the route of a collective op of the given size in bytes (the
 // whole message): the Comm alone on one host; hierarchical when there is
 // more than one host, every host has the same number of ranks (2 or
-// more), each with a comm, and the message is below FlatFrom; flat
-// otherwise.
-func (h *HostGroups) path(bytes int) hostPath {
+// more), each with a comm, and the size is in none of Flat's windows for
+// op; flat otherwise.
+func (h *HostGroups) path(op Op, bytes int) hostPath {
 	if len(h.Groups) == 1 && h.Comm != nil {
 		return pathLocal
 	}
@@ -189,8 +209,10 @@ func (h *HostGroups) path(bytes int) hostPath {
 	if _, err := h.InterNodeRanks(); err != nil {
 		return pathFlat
 	}
-	if h.FlatFrom > 0 && bytes >= h.FlatFrom {
-		return pathFlat
+	for _, w := range h.Flat[op] {
+		if w.Contains(bytes) {
+			return pathFlat
+		}
 	}
 	return pathHier
 }
@@ -326,7 +348,7 @@ func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall, hi
 		return nil, bad("unsupported reduce op %v", c.red)
 	}
 	inN, outN := c.op.Elements(c.count, h.World)
-	p := h.path(max(inN, outN) * c.dtype.Size())
+	p := h.path(c.op, max(inN, outN)*c.dtype.Size())
 	if p == pathLocal {
 		if err := enqueued(h.local(ctx, s, c)); err != nil {
 			return nil, err

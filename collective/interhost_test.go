@@ -88,9 +88,10 @@ func TestHostGroupsCollectives(t *testing.T) {
 			require.NoError(t, errors.Join(errs...))
 			require.Empty(t, st.Keys("loopback/intranode/interhost/flat/"), "hierarchical: no flat communicator")
 
-			// From FlatFrom on, the engine across every rank.
+			// Sizes in a Flat window: the engine across every rank.
 			for r, h := range groups {
-				h.FlatFrom = 4000
+				h.Flat = map[collective.Op][]collective.Window{
+					collective.OpAllReduce: {{Min: 4000}}, collective.OpAllGather: {{Min: 1, Max: 1 << 20}}}
 				wg.Go(func() {
 					errs[r] = errors.Join(hostCall(ctx, h, collective.OpAllReduce, backend.Float32, 1000, 9, false),
 						hostCall(ctx, h, collective.OpAllGather, backend.Int32, 1000, 9, true))
@@ -198,5 +199,40 @@ func TestHostGroupsDeadRank(t *testing.T) {
 		require.ErrorIs(t, err, backend.ErrTimeout, "rank %d", r)
 		require.Less(t, took[r], deadline+5*time.Second, "rank %d waited %v", r, took[r])
 		t.Logf("rank %d failed after %v: %v", r, took[r].Round(time.Millisecond), err)
+	}
+}
+
+// TestDefaultHostFlat pins the measured windows of the flat path on CUDA
+// (DefaultHostFlat): reduce-scatter and all-gather flat below 32 KiB, the
+// all-reduce flat from 32 KiB to 128 KiB, every collective from
+// DefaultFlatFrom on; hierarchical elsewhere.
+func TestDefaultHostFlat(t *testing.T) {
+	flat := collective.DefaultHostFlat()
+	tests := []struct {
+		op    collective.Op
+		bytes int
+		want  bool
+	}{
+		{collective.OpAllReduce, 1 << 10, false},
+		{collective.OpAllReduce, 16 << 10, false},
+		{collective.OpAllReduce, 32 << 10, true},
+		{collective.OpAllReduce, 64 << 10, true},
+		{collective.OpAllReduce, 128 << 10, false},
+		{collective.OpAllReduce, 16 << 20, false},
+		{collective.OpAllReduce, collective.DefaultFlatFrom, true},
+		{collective.OpReduceScatter, 1, true},
+		{collective.OpReduceScatter, 32<<10 - 1, true},
+		{collective.OpReduceScatter, 32 << 10, false},
+		{collective.OpAllGather, 16 << 10, true},
+		{collective.OpAllGather, 1 << 20, false},
+		{collective.OpAllGather, 256 << 20, true},
+		{collective.OpBroadcast, 1 << 10, false},
+	}
+	for _, tt := range tests {
+		got := false
+		for _, w := range flat[tt.op] {
+			got = got || w.Contains(tt.bytes)
+		}
+		require.Equal(t, tt.want, got, "%v %d bytes", tt.op, tt.bytes)
 	}
 }

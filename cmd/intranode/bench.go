@@ -68,7 +68,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	cpuProfile := fs.String("cpuprofile", "", "write rank 0's Go CPU profile (runtime/pprof) of the whole run to this file")
 	storeURL := storeFlag(fs, "a TCP store this command serves on loopback with --procs, an in-process one without")
 	hosts := fs.Int("hosts", 1, "split the ranks into this many simulated hosts (host by host, device = rank) and measure the collectives across hosts:\n"+
-		"--algo hier (inside each host, then across) and flat (the inter-host engine across every rank), eager calls, wall clock")
+		"--algo hier (inside each host, then across), flat (the inter-host engine across every rank) and auto (the choice by size), eager calls, wall clock")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

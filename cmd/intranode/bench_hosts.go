@@ -17,6 +17,7 @@ import (
 const (
 	hostsHier = "hier" // inside each host through its Comm, then across hosts
 	hostsFlat = "flat" // the inter-host engine across every rank
+	hostsAuto = "auto" // HostGroups' own choice by size (JoinHosts' Flat windows)
 )
 
 // benchHostsFlags checks the flags of bench --hosts and returns the paths
@@ -40,12 +41,12 @@ func benchHostsFlags(hosts, world int, algoS, collS string, graph, share bool) (
 		}
 	}
 	if algoS == "all" {
-		return []string{hostsHier, hostsFlat}, nil
+		return []string{hostsHier, hostsFlat, hostsAuto}, nil
 	}
 	algos := strings.Split(algoS, ",")
 	for _, a := range algos {
-		if a != hostsHier && a != hostsFlat {
-			return nil, fmt.Errorf("%w: with --hosts, --algo takes hier and flat, not %q", errUsage, a)
+		if a != hostsHier && a != hostsFlat && a != hostsAuto {
+			return nil, fmt.Errorf("%w: with --hosts, --algo takes hier, flat and auto, not %q", errUsage, a)
 		}
 	}
 	return algos, nil
@@ -85,6 +86,7 @@ func benchHostsRank(ctx context.Context, cfg benchConfig, rank int, st store.Sto
 		return w.Synchronize(ctx)
 	}
 	line := func() error { return wait(h.AllReduce(ctx, s, in.Ptr(), out.Ptr(), 1, backend.Float32, backend.Max)) }
+	auto := h.Flat
 	for _, coll := range cfg.Colls {
 		div := sizeDivisor(coll, cfg.World)
 		for _, size := range cfg.Sizes {
@@ -102,9 +104,13 @@ func benchHostsRank(ctx context.Context, cfg benchConfig, rank int, st store.Sto
 				return h.AllReduce(ctx, s, in.Ptr(), out.Ptr(), count, cfg.DType, cfg.Op)
 			}
 			for _, name := range cfg.Algos {
-				h.FlatFrom = 0
-				if name == hostsFlat {
-					h.FlatFrom = 1
+				switch name {
+				case hostsHier:
+					h.Flat = nil
+				case hostsFlat:
+					h.Flat = map[collective.Op][]collective.Window{coll: {{}}} // every size
+				default:
+					h.Flat = auto
 				}
 				smp := benchSample{Coll: coll.String(), Rank: rank, Bytes: count * div * cfg.DType.Size(), Algo: name}
 				if cfg.Op == backend.Sum {

@@ -158,13 +158,13 @@ func TestConformanceHosts(t *testing.T) {
 	require.Contains(t, stderr, "--hosts 0")
 }
 
-// TestBenchHosts: the collectives across 2 simulated hosts, both paths,
+// TestBenchHosts: the collectives across 2 simulated hosts, every path,
 // each checked before it is timed; bad combinations are usage errors.
 func TestBenchHosts(t *testing.T) {
 	out, stderr, code := runCLI(t, "bench", "--backend", "fake", "--procs=false", "--hosts", "2", "--world", "4",
 		"--op", "all_reduce,reduce_scatter,all_gather", "-b", "1K", "-e", "4K", "--iters", "2", "--warmup", "1", "--replays", "1")
 	require.Equal(t, 0, code, stderr+out)
-	for _, want := range []string{"# reduce_scatter", "hier", "flat"} {
+	for _, want := range []string{"# reduce_scatter", "hier", "flat", "auto"} {
 		require.Contains(t, out, want)
 	}
 	for _, args := range [][]string{
