@@ -168,200 +168,188 @@ func algosFor(c *collective.Comm) []collective.Algo {
 	return []collective.Algo{collective.OneShot, collective.TwoShot}
 }
 
-func caseOps(ctx context.Context, e *Env) (err error) {
-	c, err := newComm(ctx, e, bufferFor(e))
-	if err != nil {
-		return err
-	}
-	defer closeInto(&err, c)
-	for _, algo := range algosFor(c) {
-		for _, op := range []backend.ReduceOp{backend.Max, backend.Min} {
-			for _, d := range []backend.DType{backend.Float32, backend.BFloat16, backend.Int32} {
-				if err := allReduceOnce(ctx, e, c, algo, d, op, 1001, int(op)*7, true); err != nil {
-					return err
+func caseOps(ctx context.Context, e *Env) error {
+	return withComm(ctx, e, bufferFor(e), func(c *collective.Comm) error {
+		for _, algo := range algosFor(c) {
+			for _, op := range []backend.ReduceOp{backend.Max, backend.Min} {
+				for _, d := range []backend.DType{backend.Float32, backend.BFloat16, backend.Int32} {
+					if err := allReduceOnce(ctx, e, c, algo, d, op, 1001, int(op)*7, true); err != nil {
+						return err
+					}
 				}
 			}
 		}
-	}
-	return c.Barrier(ctx)
+		return nil
+	})
 }
 
 // caseRepeat runs 100 back-to-back all-reduces per algorithm on one
 // stream without resetting anything: flags must only grow.
-func caseRepeat(ctx context.Context, e *Env) (err error) {
-	c, err := newComm(ctx, e, bufferFor(e))
-	if err != nil {
-		return err
-	}
-	defer closeInto(&err, c)
-	const count = 777
-	d := backend.BFloat16
-	dev := c.Device()
-	s, err := dev.NewStream(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	bufs := make([]*guarded, 100)
-	for i := range bufs {
-		if bufs[i], err = newGuarded(ctx, dev, count*d.Size()); err != nil {
-			return err
-		}
-		defer bufs[i].close()
-	}
-	for _, algo := range algosFor(c) {
-		host := make([]byte, count*d.Size())
-		for i, g := range bufs {
-			numeric.Pattern(d, host, count, e.Rank, 1000+i)
-			if err := g.write(ctx, host); err != nil {
-				return err
-			}
-		}
-		// Enqueue all 100, then wait once: the kernels chain on the
-		// stream with no host round trip between them.
-		var last *collective.Work
-		for _, g := range bufs {
-			if last, err = c.AllReduce(ctx, s, g.ptr(), count, d, backend.Sum, algo); err != nil {
-				return err
-			}
-		}
-		if err := last.Synchronize(ctx); err != nil {
-			return err
-		}
-		for i, g := range bufs {
-			got, err := g.read(ctx)
-			if err != nil {
-				return err
-			}
-			if err := e.checkResult(d, backend.Sum, got, count, 1000+i); err != nil {
-				return fmt.Errorf("%v call %d: %w", algo, i, err)
-			}
-		}
-	}
-	return c.Barrier(ctx)
-}
-
-// caseSymmetricInput reduces data that already sits in the comm's own
-// symmetric buffer (no copy-in).
-func caseSymmetricInput(ctx context.Context, e *Env) (err error) {
-	c, err := newComm(ctx, e, bufferFor(e))
-	if err != nil {
-		return err
-	}
-	defer closeInto(&err, c)
-	d := backend.Float32
-	for _, algo := range []collective.Algo{collective.OneShot, collective.TwoShot} {
-		count := 4099
-		v, err := c.GetBuffer(e.Rank, count, d, 0)
-		if err != nil {
-			return err
-		}
-		host := make([]byte, count*d.Size())
-		numeric.Pattern(d, host, count, e.Rank, 5)
+func caseRepeat(ctx context.Context, e *Env) error {
+	return withComm(ctx, e, bufferFor(e), func(c *collective.Comm) error {
+		const count = 777
+		d := backend.BFloat16
 		dev := c.Device()
-		if err := dev.CopyToDevice(ctx, v.Ptr, host); err != nil {
-			return err
-		}
-		out, err := newGuarded(ctx, dev, len(host))
-		if err != nil {
-			return err
-		}
-		defer out.close()
 		s, err := dev.NewStream(ctx)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
-		w, err := c.AllReduce(ctx, s, v.Ptr, count, d, backend.Sum, algo, collective.Output(out.ptr()))
+		bufs := make([]*guarded, 100)
+		for i := range bufs {
+			if bufs[i], err = newGuarded(ctx, dev, count*d.Size()); err != nil {
+				return err
+			}
+			defer bufs[i].close()
+		}
+		for _, algo := range algosFor(c) {
+			host := make([]byte, count*d.Size())
+			for i, g := range bufs {
+				numeric.Pattern(d, host, count, e.Rank, 1000+i)
+				if err := g.write(ctx, host); err != nil {
+					return err
+				}
+			}
+			// Enqueue all 100, then wait once: the kernels chain on the
+			// stream with no host round trip between them.
+			var last *collective.Work
+			for _, g := range bufs {
+				if last, err = c.AllReduce(ctx, s, g.ptr(), count, d, backend.Sum, algo); err != nil {
+					return err
+				}
+			}
+			if err := last.Synchronize(ctx); err != nil {
+				return err
+			}
+			for i, g := range bufs {
+				got, err := g.read(ctx)
+				if err != nil {
+					return err
+				}
+				if err := e.checkResult(d, backend.Sum, got, count, 1000+i); err != nil {
+					return fmt.Errorf("%v call %d: %w", algo, i, err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// caseSymmetricInput reduces data that already sits in the comm's own
+// symmetric buffer (no copy-in).
+func caseSymmetricInput(ctx context.Context, e *Env) error {
+	return withComm(ctx, e, bufferFor(e), func(c *collective.Comm) error {
+		d := backend.Float32
+		for _, algo := range []collective.Algo{collective.OneShot, collective.TwoShot} {
+			count := 4099
+			v, err := c.GetBuffer(e.Rank, count, d, 0)
+			if err != nil {
+				return err
+			}
+			host := make([]byte, count*d.Size())
+			numeric.Pattern(d, host, count, e.Rank, 5)
+			dev := c.Device()
+			if err := dev.CopyToDevice(ctx, v.Ptr, host); err != nil {
+				return err
+			}
+			out, err := newGuarded(ctx, dev, len(host))
+			if err != nil {
+				return err
+			}
+			defer out.close()
+			s, err := dev.NewStream(ctx)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			w, err := c.AllReduce(ctx, s, v.Ptr, count, d, backend.Sum, algo, collective.Output(out.ptr()))
+			if err != nil {
+				return err
+			}
+			if err := w.Synchronize(ctx); err != nil {
+				return err
+			}
+			got, err := out.read(ctx)
+			if err != nil {
+				return err
+			}
+			if err := e.checkResult(d, backend.Sum, got, count, 5); err != nil {
+				return fmt.Errorf("%v from the symmetric buffer: %w", algo, err)
+			}
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+		}
+		// In place in the symmetric buffer: two-shot may, one-shot may not
+		// (peers still read the buffer while it would write).
+		count := 1001
+		v, err := c.GetBuffer(e.Rank, count, d, 0)
+		if err != nil {
+			return err
+		}
+		host := make([]byte, count*d.Size())
+		numeric.Pattern(d, host, count, e.Rank, 6)
+		dev := c.Device()
+		if err := dev.CopyToDevice(ctx, v.Ptr, host); err != nil {
+			return err
+		}
+		s, err := dev.NewStream(ctx)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if _, err := c.AllReduce(ctx, s, v.Ptr, count, d, backend.Sum, collective.OneShot); !errors.Is(err, backend.ErrInvalidArgument) {
+			return fmt.Errorf("one-shot in place in the symmetric buffer: got %v, want ErrInvalidArgument", err)
+		}
+		w, err := c.AllReduce(ctx, s, v.Ptr, count, d, backend.Sum, collective.TwoShot)
 		if err != nil {
 			return err
 		}
 		if err := w.Synchronize(ctx); err != nil {
 			return err
 		}
-		got, err := out.read(ctx)
+		got := make([]byte, len(host))
+		if err := dev.CopyFromDevice(ctx, got, v.Ptr); err != nil {
+			return err
+		}
+		if err := e.checkResult(d, backend.Sum, got, count, 6); err != nil {
+			return fmt.Errorf("two-shot in place in the symmetric buffer: %w", err)
+		}
+		return nil
+	})
+}
+
+func caseTooLarge(ctx context.Context, e *Env) error {
+	return withComm(ctx, e, quickAllReduceBuffer, func(c *collective.Comm) error {
+		d := backend.Float32
+		capacity := c.Capacity(collective.OneShot, d)
+		if got := c.SelectAllReduceAlgo(capacity+1, d); got != collective.None && c.Capacity(got, d) <= capacity {
+			return fmt.Errorf("SelectAllReduceAlgo(%d > capacity %d) = %v, want none or an algorithm without the buffer's limit", capacity+1, capacity, got)
+		}
+		dev := c.Device()
+		g, err := newGuarded(ctx, dev, (capacity+1)*d.Size())
 		if err != nil {
 			return err
 		}
-		if err := e.checkResult(d, backend.Sum, got, count, 5); err != nil {
-			return fmt.Errorf("%v from the symmetric buffer: %w", algo, err)
-		}
-		if err := c.Barrier(ctx); err != nil {
+		defer g.close()
+		s, err := dev.NewStream(ctx)
+		if err != nil {
 			return err
 		}
-	}
-	// In place in the symmetric buffer: two-shot may, one-shot may not
-	// (peers still read the buffer while it would write).
-	count := 1001
-	v, err := c.GetBuffer(e.Rank, count, d, 0)
-	if err != nil {
-		return err
-	}
-	host := make([]byte, count*d.Size())
-	numeric.Pattern(d, host, count, e.Rank, 6)
-	dev := c.Device()
-	if err := dev.CopyToDevice(ctx, v.Ptr, host); err != nil {
-		return err
-	}
-	s, err := dev.NewStream(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if _, err := c.AllReduce(ctx, s, v.Ptr, count, d, backend.Sum, collective.OneShot); !errors.Is(err, backend.ErrInvalidArgument) {
-		return fmt.Errorf("one-shot in place in the symmetric buffer: got %v, want ErrInvalidArgument", err)
-	}
-	w, err := c.AllReduce(ctx, s, v.Ptr, count, d, backend.Sum, collective.TwoShot)
-	if err != nil {
-		return err
-	}
-	if err := w.Synchronize(ctx); err != nil {
-		return err
-	}
-	got := make([]byte, len(host))
-	if err := dev.CopyFromDevice(ctx, got, v.Ptr); err != nil {
-		return err
-	}
-	if err := e.checkResult(d, backend.Sum, got, count, 6); err != nil {
-		return fmt.Errorf("two-shot in place in the symmetric buffer: %w", err)
-	}
-	return c.Barrier(ctx)
-}
-
-func caseTooLarge(ctx context.Context, e *Env) (err error) {
-	c, err := newComm(ctx, e, quickAllReduceBuffer)
-	if err != nil {
-		return err
-	}
-	defer closeInto(&err, c)
-	d := backend.Float32
-	capacity := c.Capacity(collective.OneShot, d)
-	if got := c.SelectAllReduceAlgo(capacity+1, d); got != collective.None && c.Capacity(got, d) <= capacity {
-		return fmt.Errorf("SelectAllReduceAlgo(%d > capacity %d) = %v, want none or an algorithm without the buffer's limit", capacity+1, capacity, got)
-	}
-	dev := c.Device()
-	g, err := newGuarded(ctx, dev, (capacity+1)*d.Size())
-	if err != nil {
-		return err
-	}
-	defer g.close()
-	s, err := dev.NewStream(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	for _, algo := range algosFor(c) {
-		_, err := c.AllReduce(ctx, s, g.ptr(), c.Capacity(algo, d)+1, d, backend.Sum, algo)
-		if !errors.Is(err, collective.ErrTooLarge) {
-			return fmt.Errorf("%v with %d elements: got %v, want ErrTooLarge", algo, c.Capacity(algo, d)+1, err)
+		defer s.Close()
+		for _, algo := range algosFor(c) {
+			_, err := c.AllReduce(ctx, s, g.ptr(), c.Capacity(algo, d)+1, d, backend.Sum, algo)
+			if !errors.Is(err, collective.ErrTooLarge) {
+				return fmt.Errorf("%v with %d elements: got %v, want ErrTooLarge", algo, c.Capacity(algo, d)+1, err)
+			}
 		}
-	}
-	// None takes the fallback path, which must handle any size.
-	count := 2*capacity + 3
-	if err := allReduceOnce(ctx, e, c, collective.None, d, backend.Sum, count, 9, true); err != nil {
-		return fmt.Errorf("fallback: %w", err)
-	}
-	return c.Barrier(ctx)
+		// None takes the fallback path, which must handle any size.
+		count := 2*capacity + 3
+		if err := allReduceOnce(ctx, e, c, collective.None, d, backend.Sum, count, 9, true); err != nil {
+			return fmt.Errorf("fallback: %w", err)
+		}
+		return nil
+	})
 }
 
 func caseSelect(ctx context.Context, e *Env) (err error) {
@@ -416,92 +404,86 @@ type badCall struct {
 	call func() (*collective.Work, error)
 }
 
-func caseBadArgs(ctx context.Context, e *Env) (err error) {
-	c, err := newComm(ctx, e, quickAllReduceBuffer)
-	if err != nil {
-		return err
-	}
-	defer closeInto(&err, c)
-	dev := c.Device()
-	s, err := dev.NewStream(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	g, err := newGuarded(ctx, dev, 64*kernels.MaxRanks)
-	if err != nil {
-		return err
-	}
-	defer g.close()
-	p := g.ptr()
-	allReduce := func(count int, d backend.DType, op backend.ReduceOp, algo collective.Algo) func() (*collective.Work, error) {
-		return func() (*collective.Work, error) { return c.AllReduce(ctx, s, p, count, d, op, algo) }
-	}
-	f32 := backend.Float32
-	bad := []badCall{
-		{"zero count", allReduce(0, f32, backend.Sum, collective.OneShot)},
-		{"negative count", allReduce(-1, f32, backend.Sum, collective.OneShot)},
-		{"bad dtype", allReduce(4, backend.DType(99), backend.Sum, collective.OneShot)},
-		{"bad op", allReduce(4, f32, backend.ReduceOp(9), collective.OneShot)},
-		{"bad algo", allReduce(4, f32, backend.Sum, collective.Algo(42))},
-		{"all-reduce with Direct", allReduce(4, f32, backend.Sum, collective.Direct)},
-	}
-	moverCalls, err := moverBadCalls(ctx, e, c, s, p)
-	if err != nil {
-		return err
-	}
-	bad = append(bad, moverCalls...)
-	if _, ok := dev.(backend.RangeChecker); ok {
-		// The device knows its allocations: a count far past this one is
-		// refused before anything is launched (on the selected path, and
-		// on the data-movement collectives' output).
-		far := 1 << 20
-		bad = append(bad, badCall{"all-reduce count past the allocation", allReduce(far, f32, backend.Sum, collective.None)},
-			badCall{"all-gather output past the allocation", func() (*collective.Work, error) {
-				return c.AllGather(ctx, s, p, p, g.n/4, f32, collective.None)
-			}})
-	}
-	for _, b := range bad {
-		if _, err := b.call(); !errors.Is(err, backend.ErrInvalidArgument) {
-			return fmt.Errorf("%s: got %v, want ErrInvalidArgument", b.name, err)
-		}
-	}
-	// The comm still serves calls.
-	m := moverCall{op: collective.OpAllGather, algo: collective.Direct, dtype: f32, count: 5, seed: 3, outPlace: true}
-	if err := moverOnce(ctx, e, c, m); err != nil {
-		return fmt.Errorf("after the refused calls: %w", err)
-	}
-	if c.Topology() != connectivity.HybridCubeMesh {
-		if _, err := c.AllReduce(ctx, s, g.ptr(), 4, backend.Float32, backend.Sum, collective.HCM); !errors.Is(err, backend.ErrInvalidArgument) {
-			return fmt.Errorf("HCM on %v: got %v, want ErrInvalidArgument", c.Topology(), err)
-		}
-	}
-	if _, err := c.GetBuffer(e.World, 1, backend.Float32, 0); err == nil {
-		return fmt.Errorf("GetBuffer of rank %d: want an error", e.World)
-	}
-	if _, err := c.GetBuffer(0, c.BufferSize()/4+1, backend.Float32, 0); err == nil {
-		return fmt.Errorf("GetBuffer past the end: want an error")
-	}
-	return c.Barrier(ctx)
-}
-
-func caseCommBarrier(ctx context.Context, e *Env) (err error) {
-	c, err := newComm(ctx, e, quickAllReduceBuffer)
-	if err != nil {
-		return err
-	}
-	defer closeInto(&err, c)
-	for range 10 {
-		if err := c.Barrier(ctx); err != nil {
+func caseBadArgs(ctx context.Context, e *Env) error {
+	return withComm(ctx, e, quickAllReduceBuffer, func(c *collective.Comm) error {
+		dev := c.Device()
+		s, err := dev.NewStream(ctx)
+		if err != nil {
 			return err
 		}
-	}
-	if e.Rank < 2 {
-		for range 5 {
-			if err := c.Barrier(ctx, 0, 1); err != nil {
-				return fmt.Errorf("subset barrier: %w", err)
+		defer s.Close()
+		g, err := newGuarded(ctx, dev, 64*kernels.MaxRanks)
+		if err != nil {
+			return err
+		}
+		defer g.close()
+		p := g.ptr()
+		allReduce := func(count int, d backend.DType, op backend.ReduceOp, algo collective.Algo) func() (*collective.Work, error) {
+			return func() (*collective.Work, error) { return c.AllReduce(ctx, s, p, count, d, op, algo) }
+		}
+		f32 := backend.Float32
+		bad := []badCall{
+			{"zero count", allReduce(0, f32, backend.Sum, collective.OneShot)},
+			{"negative count", allReduce(-1, f32, backend.Sum, collective.OneShot)},
+			{"bad dtype", allReduce(4, backend.DType(99), backend.Sum, collective.OneShot)},
+			{"bad op", allReduce(4, f32, backend.ReduceOp(9), collective.OneShot)},
+			{"bad algo", allReduce(4, f32, backend.Sum, collective.Algo(42))},
+			{"all-reduce with Direct", allReduce(4, f32, backend.Sum, collective.Direct)},
+		}
+		moverCalls, err := moverBadCalls(ctx, e, c, s, p)
+		if err != nil {
+			return err
+		}
+		bad = append(bad, moverCalls...)
+		if _, ok := dev.(backend.RangeChecker); ok {
+			// The device knows its allocations: a count far past this one is
+			// refused before anything is launched (on the selected path, and
+			// on the data-movement collectives' output).
+			far := 1 << 20
+			bad = append(bad, badCall{"all-reduce count past the allocation", allReduce(far, f32, backend.Sum, collective.None)},
+				badCall{"all-gather output past the allocation", func() (*collective.Work, error) {
+					return c.AllGather(ctx, s, p, p, g.n/4, f32, collective.None)
+				}})
+		}
+		for _, b := range bad {
+			if _, err := b.call(); !errors.Is(err, backend.ErrInvalidArgument) {
+				return fmt.Errorf("%s: got %v, want ErrInvalidArgument", b.name, err)
 			}
 		}
-	}
-	return c.Barrier(ctx)
+		// The comm still serves calls.
+		m := moverCall{op: collective.OpAllGather, algo: collective.Direct, dtype: f32, count: 5, seed: 3, outPlace: true}
+		if err := moverOnce(ctx, e, c, m); err != nil {
+			return fmt.Errorf("after the refused calls: %w", err)
+		}
+		if c.Topology() != connectivity.HybridCubeMesh {
+			if _, err := c.AllReduce(ctx, s, g.ptr(), 4, backend.Float32, backend.Sum, collective.HCM); !errors.Is(err, backend.ErrInvalidArgument) {
+				return fmt.Errorf("HCM on %v: got %v, want ErrInvalidArgument", c.Topology(), err)
+			}
+		}
+		if _, err := c.GetBuffer(e.World, 1, backend.Float32, 0); err == nil {
+			return fmt.Errorf("GetBuffer of rank %d: want an error", e.World)
+		}
+		if _, err := c.GetBuffer(0, c.BufferSize()/4+1, backend.Float32, 0); err == nil {
+			return fmt.Errorf("GetBuffer past the end: want an error")
+		}
+		return nil
+	})
+}
+
+func caseCommBarrier(ctx context.Context, e *Env) error {
+	return withComm(ctx, e, quickAllReduceBuffer, func(c *collective.Comm) error {
+		for range 10 {
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+		}
+		if e.Rank < 2 {
+			for range 5 {
+				if err := c.Barrier(ctx, 0, 1); err != nil {
+					return fmt.Errorf("subset barrier: %w", err)
+				}
+			}
+		}
+		return nil
+	})
 }

@@ -312,116 +312,107 @@ func caseMoversPast(ctx context.Context, e *Env, bound int) (err error) {
 	return c.Barrier(ctx)
 }
 
-func caseReduceScatterOps(ctx context.Context, e *Env) (err error) {
-	c, err := newComm(ctx, e, bufferFor(e))
-	if err != nil {
-		return err
-	}
-	defer closeInto(&err, c)
-	for _, red := range []backend.ReduceOp{backend.Max, backend.Min} {
-		for _, d := range []backend.DType{backend.Float32, backend.BFloat16, backend.Int32} {
-			m := moverCall{op: collective.OpReduceScatter, algo: collective.Direct, dtype: d, red: red, count: 1001,
-				seed: int(red) * 7, outPlace: true}
+func caseReduceScatterOps(ctx context.Context, e *Env) error {
+	return withComm(ctx, e, bufferFor(e), func(c *collective.Comm) error {
+		for _, red := range []backend.ReduceOp{backend.Max, backend.Min} {
+			for _, d := range []backend.DType{backend.Float32, backend.BFloat16, backend.Int32} {
+				m := moverCall{op: collective.OpReduceScatter, algo: collective.Direct, dtype: d, red: red, count: 1001,
+					seed: int(red) * 7, outPlace: true}
+				if err := moverOnce(ctx, e, c, m); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func caseBroadcastRoots(ctx context.Context, e *Env) error {
+	return withComm(ctx, e, bufferFor(e), func(c *collective.Comm) error {
+		for root := range e.World {
+			m := moverCall{op: collective.OpBroadcast, algo: collective.Direct, dtype: backend.BFloat16, count: 333,
+				root: root, seed: 40 + root}
 			if err := moverOnce(ctx, e, c, m); err != nil {
 				return err
 			}
 		}
-	}
-	return c.Barrier(ctx)
-}
-
-func caseBroadcastRoots(ctx context.Context, e *Env) (err error) {
-	c, err := newComm(ctx, e, bufferFor(e))
-	if err != nil {
-		return err
-	}
-	defer closeInto(&err, c)
-	for root := range e.World {
-		m := moverCall{op: collective.OpBroadcast, algo: collective.Direct, dtype: backend.BFloat16, count: 333,
-			root: root, seed: 40 + root}
-		if err := moverOnce(ctx, e, c, m); err != nil {
-			return err
-		}
-	}
-	return c.Barrier(ctx)
+		return nil
+	})
 }
 
 // caseMoversRepeat enqueues 25 calls of each data-movement collective back
 // to back on one stream, then waits once and checks every result.
-func caseMoversRepeat(ctx context.Context, e *Env) (err error) {
-	c, err := newComm(ctx, e, bufferFor(e))
-	if err != nil {
-		return err
-	}
-	defer closeInto(&err, c)
-	const count, reps = 257, 25
-	d := backend.BFloat16
-	dev := c.Device()
-	s, err := dev.NewStream(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	type pending struct {
-		m       moverCall
-		in, out *guarded
-	}
-	var calls []pending
-	defer func() {
-		for _, p := range calls {
-			_ = p.in.close()
-			_ = p.out.close()
-		}
-	}()
-	var last *collective.Work
-	for i := range reps * len(movers) {
-		m := moverCall{op: movers[i%len(movers)], algo: collective.Direct, dtype: d, red: backend.Sum, count: count,
-			root: i % e.World, seed: 500 + i, outPlace: true}
-		inN, outN := m.op.Elements(count, e.World)
-		in, err := newGuarded(ctx, dev, inN*d.Size())
+func caseMoversRepeat(ctx context.Context, e *Env) error {
+	return withComm(ctx, e, bufferFor(e), func(c *collective.Comm) error {
+		const count, reps = 257, 25
+		d := backend.BFloat16
+		dev := c.Device()
+		s, err := dev.NewStream(ctx)
 		if err != nil {
 			return err
 		}
-		out, err := newGuarded(ctx, dev, outN*d.Size())
-		if err != nil {
-			_ = in.close()
+		defer s.Close()
+		type pending struct {
+			m       moverCall
+			in, out *guarded
+		}
+		var calls []pending
+		defer func() {
+			for _, p := range calls {
+				_ = p.in.close()
+				_ = p.out.close()
+			}
+		}()
+		var last *collective.Work
+		for i := range reps * len(movers) {
+			m := moverCall{op: movers[i%len(movers)], algo: collective.Direct, dtype: d, red: backend.Sum, count: count,
+				root: i % e.World, seed: 500 + i, outPlace: true}
+			inN, outN := m.op.Elements(count, e.World)
+			in, err := newGuarded(ctx, dev, inN*d.Size())
+			if err != nil {
+				return err
+			}
+			out, err := newGuarded(ctx, dev, outN*d.Size())
+			if err != nil {
+				_ = in.close()
+				return err
+			}
+			calls = append(calls, pending{m, in, out})
+			host := make([]byte, inN*d.Size())
+			numeric.Pattern(d, host, inN, e.Rank, m.seed)
+			if err := in.write(ctx, host); err != nil {
+				return err
+			}
+			switch m.op {
+			case collective.OpReduceScatter:
+				last, err = c.ReduceScatter(ctx, s, in.ptr(), out.ptr(), count, d, backend.Sum, m.algo)
+			case collective.OpAllGather:
+				last, err = c.AllGather(ctx, s, in.ptr(), out.ptr(), count, d, m.algo)
+			case collective.OpBroadcast:
+				last, err = c.Broadcast(ctx, s, in.ptr(), count, d, m.root, m.algo, collective.Output(out.ptr()))
+			case collective.OpAllToAll:
+				last, err = c.AllToAll(ctx, s, in.ptr(), out.ptr(), count, d, m.algo)
+			}
+			if err != nil {
+				return fmt.Errorf("call %d, %v: %w", i, m, err)
+			}
+		}
+		if err := last.Synchronize(ctx); err != nil {
 			return err
 		}
-		calls = append(calls, pending{m, in, out})
-		host := make([]byte, inN*d.Size())
-		numeric.Pattern(d, host, inN, e.Rank, m.seed)
-		if err := in.write(ctx, host); err != nil {
-			return err
+		for i, p := range calls {
+			got, err := p.out.read(ctx)
+			if err != nil {
+				return err
+			}
+			want := make([]byte, len(got))
+			numeric.EncodeFunc(d, want, len(got)/d.Size(), func(j int) float64 { return p.m.want(e.Rank, e.World, j) })
+			if wrong, first := numeric.Compare(d, got, want, len(got)/d.Size()); wrong > 0 {
+				return fmt.Errorf("call %d, %v: %d elements wrong; first at %v", i, p.m, wrong, first)
+			}
 		}
-		switch m.op {
-		case collective.OpReduceScatter:
-			last, err = c.ReduceScatter(ctx, s, in.ptr(), out.ptr(), count, d, backend.Sum, m.algo)
-		case collective.OpAllGather:
-			last, err = c.AllGather(ctx, s, in.ptr(), out.ptr(), count, d, m.algo)
-		case collective.OpBroadcast:
-			last, err = c.Broadcast(ctx, s, in.ptr(), count, d, m.root, m.algo, collective.Output(out.ptr()))
-		case collective.OpAllToAll:
-			last, err = c.AllToAll(ctx, s, in.ptr(), out.ptr(), count, d, m.algo)
-		}
-		if err != nil {
-			return fmt.Errorf("call %d, %v: %w", i, m, err)
-		}
-	}
-	if err := last.Synchronize(ctx); err != nil {
-		return err
-	}
-	for i, p := range calls {
-		got, err := p.out.read(ctx)
-		if err != nil {
-			return err
-		}
-		want := make([]byte, len(got))
-		numeric.EncodeFunc(d, want, len(got)/d.Size(), func(j int) float64 { return p.m.want(e.Rank, e.World, j) })
-		if wrong, first := numeric.Compare(d, got, want, len(got)/d.Size()); wrong > 0 {
-			return fmt.Errorf("call %d, %v: %d elements wrong; first at %v", i, p.m, wrong, first)
-		}
-	}
-	return c.Barrier(ctx)
+		return nil
+	})
 }
 
 // moverBadCalls are data-movement calls no rank can serve: each must fail

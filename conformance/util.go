@@ -190,3 +190,19 @@ func (x *expectations) get(k expectKey, compute func() []byte) []byte {
 func closeInto(err *error, c *collective.Comm) {
 	*err = errors.Join(*err, c.Close())
 }
+
+// withComm runs f on a comm of bufferSize bytes rendezvoused for the case,
+// then meets the other ranks (a Barrier, so that no rank closes while a
+// peer still reads its buffer) and closes the comm. The case's error joins
+// Close's.
+func withComm(ctx context.Context, e *Env, bufferSize int, f func(c *collective.Comm) error) (err error) {
+	c, err := newComm(ctx, e, bufferSize)
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, c)
+	if err := f(c); err != nil {
+		return err
+	}
+	return c.Barrier(ctx)
+}
