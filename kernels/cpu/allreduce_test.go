@@ -93,29 +93,46 @@ func backToBack(count int) int {
 // seeds alternate between back-to-back calls so stale data shows.
 const numSeeds = 3
 
-// patterns holds every rank's input and the expected outputs for each seed,
-// at the largest count; smaller counts use prefixes.
+// patterns holds every rank's input for each seed, at the largest count
+// (smaller counts use prefixes), and the expected outputs, computed the
+// first time a seed and op are asked for (under the race detector an
+// expected result costs about as much as a call).
 type patterns struct {
-	inputs   [numSeeds][][]byte
-	expected [numSeeds]map[backend.ReduceOp][]byte
+	d            backend.DType
+	world, count int
+	inputs       [numSeeds][][]byte
+	expected     map[[2]int][]byte // by seed and op
+	// tile, if set, stretches a result of the first period elements to
+	// count (tiledPatterns).
+	tile   func([]byte) []byte
+	period int
 }
 
 func makePatterns(d backend.DType, world, count int) *patterns {
-	p := &patterns{}
+	p := &patterns{d: d, world: world, count: count, period: count, expected: map[[2]int][]byte{}}
 	for s := range numSeeds {
 		p.inputs[s] = make([][]byte, world)
 		for r := range world {
 			p.inputs[s][r] = make([]byte, count*d.Size())
 			numeric.Pattern(d, p.inputs[s][r], count, r, s+1)
 		}
-		p.expected[s] = map[backend.ReduceOp][]byte{}
-		for _, op := range ops {
-			b := make([]byte, count*d.Size())
-			numeric.Expected(d, op, b, count, world, s+1)
-			p.expected[s][op] = b
-		}
 	}
 	return p
+}
+
+// want is the expected result of op over every rank's input of seed.
+func (p *patterns) want(seed int, op backend.ReduceOp) []byte {
+	k := [2]int{seed, int(op)}
+	if b, ok := p.expected[k]; ok {
+		return b
+	}
+	b := make([]byte, p.period*p.d.Size())
+	numeric.Expected(p.d, op, b, p.period, p.world, seed+1)
+	if p.tile != nil {
+		b = p.tile(b)
+	}
+	p.expected[k] = b
+	return b
 }
 
 // launchAll runs the all-reduce kernel on every rank of g.
@@ -182,7 +199,7 @@ func (g *group) checkOnce(t *testing.T, algo kernels.Algo, d backend.DType, op b
 		return g.allReduceArgs(r, in, out, count, d, op)
 	})
 	g.requireClean(t, errs, what)
-	want := pat.expected[seed][op][:n]
+	want := pat.want(seed, op)[:n]
 	for r := range g.world {
 		if !bytes.Equal(want, outs[r][:n]) {
 			wrong, first := numeric.Compare(d, outs[r], want, count)
@@ -305,7 +322,7 @@ func TestAllReducePartialOffsetInExtra(t *testing.T) {
 	})
 	g.requireClean(t, errs, "hcm with partial offset")
 	for r := range g.world {
-		require.Equal(t, pat.expected[1][backend.Max], g.inBytes[r][:count*d.Size()], "rank %d", r)
+		require.Equal(t, pat.want(1, backend.Max), g.inBytes[r][:count*d.Size()], "rank %d", r)
 	}
 }
 

@@ -36,7 +36,7 @@ const patternPeriod = 65521
 // of the inputs at its index, so the expected results stay exact.
 func tiledPatterns(d backend.DType, world, count int) *patterns {
 	p := makePatterns(d, world, min(count, patternPeriod))
-	tile := func(b []byte) []byte {
+	p.tile = func(b []byte) []byte {
 		out := make([]byte, count*d.Size())
 		for filled := copy(out, b); filled < len(out); {
 			filled += copy(out[filled:], out[:filled])
@@ -45,12 +45,10 @@ func tiledPatterns(d backend.DType, world, count int) *patterns {
 	}
 	for s := range numSeeds {
 		for r := range world {
-			p.inputs[s][r] = tile(p.inputs[s][r])
-		}
-		for _, op := range ops {
-			p.expected[s][op] = tile(p.expected[s][op])
+			p.inputs[s][r] = p.tile(p.inputs[s][r])
 		}
 	}
+	p.count = count
 	return p
 }
 
@@ -388,7 +386,7 @@ func TestPipelinePeerStops(t *testing.T) {
 			code, peer, ch := kernels.DecodeStatus(g.statusOf(0))
 			require.Equal(t, []int{kernels.StatusTimeout, 1, 0}, []int{code, peer, ch}, "status code, peer, channel")
 
-			require.Equal(t, pat.expected[0][op][:chunk], g.outBytes[0][:chunk], "the first chunk is reduced")
+			require.Equal(t, pat.want(0, op)[:chunk], g.outBytes[0][:chunk], "the first chunk is reduced")
 			require.Equal(t, bytes.Repeat([]byte{guard}, n+16-chunk), g.outBytes[0][chunk:], "nothing after it")
 			for j := range 2 {
 				off := kernels.PipelineSlot(n, world, s, 0, 1, 0, 1, j)
@@ -499,7 +497,7 @@ func TestPipelineBadArgs(t *testing.T) {
 		})
 		small.requireClean(t, errs, "pipeline with small buffers")
 		for r := range 2 {
-			require.Equal(t, pat.expected[2][backend.Min], out[r], "rank %d", r)
+			require.Equal(t, pat.want(2, backend.Min), out[r], "rank %d", r)
 		}
 	})
 }
