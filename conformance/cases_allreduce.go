@@ -10,6 +10,7 @@ import (
 	"github.com/intranode/intranode/connectivity"
 	"github.com/intranode/intranode/internal/numeric"
 	"github.com/intranode/intranode/kernels"
+	"github.com/intranode/intranode/symmetric"
 )
 
 // allReduceBuffer is the symmetric buffer of the all-reduce cases: large
@@ -235,6 +236,18 @@ func caseRepeat(ctx context.Context, e *Env) error {
 	})
 }
 
+// patternInBuffer writes this rank's pattern of count elements (seed) at
+// the start of its symmetric buffer and returns the view of them.
+func patternInBuffer(ctx context.Context, e *Env, c *collective.Comm, d backend.DType, count, seed int) (symmetric.View, error) {
+	v, err := c.GetBuffer(e.Rank, count, d, 0)
+	if err != nil {
+		return v, err
+	}
+	host := make([]byte, count*d.Size())
+	numeric.Pattern(d, host, count, e.Rank, seed)
+	return v, c.Device().CopyToDevice(ctx, v.Ptr, host)
+}
+
 // caseSymmetricInput reduces data that already sits in the comm's own
 // symmetric buffer (no copy-in).
 func caseSymmetricInput(ctx context.Context, e *Env) error {
@@ -242,17 +255,12 @@ func caseSymmetricInput(ctx context.Context, e *Env) error {
 		d := backend.Float32
 		for _, algo := range []collective.Algo{collective.OneShot, collective.TwoShot} {
 			count := 4099
-			v, err := c.GetBuffer(e.Rank, count, d, 0)
+			v, err := patternInBuffer(ctx, e, c, d, count, 5)
 			if err != nil {
 				return err
 			}
-			host := make([]byte, count*d.Size())
-			numeric.Pattern(d, host, count, e.Rank, 5)
 			dev := c.Device()
-			if err := dev.CopyToDevice(ctx, v.Ptr, host); err != nil {
-				return err
-			}
-			out, err := newGuarded(ctx, dev, len(host))
+			out, err := newGuarded(ctx, dev, count*d.Size())
 			if err != nil {
 				return err
 			}
@@ -283,16 +291,11 @@ func caseSymmetricInput(ctx context.Context, e *Env) error {
 		// In place in the symmetric buffer: two-shot may, one-shot may not
 		// (peers still read the buffer while it would write).
 		count := 1001
-		v, err := c.GetBuffer(e.Rank, count, d, 0)
+		v, err := patternInBuffer(ctx, e, c, d, count, 6)
 		if err != nil {
 			return err
 		}
-		host := make([]byte, count*d.Size())
-		numeric.Pattern(d, host, count, e.Rank, 6)
 		dev := c.Device()
-		if err := dev.CopyToDevice(ctx, v.Ptr, host); err != nil {
-			return err
-		}
 		s, err := dev.NewStream(ctx)
 		if err != nil {
 			return err
@@ -308,7 +311,7 @@ func caseSymmetricInput(ctx context.Context, e *Env) error {
 		if err := w.Synchronize(ctx); err != nil {
 			return err
 		}
-		got := make([]byte, len(host))
+		got := make([]byte, count*d.Size())
 		if err := dev.CopyFromDevice(ctx, got, v.Ptr); err != nil {
 			return err
 		}
