@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/numeric"
 )
 
 // device is one handle on a fake device. It tracks what was created through
@@ -162,14 +163,9 @@ func (d *device) CopyFromDevice(ctx context.Context, dst []byte, src backend.Dev
 // Memset sets n bytes at dst to v.
 func (d *device) Memset(ctx context.Context, dst backend.DevicePtr, v byte, n int) error {
 	return d.access(ctx, "memset", dst, n, func(b []byte) {
-		if len(b) == 0 {
-			return
-		}
-		// Doubling copies: a handful of memmoves instead of a loop over
-		// every byte (which the race detector checks one by one).
-		b[0] = v
-		for k := 1; k < len(b); k *= 2 {
-			copy(b[k:], b[:k])
+		if len(b) > 0 {
+			b[0] = v
+			numeric.Repeat(b, 1)
 		}
 	})
 }

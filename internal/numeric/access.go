@@ -140,10 +140,20 @@ func Fill(d backend.DType, b []byte, count int, v float64) {
 		return
 	}
 	// Encode once, then replicate the bytes.
-	size := d.Size()
 	Put(d, b, 0, v)
-	for filled := size; filled < count*size; filled *= 2 {
-		copy(b[filled:count*size], b[:filled])
+	Repeat(b[:count*d.Size()], d.Size())
+}
+
+// Repeat fills b with copies of its first period bytes (the last copy cut
+// short if period does not divide len(b)), by doubling copies: a handful
+// of memmoves rather than a loop over every byte, which the race detector
+// would check one by one.
+func Repeat(b []byte, period int) {
+	if period <= 0 {
+		return
+	}
+	for filled := period; filled < len(b); filled *= 2 {
+		copy(b[filled:], b[:filled])
 	}
 }
 

@@ -268,3 +268,20 @@ func TestEncodeMatchesPut(t *testing.T) {
 		})
 	}
 }
+
+// TestRepeat fills buffers from their first bytes: periods that divide
+// the length and that do not, one byte, and a period as long as the buffer.
+func TestRepeat(t *testing.T) {
+	for _, tt := range []struct {
+		period, n int
+	}{{1, 9}, {3, 12}, {3, 13}, {4, 4}, {5, 3}} {
+		b := make([]byte, tt.n)
+		for i := range min(tt.period, tt.n) {
+			b[i] = byte(i + 1)
+		}
+		Repeat(b, tt.period)
+		for i := range b {
+			require.Equal(t, byte(i%tt.period+1), b[i], "period %d, length %d, byte %d", tt.period, tt.n, i)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/numeric"
 	"github.com/intranode/intranode/kernels"
 )
 
@@ -38,9 +39,7 @@ func tiledPatterns(d backend.DType, world, count int) *patterns {
 	p := makePatterns(d, world, min(count, patternPeriod))
 	p.tile = func(b []byte) []byte {
 		out := make([]byte, count*d.Size())
-		for filled := copy(out, b); filled < len(out); {
-			filled += copy(out[filled:], out[:filled])
-		}
+		numeric.Repeat(out, copy(out, b))
 		return out
 	}
 	for s := range numSeeds {
