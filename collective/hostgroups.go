@@ -103,6 +103,14 @@ type HostGroups struct {
 	// DefaultHostFlat() on CUDA, nil elsewhere. Every rank must hold the
 	// same windows.
 	Flat map[Op][]Window
+	// NoCallCheck turns off the call check across hosts: by default,
+	// before a collective's first step across hosts, the members of that
+	// step all-gather a record of their calls on the inter-host engine,
+	// and HostWork.Synchronize fails with ErrMismatch when they differ
+	// (inside a host the Comm's kernels compare calls at no cost; the
+	// engine compares none). It costs one small all-gather per call.
+	// Every rank must hold the same value.
+	NoCallCheck bool
 
 	ih *interHost // collectives across hosts (interhost.go)
 }

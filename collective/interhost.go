@@ -57,6 +57,14 @@ type InterHostBackend interface {
 // share a device (members of one rail have the same device index). It
 // checks calls as a Comm does. It serves the fake backend, so that the
 // whole hierarchical path runs in CI; it never crosses a real host.
+//
+// Like NCCL, a step of it that cannot complete must not let its stream go
+// on as if it had: a Comm's kernel that times out records that in its
+// status word and returns, and the rank's next step inside its host would
+// then send stale data to its peers. So its kernels wait loopbackGrace
+// past the caller's deadline, by which HostWork.Synchronize has failed the
+// job and closed the double, which ends them with an error that stops
+// their stream (the fake backend's streams keep a failed op's error).
 func LoopbackInterHost(ctx context.Context, b backend.Backend, cfg InterHostConfig) (InterHost, error) {
 	if cfg.World > MaxDevices {
 		return nil, backend.Errorf(backend.CodeNotSupported,
@@ -93,15 +101,34 @@ func enqueued(w *Work, err error) error {
 	return w.Close()
 }
 
+// loopbackGrace is how long past its caller's deadline a step of the
+// loopback double waits.
+const loopbackGrace = time.Second
+
+// graced is ctx with loopbackGrace added to its deadline, if it has one.
+func graced(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), dl.Add(loopbackGrace))
+}
+
 func (l *loopback) AllReduce(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType, op backend.ReduceOp) error {
+	ctx, cancel := graced(ctx)
+	defer cancel()
 	return enqueued(l.c.AllReduce(ctx, s, in, count, dtype, op, None, Output(out)))
 }
 
 func (l *loopback) ReduceScatter(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType, op backend.ReduceOp) error {
+	ctx, cancel := graced(ctx)
+	defer cancel()
 	return enqueued(l.c.ReduceScatter(ctx, s, in, out, count, dtype, op, Direct))
 }
 
 func (l *loopback) AllGather(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType) error {
+	ctx, cancel := graced(ctx)
+	defer cancel()
 	return enqueued(l.c.AllGather(ctx, s, in, out, count, dtype, Direct))
 }
 
@@ -139,6 +166,9 @@ type interHost struct {
 	scratch []backend.Allocation
 	// own is the device a rank without a comm opened (Device).
 	own backend.Device
+	// check holds the records of the call check (hostcheck.go), made on
+	// the first call that crosses hosts.
+	check *callCheck
 }
 
 // Device returns the device this rank's collectives run on: its comm's,
@@ -265,16 +295,28 @@ func (h *HostGroups) engine(ctx context.Context, p hostPath) (InterHost, error) 
 type HostWork struct {
 	h      *HostGroups
 	stream backend.Stream
-	e      InterHost // nil on one host
+	e      InterHost     // nil on one host
+	check  *pendingCheck // nil on one host or with NoCallCheck
 }
 
-// Synchronize waits for the collective and reports its failures: the
-// Comm's kernels' and the inter-host engine's. A wait that ends at ctx's
-// deadline with the work still running fails the job's collectives and
-// aborts the engine, whose kernels have no deadline of their own.
+// Synchronize waits for the collective and reports its failures: the call
+// check across hosts (ErrMismatch), the Comm's kernels' and the inter-host
+// engine's. A mismatch, or a wait that ends at ctx's deadline with the work
+// still running, fails the job's collectives and aborts the engines, whose
+// kernels have no deadline of their own; a mismatch does so before waiting
+// for the work, which it may have left hanging.
 func (w *HostWork) Synchronize(ctx context.Context) error {
-	err := w.stream.Synchronize(ctx)
 	var errs []error
+	mismatch := false
+	if w.check != nil {
+		if cerr := w.h.ih.judge(ctx, w.check, w.h.Hosts); cerr != nil {
+			errs = append(errs, cerr)
+			if mismatch = errors.Is(cerr, ErrMismatch); mismatch {
+				w.h.fail(cerr)
+			}
+		}
+	}
+	err := w.stream.Synchronize(ctx)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("collective: host groups: waiting for the collective: %w", err))
 	}
@@ -283,7 +325,7 @@ func (w *HostWork) Synchronize(ctx context.Context) error {
 			errs = append(errs, serr)
 		}
 	}
-	if w.e != nil {
+	if w.e != nil && !mismatch { // a mismatch has closed the engine
 		if eerr := w.e.Err(); eerr != nil {
 			errs = append(errs, eerr)
 		}
@@ -332,8 +374,10 @@ type hostCall struct {
 
 // start checks a call, picks its path and enqueues it: on one host the
 // Comm's own call, flat the engine's, otherwise hier with the rail's
-// engine.
-func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall, hier func(e InterHost) error) (*HostWork, error) {
+// engine. hier calls check right before its first step on the engine: the
+// call check across hosts (hostcheck.go).
+func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall,
+	hier func(e InterHost, check func() error) error) (*HostWork, error) {
 	bad := func(format string, args ...any) error {
 		return backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: %v: "+format, append([]any{c.op}, args...)...)
 	}
@@ -359,15 +403,58 @@ func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall, hi
 	if err != nil {
 		return nil, err
 	}
+	w := &HostWork{h: h, stream: s, e: e}
+	check := func() (err error) {
+		if !h.NoCallCheck {
+			w.check, err = h.checkCall(ctx, s, e, p, c)
+		}
+		return err
+	}
 	if p == pathFlat {
-		err = engineCall(ctx, e, s, c)
+		if err = check(); err == nil {
+			err = engineCall(ctx, e, s, c)
+		}
 	} else {
-		err = hier(e)
+		err = hier(e, check)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &HostWork{h: h, stream: s, e: e}, nil
+	return w, nil
+}
+
+// checkCall enqueues the call check of c (hostcheck.go) on e, the engine
+// of path p, before the call's next step; on the hierarchical path the
+// records carry the comm's status word.
+func (h *HostGroups) checkCall(ctx context.Context, s backend.Stream, e InterHost, p hostPath, c hostCall) (*pendingCheck, error) {
+	d, err := h.Device(ctx)
+	if err != nil {
+		return nil, err
+	}
+	members := make([]int, h.World)
+	for r := range members {
+		members[r] = r
+	}
+	if p == pathHier {
+		members, _ = h.InterNodeRanks()
+	}
+	ih := h.ih
+	ih.mu.Lock()
+	defer ih.mu.Unlock()
+	if ih.err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCommFailed, ih.err)
+	}
+	if ih.check == nil {
+		if ih.check, err = newCallCheck(ctx, d, h.World); err != nil {
+			return nil, fmt.Errorf("collective: host groups: memory for the call check: %w", err)
+		}
+	}
+	var status backend.DevicePtr
+	if p == pathHier {
+		status = h.Comm.statusWord()
+	}
+	rec := hostRecord{op: c.op, dtype: c.dtype, red: c.red, path: p, count: uint64(c.count)}
+	return ih.check.enqueue(ctx, s, e, rec, status, members, slices.Index(members, h.Rank))
 }
 
 // local is c on the one host's Comm.
@@ -403,12 +490,15 @@ func engineCall(ctx context.Context, e InterHost, s backend.Stream, c hostCall) 
 // inter-host engine across every rank (flat).
 func (h *HostGroups) AllReduce(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp) (*HostWork, error) {
-	return h.start(ctx, s, hostCall{op: OpAllReduce, in: in, out: out, count: count, dtype: dtype, red: op}, func(e InterHost) error {
+	return h.start(ctx, s, hostCall{op: OpAllReduce, in: in, out: out, count: count, dtype: dtype, red: op}, func(e InterHost, check func() error) error {
 		c, g, lr, size := h.Comm, h.LocalWorld(), h.LocalRank, dtype.Size()
 		blk := count / g
 		if blk > 0 {
 			mine := out.Add(lr * blk * size)
 			if err := enqueued(c.ReduceScatter(ctx, s, in, mine, blk, dtype, op, c.SelectAlgo(OpReduceScatter, blk, dtype))); err != nil {
+				return err
+			}
+			if err := check(); err != nil {
 				return err
 			}
 			if err := e.AllReduce(ctx, s, mine, mine, blk, dtype, op); err != nil {
@@ -426,6 +516,11 @@ func (h *HostGroups) AllReduce(ctx context.Context, s backend.Stream, in, out ba
 		if err := enqueued(c.AllReduce(ctx, s, in.Add(off), tail, dtype, op, c.SelectAllReduceAlgo(tail, dtype), Output(out.Add(off)))); err != nil {
 			return err
 		}
+		if blk == 0 {
+			if err := check(); err != nil {
+				return err
+			}
+		}
 		return e.AllReduce(ctx, s, out.Add(off), out.Add(off), tail, dtype, op)
 	})
 }
@@ -438,7 +533,7 @@ func (h *HostGroups) AllReduce(ctx context.Context, s backend.Stream, in, out ba
 // host, then reduce-scattered across hosts.
 func (h *HostGroups) ReduceScatter(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp) (*HostWork, error) {
-	return h.start(ctx, s, hostCall{op: OpReduceScatter, in: in, out: out, count: count, dtype: dtype, red: op}, func(e InterHost) error {
+	return h.start(ctx, s, hostCall{op: OpReduceScatter, in: in, out: out, count: count, dtype: dtype, red: op}, func(e InterHost, check func() error) error {
 		c, size := h.Comm, dtype.Size()
 		row := len(h.Groups) * count // elements per local index
 		tmp, err := h.scratch(ctx, h.World*count*size)
@@ -454,6 +549,9 @@ func (h *HostGroups) ReduceScatter(ctx context.Context, s backend.Stream, in, ou
 		if err := enqueued(c.ReduceScatter(ctx, s, tmp, mine, row, dtype, op, c.SelectAlgo(OpReduceScatter, row, dtype))); err != nil {
 			return err
 		}
+		if err := check(); err != nil {
+			return err
+		}
 		return e.ReduceScatter(ctx, s, mine, out, count, dtype, op)
 	})
 }
@@ -464,7 +562,7 @@ func (h *HostGroups) ReduceScatter(ctx context.Context, s backend.Stream, in, ou
 // each host, then the blocks are put in rank order (device copies).
 func (h *HostGroups) AllGather(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
 	dtype backend.DType) (*HostWork, error) {
-	return h.start(ctx, s, hostCall{op: OpAllGather, in: in, out: out, count: count, dtype: dtype}, func(e InterHost) error {
+	return h.start(ctx, s, hostCall{op: OpAllGather, in: in, out: out, count: count, dtype: dtype}, func(e InterHost, check func() error) error {
 		c, size := h.Comm, dtype.Size()
 		row := len(h.Groups) * count
 		tmp, err := h.scratch(ctx, h.World*count*size)
@@ -472,6 +570,9 @@ func (h *HostGroups) AllGather(ctx context.Context, s backend.Stream, in, out ba
 			return err
 		}
 		mine := tmp.Add(h.LocalRank * row * size)
+		if err := check(); err != nil {
+			return err
+		}
 		if err := e.AllGather(ctx, s, in, mine, count, dtype); err != nil {
 			return err
 		}
@@ -530,6 +631,10 @@ func (h *HostGroups) closeInterHost() error {
 	ih.mu.Lock()
 	defer ih.mu.Unlock()
 	errs := []error{ih.closeEngines()}
+	if ih.check != nil {
+		errs = append(errs, ih.check.close())
+		ih.check = nil
+	}
 	for _, a := range ih.scratch {
 		errs = append(errs, a.Close())
 	}

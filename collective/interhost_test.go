@@ -236,3 +236,89 @@ func TestDefaultHostFlat(t *testing.T) {
 		require.Equal(t, tt.want, got, "%v %d bytes", tt.op, tt.bytes)
 	}
 }
+
+// TestHostGroupsMismatchAcrossHosts: the ranks of each host agree among
+// themselves but the hosts' calls differ — in count on the hierarchical
+// path, in the collective on the flat one. Every rank fails with
+// ErrMismatch from the call check across hosts, naming the calls of the
+// step's members, within its deadline; the job's next call is refused with
+// ErrCommFailed. (The mismatch aborts the engines at once, whose kernels
+// end; on the hierarchical path a host's ranks may still wait inside the
+// host until the deadline, for a peer whose stream the aborted step
+// failed, as the fake's streams keep a failed op's error.) With NoCallCheck the check is not made (the fake's
+// loopback engine, a Comm, still compares the calls of its own steps; NCCL
+// compares none).
+func TestHostGroupsMismatchAcrossHosts(t *testing.T) {
+	const world, deadline = 4, 3 * time.Second
+	hostOf := func(r int) string { return fmt.Sprintf("h%d", r/2) }
+	type call struct {
+		op    collective.Op
+		count int
+	}
+	for _, tc := range []struct {
+		name     string
+		flat     bool
+		noCheck  bool
+		h0, h1   call
+		contains string
+	}{
+		{name: "hierarchical/count", h0: call{collective.OpAllReduce, 1000}, h1: call{collective.OpAllReduce, 1002},
+			contains: "(h1) call 1: all_reduce of 1002 float sum, hierarchical"},
+		{name: "flat/collective", flat: true, h0: call{collective.OpAllReduce, 64}, h1: call{collective.OpAllGather, 16},
+			contains: "rank 3 (h1) call 1: all_gather of 16 float, flat"},
+		{name: "unchecked/count", noCheck: true, h0: call{collective.OpAllReduce, 1000}, h1: call{collective.OpAllReduce, 1002}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			b, err := fake.New(fake.WithDevices(2))
+			require.NoError(t, err)
+			st := store.NewMem()
+			t.Cleanup(func() { b.Close() })
+			t.Cleanup(func() { st.Close() })
+			groups := joinAll(t, ctx, st, world, func(r int) collective.Options {
+				return collective.Options{Backend: b, Hostname: hostOf(r), BufferSize: 64 << 10, Timeout: 2 * time.Second}
+			})
+			errs := make([]error, world)
+			took := make([]time.Duration, world)
+			var wg sync.WaitGroup
+			for r, h := range groups {
+				if tc.flat {
+					h.Flat = map[collective.Op][]collective.Window{collective.OpAllReduce: {{}}, collective.OpAllGather: {{}}}
+				}
+				h.NoCallCheck = tc.noCheck
+				c := tc.h0
+				if r >= 2 {
+					c = tc.h1
+				}
+				wg.Go(func() {
+					cctx, ccancel := context.WithTimeout(ctx, deadline)
+					defer ccancel()
+					start := time.Now()
+					errs[r] = hostCall(cctx, h, c.op, backend.Float32, c.count, 1, false)
+					took[r] = time.Since(start)
+				})
+			}
+			wg.Wait()
+			for r, err := range errs {
+				if tc.noCheck {
+					if err != nil {
+						require.NotContains(t, err.Error(), "across hosts", "rank %d", r)
+					}
+					continue
+				}
+				require.ErrorIs(t, err, collective.ErrMismatch, "rank %d", r)
+				require.ErrorContains(t, err, "across hosts", "rank %d", r)
+				require.ErrorContains(t, err, tc.contains, "rank %d", r)
+				require.Less(t, took[r], deadline+2*time.Second, "rank %d", r)
+				t.Logf("rank %d failed after %v: %v", r, took[r].Round(time.Millisecond), err)
+				// The job's next call across hosts is refused.
+				s, err := groups[r].Comm.Device().NewStream(ctx)
+				require.NoError(t, err)
+				_, err = groups[r].AllReduce(ctx, s, 0, 0, 1000, backend.Float32, backend.Sum)
+				require.ErrorIs(t, err, collective.ErrCommFailed, "rank %d", r)
+				require.NoError(t, s.Close())
+			}
+		})
+	}
+}

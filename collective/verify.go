@@ -145,3 +145,14 @@ func (c *Comm) readRecords(settle bool) ([]kernels.Record, error) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// statusWord is the device address of the comm's kernel status word, 0
+// before the rendezvous made it.
+func (c *Comm) statusWord() backend.DevicePtr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.status == nil {
+		return 0
+	}
+	return c.status.Ptr()
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/intranode/intranode/backend"
@@ -23,6 +25,10 @@ func init() {
 	register(Case{Name: "faults/kill-hosts", MinWorld: 4, Hosts: true, Run: caseKillHosts,
 		Fault: &Fault{Summary: "killed rank during an all-reduce, reduce-scatter or all-gather across simulated hosts",
 			Role: VictimDies, Processes: true}})
+	register(Case{Name: "faults/mismatch-hosts", MinWorld: 4, Hosts: true, Run: caseMismatchHosts,
+		Fault: &Fault{Summary: "the last simulated host makes another call than the others (count, dtype, op or collective)",
+			Role: VictimNone, Expect: "ended in ErrMismatch across hosts on every rank, naming ranks of the other side, within deadline+" +
+				FaultGrace.String()}})
 }
 
 // SimulatedHost is the host name of rank r of world ranks split into
@@ -39,18 +45,33 @@ func simulatedDevice(e *Env) *int {
 	return &d
 }
 
+// joinSimulated joins this rank to the job's simulated hosts, each rank
+// on its own device, and requires every rank to have joined its host's
+// group and the job to span e.Hosts groups.
+func joinSimulated(ctx context.Context, e *Env, buffer int, timeout time.Duration) (*collective.HostGroups, error) {
+	h, err := collective.JoinHosts(ctx, e.Store, e.Rank, e.World, collective.Options{Backend: e.Backend,
+		Hostname: SimulatedHost(e.Rank, e.World, e.Hosts), Device: simulatedDevice(e), BufferSize: buffer, Timeout: timeout})
+	switch {
+	case err != nil:
+		return nil, err
+	case !h.AllJoined():
+		err = fmt.Errorf("not every rank joined its host's group: %v", h.Excluded)
+	case len(h.Groups) != e.Hosts:
+		err = fmt.Errorf("the ranks formed %d host groups, want %d (simulated hosts: %d)", len(h.Groups), e.Hosts, e.Hosts)
+	}
+	if err != nil {
+		return nil, errors.Join(err, h.Close())
+	}
+	return h, nil
+}
+
 func hostsCase(op collective.Op) func(ctx context.Context, e *Env) error {
 	return func(ctx context.Context, e *Env) (err error) {
-		h, err := collective.JoinHosts(ctx, e.Store, e.Rank, e.World, collective.Options{Backend: e.Backend,
-			Hostname: SimulatedHost(e.Rank, e.World, e.Hosts), Device: simulatedDevice(e), BufferSize: quickAllReduceBuffer,
-			Timeout: e.Timeout / 2})
+		h, err := joinSimulated(ctx, e, quickAllReduceBuffer, e.Timeout/2)
 		if err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, h.Close()) }()
-		if !h.AllJoined() {
-			return fmt.Errorf("not every rank joined its host's group: %v", h.Excluded)
-		}
 		dev, err := h.Device(ctx)
 		if err != nil {
 			return err
@@ -140,6 +161,19 @@ func CheckHostCollective(ctx context.Context, h *collective.HostGroups, dev back
 	return nil
 }
 
+// joinForFault is joinSimulated for a fault case, within the setup
+// deadline, its waits bounded by the fault deadline.
+func joinForFault(ctx context.Context, e *Env) (h *collective.HostGroups, err error) {
+	a := try(ctx, "joining the hosts", setupDeadline(e), func(ctx context.Context) error {
+		h, err = joinSimulated(ctx, e, faultBuffer, e.FaultDeadline)
+		return err
+	})
+	if a.err != nil {
+		return nil, fmt.Errorf("rank %d: %w", e.Rank, a.err)
+	}
+	return h, nil
+}
+
 // caseKillHosts: across simulated hosts, after a few good calls the victim
 // starts one more all-reduce, reduce-scatter or all-gather and dies
 // during it. Every other rank of the job — on its host, and through the
@@ -150,18 +184,9 @@ func caseKillHosts(ctx context.Context, e *Env) error {
 	count := 1 + p.Rand.IntN(4096)
 	good := p.Rand.IntN(3)
 	delay := time.Duration(p.Rand.Int64N(int64(2 * time.Millisecond)))
-	var h *collective.HostGroups
-	join := func(ctx context.Context) (err error) {
-		h, err = collective.JoinHosts(ctx, e.Store, e.Rank, e.World, collective.Options{Backend: e.Backend,
-			Hostname: SimulatedHost(e.Rank, e.World, e.Hosts), Device: simulatedDevice(e), BufferSize: faultBuffer,
-			Timeout: e.FaultDeadline})
-		if err == nil && !h.AllJoined() {
-			err = fmt.Errorf("not every rank joined its host's group: %v", h.Excluded)
-		}
+	h, err := joinForFault(ctx, e)
+	if err != nil {
 		return err
-	}
-	if a := try(ctx, "joining the hosts", setupDeadline(e), join); a.err != nil {
-		return fmt.Errorf("rank %d: %w", e.Rank, a.err)
 	}
 	dev, err := h.Device(ctx)
 	if err != nil {
@@ -185,4 +210,94 @@ func caseKillHosts(ctx context.Context, e *Env) error {
 	go func() { _ = call(good + 1)(ctx) }()
 	time.Sleep(delay)
 	return die(e)
+}
+
+// caseMismatchHosts: after a few calls that agree, the ranks of the last
+// simulated host make another call than the rest — every rank of a host
+// agrees with its host, so only the call check across hosts can see it.
+// Every rank must fail with collective.ErrMismatch from that check within
+// the deadline, naming only ranks of the other side, and the job's next
+// call must be refused with collective.ErrCommFailed. The plan picks the
+// collective, the count, what differs, and whether every size goes
+// hierarchical or flat (the same on every rank, so that both sides take one
+// path).
+func caseMismatchHosts(ctx context.Context, e *Env) (err error) {
+	p := e.Plan()
+	ops := []collective.Op{collective.OpAllReduce, collective.OpReduceScatter, collective.OpAllGather}
+	op := ops[p.Rand.IntN(len(ops))]
+	count := 1 + p.Rand.IntN(4096)
+	good := p.Rand.IntN(3)
+	flat := p.Rand.IntN(2) == 0
+	lastHost := SimulatedHost(e.World-1, e.World, e.Hosts)
+	other := func(r int) bool { return SimulatedHost(r, e.World, e.Hosts) == lastHost }
+	mine, d := op, backend.Float32
+	what := []string{"count", "dtype", "collective"}[p.Rand.IntN(3)]
+	last := count
+	if other(e.Rank) {
+		switch what {
+		case "count":
+			last = count + 1 + p.Rand.IntN(64)
+		case "dtype":
+			d = backend.Int32
+		default:
+			mine = ops[(slices.Index(ops, op)+1)%len(ops)]
+		}
+	}
+	h, err := joinForFault(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, h.Close()) }()
+	h.Flat = nil
+	if flat {
+		h.Flat = map[collective.Op][]collective.Window{}
+		for _, o := range ops {
+			h.Flat[o] = []collective.Window{{}}
+		}
+	}
+	dev, err := h.Device(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range good {
+		if a := try(ctx, op.String(), setupDeadline(e), func(ctx context.Context) error {
+			return CheckHostCollective(ctx, h, dev, op, backend.Float32, count, i+1, false)
+		}); a.err != nil {
+			return fmt.Errorf("agreeing call %d (%v of %d): %w", i+1, op, count, a.err)
+		}
+	}
+	desc := fmt.Sprintf("%v of %d %v (the last host's calls differ in %s; flat %v)", mine, last, d, what, flat)
+	a := try(ctx, desc, e.FaultDeadline, func(ctx context.Context) error {
+		return CheckHostCollective(ctx, h, dev, mine, d, last, 99, false)
+	})
+	a.report(e, 0)
+	switch {
+	case a.err == nil:
+		return fmt.Errorf("%s succeeded", desc)
+	case !errors.Is(a.err, collective.ErrMismatch) || !strings.Contains(a.err.Error(), "across hosts"):
+		return fmt.Errorf("%s: want collective.ErrMismatch across hosts, got: %w", desc, a.err)
+	case a.elapsed > a.deadline+FaultGrace:
+		return fmt.Errorf("%s took %v to fail, more than its deadline %v + %v", desc, a.elapsed, a.deadline, FaultGrace)
+	}
+	named, err := namedRanks(a.err)
+	if err != nil {
+		return err
+	}
+	for _, r := range named {
+		if other(r) == other(e.Rank) {
+			return fmt.Errorf("%s: rank %d named rank %d, of its own side, as differing: %v", desc, e.Rank, r, a.err)
+		}
+	}
+	if len(named) == 0 {
+		return fmt.Errorf("%s: the mismatch names no rank: %v", desc, a.err)
+	}
+	s, err := dev.NewStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := h.AllReduce(ctx, s, 0, 0, 1, backend.Float32, backend.Sum); !errors.Is(err, collective.ErrCommFailed) {
+		return fmt.Errorf("a call after the mismatch: want collective.ErrCommFailed, got %v", err)
+	}
+	return nil
 }

@@ -366,7 +366,7 @@ func runTrialGoroutines(ctx context.Context, cfg Config, b backend.Backend, c Ca
 				}
 			}()
 			e := &Env{Rank: r, World: world, Store: stores[r], Backend: b, Timeout: timeout, Quick: cfg.Quick, ShareDevice: cfg.ShareDevice,
-				Trial: trial, FaultDeadline: cfg.FaultDeadline, name: c.Name}
+				Hosts: cfg.Hosts, Trial: trial, FaultDeadline: cfg.FaultDeadline, name: c.Name}
 			e.report = func(rep FaultReport) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -404,11 +404,9 @@ func runTrialProcesses(ctx context.Context, cfg Config, c Case, world, trial int
 		return outs
 	}
 	timeout := trialTimeout(cfg)
-	g, err := startRanks(ctx, cfg, world, true, timeout, func(int) []string {
-		return []string{envChild + "=" + c.Name, envWorld + "=" + strconv.Itoa(world),
-			envBackend + "=" + cfg.Backend, envTimeout + "=" + timeout.String(),
-			envQuick + "=" + strconv.FormatBool(cfg.Quick), envTrial + "=" + strconv.Itoa(trial),
-			envFaultDeadline + "=" + cfg.FaultDeadline.String()}
+	g, err := startRanks(ctx, cfg, world, true, timeout, func(r int) []string {
+		return append(rankEnv(cfg, world, r, c.Name, timeout), envTrial+"="+strconv.Itoa(trial),
+			envFaultDeadline+"="+cfg.FaultDeadline.String())
 	})
 	if err != nil {
 		return failAll(err)

@@ -213,20 +213,26 @@ func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int
 	return errs
 }
 
+// rankEnv is the environment of rank r's process running the named case
+// with the given timeout.
+func rankEnv(cfg Config, world, r int, name string, timeout time.Duration) []string {
+	env := []string{envChild + "=" + name, envWorld + "=" + strconv.Itoa(world),
+		envBackend + "=" + cfg.Backend, envTimeout + "=" + timeout.String(),
+		envQuick + "=" + strconv.FormatBool(cfg.Quick), envHosts + "=" + strconv.Itoa(cfg.Hosts)}
+	if cfg.Hosts > 1 {
+		// NCCL tells hosts apart by NCCL_HOSTID: each simulated host is
+		// one to it, crossed by its socket transport.
+		env = append(env, "NCCL_HOSTID="+SimulatedHost(r, world, cfg.Hosts))
+	}
+	return env
+}
+
 // runProcesses starts world children that each run the named case as one
 // rank; it returns one error per rank carrying the child's output.
 func runProcesses(ctx context.Context, cfg Config, world int, name string) []error {
 	errs := make([]error, world)
 	g, err := startRanks(ctx, cfg, world, false, cfg.Timeout, func(r int) []string {
-		env := []string{envChild + "=" + name, envWorld + "=" + strconv.Itoa(world),
-			envBackend + "=" + cfg.Backend, envTimeout + "=" + cfg.Timeout.String(),
-			envQuick + "=" + strconv.FormatBool(cfg.Quick), envHosts + "=" + strconv.Itoa(cfg.Hosts)}
-		if cfg.Hosts > 1 {
-			// NCCL tells hosts apart by NCCL_HOSTID: each simulated
-			// host is one to it, crossed by its socket transport.
-			env = append(env, "NCCL_HOSTID="+SimulatedHost(r, world, cfg.Hosts))
-		}
-		return env
+		return rankEnv(cfg, world, r, name, cfg.Timeout)
 	})
 	if err != nil {
 		for r := range errs {

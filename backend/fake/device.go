@@ -208,6 +208,7 @@ func (d *device) LoadModule(ctx context.Context, src backend.ModuleSource) (back
 		return nil, err
 	}
 	m := &module{dev: d, name: src.Name, kernels: kernels}
+	m.unloaded, m.unload = context.WithCancel(context.Background())
 	if err := d.track(m); err != nil {
 		return nil, err
 	}

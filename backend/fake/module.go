@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"strings"
@@ -15,6 +16,11 @@ type module struct {
 	name    string
 	kernels map[string]Kernel
 	closed  atomic.Bool
+	// unloaded ends when the module is closed; kernels of it still
+	// running see their context end (as a GPU kernel ends when its
+	// communicator is aborted), instead of waiting out their deadline.
+	unloaded context.Context
+	unload   context.CancelFunc
 }
 
 // function is one kernel of a module.
@@ -40,6 +46,7 @@ func (m *module) Function(name string) (backend.Function, error) {
 // Close unloads the module; launches of its functions fail afterwards.
 func (m *module) Close() error {
 	if m.closed.CompareAndSwap(false, true) {
+		m.unload()
 		m.dev.forget(m)
 	}
 	return nil

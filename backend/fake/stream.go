@@ -166,6 +166,9 @@ func (s *stream) Launch(fn backend.Function, cfg backend.LaunchConfig, args ...b
 		if f.mod.closed.Load() {
 			return backend.Errorf(backend.CodeClosed, "module %q was closed before the kernel ran", f.mod.name)
 		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(f.mod.unloaded, cancel)()
 		return f.kernel(ctx, &Launch{Mem: mem, Config: cfg, Args: args, Device: dev})
 	}}
 	return s.submit(func() op { return o })

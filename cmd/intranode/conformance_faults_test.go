@@ -32,3 +32,15 @@ func TestConformanceFaultsUsage(t *testing.T) {
 		require.NotEmpty(t, stderr)
 	}
 }
+
+// TestConformanceFaultsHosts: the fault cases across simulated hosts, in
+// rank processes that must each be told their host (a world of 4 as 2
+// hosts of 2): a killed rank and hosts whose calls differ.
+func TestConformanceFaultsHosts(t *testing.T) {
+	out, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--faults", "--trials", "3",
+		"--hosts", "2", "--world", "4", "--run", "^faults/(kill|mismatch)-hosts$")
+	require.Equal(t, 0, code, stderr+out)
+	require.Contains(t, out, "world 4  killed rank during an all-reduce, reduce-scatter or all-gather across simulated hosts: 3/3 trials")
+	require.Contains(t, out, "world 4  the last simulated host makes another call than the others (count, dtype, op or collective): 3/3 trials")
+	require.Contains(t, out, "2 passed, 0 failed")
+}

@@ -1,0 +1,254 @@
+package collective
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/symmetric"
+)
+
+// The call check across hosts. Inside a host the Comm's kernels compare
+// the ranks' calls; the inter-host engine (NCCL) compares nothing, and
+// ranks whose calls differ only between hosts would hang in it or get
+// wrong sums silently. Nor does a step inside one host that failed (a
+// kernel that timed out waiting for a dead peer records that in its
+// comm's status word and returns, and the stream goes on) stop the engine
+// from passing that rank's stale data to the other hosts. So right before
+// a HostGroups call's first step on the engine, every member of that step
+// puts a record of its call (sequence number, collective, count, dtype,
+// op, path) and its comm's status word so far into an all-gather on the
+// same engine and stream, and the gathered records are copied to pinned
+// host memory. HostWork.Synchronize waits for that copy first: a record
+// that differs from this rank's is ErrMismatch, naming every member's
+// call; a member whose status word is set failed inside its host
+// (backend.ErrPeerFailed). Either fails the job's collectives, which aborts
+// the engines, so that a data step left hanging ends at once instead of at
+// the deadline. The records cost one small all-gather per call
+// (HostGroups.NoCallCheck turns it off).
+
+// hostRecordSize is the bytes of one member's record in the all-gather:
+// the call (16 bytes), the status word (4) and padding.
+const (
+	hostRecordSize = 24
+	statusOffset   = 16
+)
+
+// checkSlots is how many calls can be in flight with their records. A call
+// that finds its slot still in use waits for the call that last held it;
+// a HostWork synchronized after checkSlots later calls are enqueued is not
+// judged.
+const checkSlots = 32
+
+// hostRecord is one member's record of a HostGroups call.
+type hostRecord struct {
+	seq   uint32
+	op    Op
+	dtype backend.DType
+	red   backend.ReduceOp
+	path  hostPath
+	count uint64
+	// status is the member's comm's status word before the step (not
+	// part of the call's identity).
+	status uint32
+}
+
+// call is r without its status: what the members must agree on.
+func (r hostRecord) call() hostRecord { r.status = 0; return r }
+
+func (r hostRecord) encode(b []byte) {
+	binary.LittleEndian.PutUint32(b[0:], r.seq)
+	b[4], b[5], b[6], b[7] = byte(r.op), byte(r.dtype), byte(r.red), byte(r.path)
+	binary.LittleEndian.PutUint64(b[8:], r.count)
+	binary.LittleEndian.PutUint32(b[statusOffset:], r.status)
+}
+
+func decodeHostRecord(b []byte) hostRecord {
+	return hostRecord{seq: binary.LittleEndian.Uint32(b[0:]), op: Op(b[4]), dtype: backend.DType(b[5]),
+		red: backend.ReduceOp(b[6]), path: hostPath(b[7]), count: binary.LittleEndian.Uint64(b[8:]),
+		status: binary.LittleEndian.Uint32(b[statusOffset:])}
+}
+
+func (r hostRecord) String() string {
+	if r.seq == 0 {
+		return "no record"
+	}
+	path := "hierarchical"
+	if r.path == pathFlat {
+		path = "flat"
+	}
+	s := fmt.Sprintf("call %d: %v of %d %v", r.seq, r.op, r.count, r.dtype)
+	if r.op != OpAllGather {
+		s += " " + r.red.String()
+	}
+	return s + ", " + path
+}
+
+// callCheck is a HostGroups' memory for the records: per slot, this rank's
+// record and the gathered ones, in pinned host memory and on the device.
+type callCheck struct {
+	world  int // slot size: records of up to world members
+	host   backend.HostAllocation
+	dev    backend.Allocation
+	events []backend.Event // per slot, recorded after the gathered copy
+	used   []bool          // slots whose event has been recorded
+	gen    []uint64        // per slot, the calls that held it
+	seq    uint32
+	next   int
+}
+
+func (c *callCheck) slotBytes() int { return (1 + c.world) * hostRecordSize }
+
+func newCallCheck(ctx context.Context, d backend.Device, world int) (_ *callCheck, err error) {
+	c := &callCheck{world: world, used: make([]bool, checkSlots), gen: make([]uint64, checkSlots)}
+	defer func() {
+		if err != nil {
+			_ = c.close()
+		}
+	}()
+	n := checkSlots * c.slotBytes()
+	if c.host, err = d.AllocHost(ctx, n); err != nil {
+		return nil, err
+	}
+	if c.dev, err = d.Alloc(ctx, n); err != nil {
+		return nil, err
+	}
+	for range checkSlots {
+		ev, err := d.NewEvent(ctx, false)
+		if err != nil {
+			return nil, err
+		}
+		c.events = append(c.events, ev)
+	}
+	return c, nil
+}
+
+func (c *callCheck) close() error {
+	var errs []error
+	for _, ev := range c.events {
+		errs = append(errs, ev.Close())
+	}
+	for _, a := range []backend.Allocation{c.dev, c.host} {
+		if a != nil {
+			errs = append(errs, a.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pendingCheck is a HostWork's claim on a slot.
+type pendingCheck struct {
+	c       *callCheck
+	slot    int
+	gen     uint64
+	mine    hostRecord
+	members []int // global ranks of the step's members, in its order
+	index   int   // this rank's index among members
+}
+
+// enqueue starts the check of a call whose next step is on e among
+// members: it waits for the slot's previous call, writes this rank's
+// record, and enqueues on s the copy of the status word at status (when
+// not 0) into it, the all-gather of the records and their copy to host
+// memory. Caller holds ih.mu.
+func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, rec hostRecord, status backend.DevicePtr,
+	members []int, index int) (*pendingCheck, error) {
+	slot := c.next
+	if c.used[slot] {
+		if err := c.events[slot].Synchronize(ctx); err != nil {
+			return nil, fmt.Errorf("collective: host groups: waiting for the call %d calls back: %w", checkSlots, err)
+		}
+	}
+	c.next = (c.next + 1) % checkSlots
+	c.seq++
+	if c.seq == 0 {
+		c.seq = 1
+	}
+	rec.seq = c.seq
+	c.gen[slot]++
+	off := slot * c.slotBytes()
+	b := c.host.Bytes()[off : off+c.slotBytes()]
+	clear(b)
+	rec.encode(b)
+	in, out := c.dev.Ptr().Add(off), c.dev.Ptr().Add(off+hostRecordSize)
+	n := len(members) * hostRecordSize
+	if err := s.CopyAsync(in, c.host.Ptr().Add(off), hostRecordSize); err != nil {
+		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
+	}
+	if status != 0 {
+		if err := s.CopyAsync(in.Add(statusOffset), status, 4); err != nil {
+			return nil, fmt.Errorf("collective: host groups: call check: %w", err)
+		}
+	}
+	if err := e.AllGather(ctx, s, in, out, hostRecordSize/4, backend.Int32); err != nil {
+		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
+	}
+	if err := s.CopyAsync(c.host.Ptr().Add(off+hostRecordSize), out, n); err != nil {
+		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
+	}
+	if err := s.Record(c.events[slot]); err != nil {
+		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
+	}
+	c.used[slot] = true
+	return &pendingCheck{c: c, slot: slot, gen: c.gen[slot], mine: rec, members: members, index: index}, nil
+}
+
+// judge waits for the records of p and compares them with this rank's:
+// nil when they agree, or when the slot has since been taken by a later
+// call or released, or when this rank's own record is missing (its stream
+// failed before the check; that error is the stream's); ErrMismatch naming
+// every member's call when they differ; backend.ErrPeerFailed when another
+// member's step inside its host failed; the wait's error when the records
+// did not arrive within ctx. A member without a record (its stream failed)
+// is left out.
+// The wait holds no lock, so that Close can end a hung job.
+func (ih *interHost) judge(ctx context.Context, p *pendingCheck, hosts []string) error {
+	c := p.c
+	current := func() bool { return ih.check == c && c.gen[p.slot] == p.gen }
+	ih.mu.Lock()
+	if !current() {
+		ih.mu.Unlock()
+		return nil
+	}
+	ev := c.events[p.slot]
+	ih.mu.Unlock()
+	if err := ev.Synchronize(ctx); err != nil {
+		return fmt.Errorf("collective: host groups: waiting for the call check's records: %w", err)
+	}
+	ih.mu.Lock()
+	defer ih.mu.Unlock()
+	if !current() {
+		return nil
+	}
+	off := p.slot*c.slotBytes() + hostRecordSize
+	b := c.host.Bytes()[off:]
+	if decodeHostRecord(b[p.index*hostRecordSize:]).seq == 0 {
+		return nil
+	}
+	calls := make([]string, len(p.members))
+	var differ []int
+	var failed []string
+	for i, r := range p.members {
+		rec := decodeHostRecord(b[i*hostRecordSize:])
+		calls[i] = fmt.Sprintf("rank %d (%s) %v", r, hosts[r], rec)
+		switch {
+		case rec.seq == 0:
+		case rec.call() != p.mine:
+			differ = append(differ, r)
+		case rec.status != 0 && i != p.index:
+			failed = append(failed, symmetric.StatusWordError(rec.status, fmt.Sprintf("rank %d (%s) inside its host", r, hosts[r])).Error())
+		}
+	}
+	me := p.members[p.index]
+	switch {
+	case len(differ) > 0:
+		return fmt.Errorf("%w across hosts: rank %d sees ranks %v differ from its own call; %s", ErrMismatch,
+			me, differ, strings.Join(calls, "; "))
+	case len(failed) > 0:
+		return backend.Errorf(backend.CodePeerFailed, "collective: host groups: rank %d's %v: %s", me, p.mine, strings.Join(failed, "; "))
+	}
+	return nil
+}
