@@ -20,9 +20,13 @@ import (
 // from passing that rank's stale data to the other hosts. So right before
 // a HostGroups call's first step on the engine, every member of that step
 // puts a record of its call (sequence number, collective, count, dtype,
-// op, path) and its comm's status word so far into an all-gather on the
-// same engine and stream, and the gathered records are copied to pinned
-// host memory. HostWork.Synchronize waits for that copy first: a record
+// op, path) and its comm's status word so far into an all-gather, and the
+// gathered records are copied to pinned host memory. The records travel on
+// a communicator of their own among the same members (the path's check
+// communicator) and on a stream of their own, forked from the call's
+// stream before that step and joined at the call's end, so that they cost
+// the call little time: the two communicators' transfers overlap.
+// HostWork.Synchronize waits for the records first: a record
 // that differs from this rank's is ErrMismatch, naming every member's
 // call; a member whose status word is set failed inside its host
 // (backend.ErrPeerFailed). Either fails the job's collectives, which aborts
@@ -90,10 +94,12 @@ func (r hostRecord) String() string {
 // callCheck is a HostGroups' memory for the records: per slot, this rank's
 // record and the gathered ones, in pinned host memory and on the device.
 type callCheck struct {
-	world  int // slot size: records of up to world members
-	host   backend.HostAllocation
-	dev    backend.Allocation
-	events []backend.Event // per slot, recorded after the gathered copy
+	world   int // slot size: records of up to world members
+	host    backend.HostAllocation
+	dev     backend.Allocation
+	side    backend.Stream  // the records' stream
+	started []backend.Event // per slot, recorded on the call's stream before the check
+	events  []backend.Event // per slot, recorded on side after the gathered copy
 	used   []bool          // slots whose event has been recorded
 	gen    []uint64        // per slot, the calls that held it
 	seq    uint32
@@ -116,19 +122,27 @@ func newCallCheck(ctx context.Context, d backend.Device, world int) (_ *callChec
 	if c.dev, err = d.Alloc(ctx, n); err != nil {
 		return nil, err
 	}
+	if c.side, err = d.NewStream(ctx); err != nil {
+		return nil, err
+	}
 	for range checkSlots {
-		ev, err := d.NewEvent(ctx, false)
-		if err != nil {
-			return nil, err
+		for _, evs := range []*[]backend.Event{&c.started, &c.events} {
+			ev, err := d.NewEvent(ctx, false)
+			if err != nil {
+				return nil, err
+			}
+			*evs = append(*evs, ev)
 		}
-		c.events = append(c.events, ev)
 	}
 	return c, nil
 }
 
 func (c *callCheck) close() error {
 	var errs []error
-	for _, ev := range c.events {
+	if c.side != nil {
+		errs = append(errs, c.side.Close())
+	}
+	for _, ev := range append(c.started, c.events...) {
 		errs = append(errs, ev.Close())
 	}
 	for _, a := range []backend.Allocation{c.dev, c.host} {
@@ -149,11 +163,11 @@ type pendingCheck struct {
 	index   int   // this rank's index among members
 }
 
-// enqueue starts the check of a call whose next step is on e among
+// enqueue starts the check of a call whose next step is on s, among
 // members: it waits for the slot's previous call, writes this rank's
-// record, and enqueues on s the copy of the status word at status (when
-// not 0) into it, the all-gather of the records and their copy to host
-// memory. Caller holds ih.mu.
+// record, and enqueues on the side stream, after the work on s so far, the
+// copy of the status word at status (when not 0) into it, the all-gather
+// of the records on e and their copy to host memory. Caller holds ih.mu.
 func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, rec hostRecord, status backend.DevicePtr,
 	members []int, index int) (*pendingCheck, error) {
 	slot := c.next
@@ -175,6 +189,13 @@ func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, 
 	rec.encode(b)
 	in, out := c.dev.Ptr().Add(off), c.dev.Ptr().Add(off+hostRecordSize)
 	n := len(members) * hostRecordSize
+	if err := s.Record(c.started[slot]); err != nil {
+		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
+	}
+	s = c.side
+	if err := s.WaitEvent(c.started[slot]); err != nil {
+		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
+	}
 	if err := s.CopyAsync(in, c.host.Ptr().Add(off), hostRecordSize); err != nil {
 		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
 	}
@@ -194,6 +215,14 @@ func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, 
 	}
 	c.used[slot] = true
 	return &pendingCheck{c: c, slot: slot, gen: c.gen[slot], mine: rec, members: members, index: index}, nil
+}
+
+// join makes the work enqueued on s from now on wait for p's records.
+func (p *pendingCheck) join(s backend.Stream) error {
+	if err := s.WaitEvent(p.c.events[p.slot]); err != nil {
+		return fmt.Errorf("collective: host groups: call check: %w", err)
+	}
+	return nil
 }
 
 // judge waits for the records of p and compares them with this rank's:

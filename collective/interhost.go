@@ -159,6 +159,9 @@ type interHost struct {
 	mu      sync.Mutex
 	rail    InterHost // this rank's local index across hosts
 	flat    InterHost // every rank of the job
+	// checkRail and checkFlat carry the call check of the rail's and the
+	// flat path's calls, beside the data (hostcheck.go).
+	checkRail, checkFlat InterHost
 	err     error     // a failure that ended the job's collectives
 	// scratch is device memory for the reordering of reduce-scatter and
 	// all-gather, grown on demand, the largest last; the smaller ones stay
@@ -169,6 +172,8 @@ type interHost struct {
 	// check holds the records of the call check (hostcheck.go), made on
 	// the first call that crosses hosts.
 	check *callCheck
+	// aborts are the engine aborts that fail started; Close waits for them.
+	aborts []chan error
 }
 
 // Device returns the device this rank's collectives run on: its comm's,
@@ -248,7 +253,10 @@ func (h *HostGroups) path(op Op, bytes int) hostPath {
 }
 
 // engine returns the rail or flat communicator, forming it on first use.
-func (h *HostGroups) engine(ctx context.Context, p hostPath) (InterHost, error) {
+//
+// With check, it is the path's second communicator, among the same
+// members, that carries the call check (hostcheck.go) beside the data.
+func (h *HostGroups) engine(ctx context.Context, p hostPath, check bool) (InterHost, error) {
 	ih := h.ih
 	if ih == nil {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: not made by JoinHosts")
@@ -265,6 +273,10 @@ func (h *HostGroups) engine(ctx context.Context, p hostPath) (InterHost, error) 
 		rails, _ := h.InterNodeRanks()
 		slot = &ih.rail
 		cfg = InterHostConfig{Name: "rail" + strconv.Itoa(h.LocalRank), Rank: slices.Index(rails, h.Rank), World: len(rails)}
+	}
+	if check {
+		slot = map[*InterHost]*InterHost{&ih.flat: &ih.checkFlat, &ih.rail: &ih.checkRail}[slot]
+		cfg.Name = "check-" + cfg.Name
 	}
 	if *slot != nil {
 		return *slot, nil
@@ -341,6 +353,10 @@ func (w *HostWork) Synchronize(ctx context.Context) error {
 }
 
 // fail ends the job's collectives on this rank: the engines are aborted.
+// The abort runs on its own goroutine, so that the caller gets its error
+// at its deadline: NCCL's abort frees device memory, which waits for every
+// kernel still running on the device (the ranks' own kernels included,
+// which wait out their timeouts for a dead peer). Close waits for it.
 func (h *HostGroups) fail(err error) {
 	ih := h.ih
 	ih.mu.Lock()
@@ -348,18 +364,36 @@ func (h *HostGroups) fail(err error) {
 	if ih.err == nil {
 		ih.err = err
 	}
-	_ = ih.closeEngines()
+	engines := ih.takeEngines()
+	if len(engines) == 0 {
+		return
+	}
+	done := make(chan error, 1)
+	ih.aborts = append(ih.aborts, done)
+	go func() { done <- closeAll(engines) }()
 }
 
-// closeEngines aborts the engines formed so far; the caller holds ih.mu.
-func (ih *interHost) closeEngines() error {
-	var errs []error
-	for _, e := range []*InterHost{&ih.rail, &ih.flat} {
+// takeEngines removes the engines formed so far and returns them; the
+// caller holds ih.mu.
+func (ih *interHost) takeEngines() []InterHost {
+	var out []InterHost
+	for _, e := range []*InterHost{&ih.rail, &ih.flat, &ih.checkRail, &ih.checkFlat} {
 		if *e != nil {
-			errs = append(errs, (*e).Close())
+			out = append(out, *e)
 			*e = nil
 		}
 	}
+	return out
+}
+
+// closeAll closes the engines, concurrently.
+func closeAll(engines []InterHost) error {
+	errs := make([]error, len(engines))
+	var wg sync.WaitGroup
+	for i, e := range engines {
+		wg.Go(func() { errs[i] = e.Close() })
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -399,14 +433,14 @@ func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall,
 		}
 		return &HostWork{h: h, stream: s}, nil
 	}
-	e, err := h.engine(ctx, p)
+	e, err := h.engine(ctx, p, false)
 	if err != nil {
 		return nil, err
 	}
 	w := &HostWork{h: h, stream: s, e: e}
 	check := func() (err error) {
 		if !h.NoCallCheck {
-			w.check, err = h.checkCall(ctx, s, e, p, c)
+			w.check, err = h.checkCall(ctx, s, p, c)
 		}
 		return err
 	}
@@ -417,17 +451,25 @@ func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall,
 	} else {
 		err = hier(e, check)
 	}
+	if err == nil && w.check != nil {
+		// The call ends when its check does too.
+		err = w.check.join(s)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// checkCall enqueues the call check of c (hostcheck.go) on e, the engine
-// of path p, before the call's next step; on the hierarchical path the
-// records carry the comm's status word.
-func (h *HostGroups) checkCall(ctx context.Context, s backend.Stream, e InterHost, p hostPath, c hostCall) (*pendingCheck, error) {
+// checkCall starts the call check of c (hostcheck.go) beside the call's
+// next step on s, on path p's check communicator; on the hierarchical path
+// the records carry the comm's status word.
+func (h *HostGroups) checkCall(ctx context.Context, s backend.Stream, p hostPath, c hostCall) (*pendingCheck, error) {
 	d, err := h.Device(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := h.engine(ctx, p, true)
 	if err != nil {
 		return nil, err
 	}
@@ -630,7 +672,11 @@ func (h *HostGroups) closeInterHost() error {
 	}
 	ih.mu.Lock()
 	defer ih.mu.Unlock()
-	errs := []error{ih.closeEngines()}
+	errs := []error{closeAll(ih.takeEngines())}
+	for _, done := range ih.aborts {
+		errs = append(errs, <-done)
+	}
+	ih.aborts = nil
 	if ih.check != nil {
 		errs = append(errs, ih.check.close())
 		ih.check = nil

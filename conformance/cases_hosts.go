@@ -99,20 +99,71 @@ func hostsCase(op collective.Op) func(ctx context.Context, e *Env) error {
 // dev, in place where inPlace, and checks every element of the output
 // exactly.
 func CheckHostCollective(ctx context.Context, h *collective.HostGroups, dev backend.Device, op collective.Op,
-	d backend.DType, count, seed int, inPlace bool) error {
+	d backend.DType, count, seed int, inPlace bool) (err error) {
 	inN, outN := op.Elements(count, h.World)
-	size := d.Size()
-	in, err := dev.Alloc(ctx, max(inN, outN)*size)
+	b, err := newHostBuffers(ctx, dev, max(inN, outN)*d.Size())
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out := in
-	if !inPlace {
-		if out, err = dev.Alloc(ctx, outN*size); err != nil {
-			return err
+	defer func() { err = errors.Join(err, b.Close()) }()
+	return b.check(ctx, h, op, d, count, seed, inPlace)
+}
+
+// hostBuffers are the device buffers and stream of HostGroups collectives
+// checked one after another. A fault case makes them before its timed
+// calls, so that a call's time is the collective's, not the frees' (which
+// wait for every kernel still running on the device).
+type hostBuffers struct {
+	dev     backend.Device
+	in, out backend.Allocation
+	s       backend.Stream
+}
+
+// newHostBuffers allocates two buffers of n bytes and a stream on dev.
+func newHostBuffers(ctx context.Context, dev backend.Device, n int) (_ *hostBuffers, err error) {
+	b := &hostBuffers{dev: dev}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, b.Close())
 		}
-		defer out.Close()
+	}()
+	if b.in, err = dev.Alloc(ctx, n); err != nil {
+		return nil, err
+	}
+	if b.out, err = dev.Alloc(ctx, n); err != nil {
+		return nil, err
+	}
+	if b.s, err = dev.NewStream(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Close releases the stream and buffers.
+func (b *hostBuffers) Close() error {
+	var errs []error
+	if b.s != nil {
+		errs = append(errs, b.s.Close())
+	}
+	for _, a := range []backend.Allocation{b.in, b.out} {
+		if a != nil {
+			errs = append(errs, a.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// check is CheckHostCollective on b's buffers and stream.
+func (b *hostBuffers) check(ctx context.Context, h *collective.HostGroups, op collective.Op,
+	d backend.DType, count, seed int, inPlace bool) error {
+	inN, outN := op.Elements(count, h.World)
+	size := d.Size()
+	if n := max(inN, outN) * size; n > b.in.Size() {
+		return fmt.Errorf("%v of %d %v needs %d bytes, the buffers hold %d", op, count, d, n, b.in.Size())
+	}
+	in, out := b.in, b.out
+	if inPlace {
+		out = in
 	}
 	value := func(r, j int) float64 { return numeric.PatternValue(r, seed, j) }
 	host := make([]byte, max(inN, outN)*size)
@@ -122,22 +173,18 @@ func CheckHostCollective(ctx context.Context, h *collective.HostGroups, dev back
 		inPtr, base = in.Ptr().Add(h.Rank*count*size), h.Rank*count
 	}
 	numeric.Pattern(d, host[base*size:], inN, h.Rank, seed)
-	if err := dev.CopyToDevice(ctx, in.Ptr(), host); err != nil {
+	if err := b.dev.CopyToDevice(ctx, in.Ptr(), host); err != nil {
 		return err
 	}
-	s, err := dev.NewStream(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
 	var w *collective.HostWork
+	var err error
 	switch op {
 	case collective.OpAllReduce:
-		w, err = h.AllReduce(ctx, s, inPtr, out.Ptr(), count, d, backend.Sum)
+		w, err = h.AllReduce(ctx, b.s, inPtr, out.Ptr(), count, d, backend.Sum)
 	case collective.OpReduceScatter:
-		w, err = h.ReduceScatter(ctx, s, inPtr, out.Ptr(), count, d, backend.Sum)
+		w, err = h.ReduceScatter(ctx, b.s, inPtr, out.Ptr(), count, d, backend.Sum)
 	case collective.OpAllGather:
-		w, err = h.AllGather(ctx, s, inPtr, out.Ptr(), count, d)
+		w, err = h.AllGather(ctx, b.s, inPtr, out.Ptr(), count, d)
 	default:
 		return fmt.Errorf("%v is not a collective across hosts", op)
 	}
@@ -148,7 +195,7 @@ func CheckHostCollective(ctx context.Context, h *collective.HostGroups, dev back
 		return err
 	}
 	got := make([]byte, outN*size)
-	if err := dev.CopyFromDevice(ctx, got, out.Ptr()); err != nil {
+	if err := b.dev.CopyFromDevice(ctx, got, out.Ptr()); err != nil {
 		return err
 	}
 	sum := func(a, b float64) float64 { return a + b }
@@ -161,17 +208,49 @@ func CheckHostCollective(ctx context.Context, h *collective.HostGroups, dev back
 	return nil
 }
 
+// faultHostBytes is the buffer size of the fault cases across hosts:
+// their counts are at most faultHostCount elements per rank, of at most 8
+// bytes.
+func faultHostBytes(world int) int { return world * faultHostCount * 8 }
+
+const faultHostCount = 4160
+
+// hostsFault is a fault case's rank across simulated hosts: its groups,
+// and buffers made before any timed call.
+type hostsFault struct {
+	h   *collective.HostGroups
+	dev backend.Device
+	b   *hostBuffers
+}
+
 // joinForFault is joinSimulated for a fault case, within the setup
-// deadline, its waits bounded by the fault deadline.
-func joinForFault(ctx context.Context, e *Env) (h *collective.HostGroups, err error) {
-	a := try(ctx, "joining the hosts", setupDeadline(e), func(ctx context.Context) error {
-		h, err = joinSimulated(ctx, e, faultBuffer, e.FaultDeadline)
+// deadline, its waits bounded by the fault deadline; then the buffers.
+func joinForFault(ctx context.Context, e *Env) (f *hostsFault, err error) {
+	f = &hostsFault{}
+	a := try(ctx, "joining the hosts", setupDeadline(e), func(ctx context.Context) (err error) {
+		if f.h, err = joinSimulated(ctx, e, faultBuffer, e.FaultDeadline); err != nil {
+			return err
+		}
+		if f.dev, err = f.h.Device(ctx); err == nil {
+			f.b, err = newHostBuffers(ctx, f.dev, faultHostBytes(e.World))
+		}
+		if err != nil {
+			err = errors.Join(err, f.h.Close())
+		}
 		return err
 	})
 	if a.err != nil {
 		return nil, fmt.Errorf("rank %d: %w", e.Rank, a.err)
 	}
-	return h, nil
+	return f, nil
+}
+
+// Close releases the buffers, then the groups.
+func (f *hostsFault) Close() error { return errors.Join(f.b.Close(), f.h.Close()) }
+
+// call is one checked collective on f's buffers.
+func (f *hostsFault) call(op collective.Op, d backend.DType, count, seed int) func(context.Context) error {
+	return func(ctx context.Context) error { return f.b.check(ctx, f.h, op, d, count, seed, false) }
 }
 
 // caseKillHosts: across simulated hosts, after a few good calls the victim
@@ -184,21 +263,13 @@ func caseKillHosts(ctx context.Context, e *Env) error {
 	count := 1 + p.Rand.IntN(4096)
 	good := p.Rand.IntN(3)
 	delay := time.Duration(p.Rand.Int64N(int64(2 * time.Millisecond)))
-	h, err := joinForFault(ctx, e)
+	f, err := joinForFault(ctx, e)
 	if err != nil {
 		return err
 	}
-	dev, err := h.Device(ctx)
-	if err != nil {
-		return err
-	}
-	call := func(seed int) func(context.Context) error {
-		return func(ctx context.Context) error {
-			return CheckHostCollective(ctx, h, dev, op, backend.Float32, count, seed, false)
-		}
-	}
+	call := func(seed int) func(context.Context) error { return f.call(op, backend.Float32, count, seed) }
 	if e.Rank != p.Victim {
-		return survive(ctx, e, h, -1, func(i int) (string, func(context.Context) error) {
+		return survive(ctx, e, f, -1, func(i int) (string, func(context.Context) error) {
 			return fmt.Sprintf("call %d: %v of %d", i+1, op, count), call(i + 1)
 		})
 	}
@@ -220,13 +291,13 @@ func caseKillHosts(ctx context.Context, e *Env) error {
 // call must be refused with collective.ErrCommFailed. The plan picks the
 // collective, the count, what differs, and whether every size goes
 // hierarchical or flat (the same on every rank, so that both sides take one
-// path).
+// path), after one or two calls that agree.
 func caseMismatchHosts(ctx context.Context, e *Env) (err error) {
 	p := e.Plan()
 	ops := []collective.Op{collective.OpAllReduce, collective.OpReduceScatter, collective.OpAllGather}
 	op := ops[p.Rand.IntN(len(ops))]
 	count := 1 + p.Rand.IntN(4096)
-	good := p.Rand.IntN(3)
+	good := 1 + p.Rand.IntN(2) // forms the engines, outside the timed call
 	flat := p.Rand.IntN(2) == 0
 	lastHost := SimulatedHost(e.World-1, e.World, e.Hosts)
 	other := func(r int) bool { return SimulatedHost(r, e.World, e.Hosts) == lastHost }
@@ -243,11 +314,12 @@ func caseMismatchHosts(ctx context.Context, e *Env) (err error) {
 			mine = ops[(slices.Index(ops, op)+1)%len(ops)]
 		}
 	}
-	h, err := joinForFault(ctx, e)
+	f, err := joinForFault(ctx, e)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, h.Close()) }()
+	defer func() { err = errors.Join(err, f.Close()) }()
+	h := f.h
 	h.Flat = nil
 	if flat {
 		h.Flat = map[collective.Op][]collective.Window{}
@@ -255,21 +327,13 @@ func caseMismatchHosts(ctx context.Context, e *Env) (err error) {
 			h.Flat[o] = []collective.Window{{}}
 		}
 	}
-	dev, err := h.Device(ctx)
-	if err != nil {
-		return err
-	}
 	for i := range good {
-		if a := try(ctx, op.String(), setupDeadline(e), func(ctx context.Context) error {
-			return CheckHostCollective(ctx, h, dev, op, backend.Float32, count, i+1, false)
-		}); a.err != nil {
+		if a := try(ctx, op.String(), setupDeadline(e), f.call(op, backend.Float32, count, i+1)); a.err != nil {
 			return fmt.Errorf("agreeing call %d (%v of %d): %w", i+1, op, count, a.err)
 		}
 	}
 	desc := fmt.Sprintf("%v of %d %v (the last host's calls differ in %s; flat %v)", mine, last, d, what, flat)
-	a := try(ctx, desc, e.FaultDeadline, func(ctx context.Context) error {
-		return CheckHostCollective(ctx, h, dev, mine, d, last, 99, false)
-	})
+	a := try(ctx, desc, e.FaultDeadline, f.call(mine, d, last, 99))
 	a.report(e, 0)
 	switch {
 	case a.err == nil:
@@ -291,12 +355,7 @@ func caseMismatchHosts(ctx context.Context, e *Env) (err error) {
 	if len(named) == 0 {
 		return fmt.Errorf("%s: the mismatch names no rank: %v", desc, a.err)
 	}
-	s, err := dev.NewStream(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if _, err := h.AllReduce(ctx, s, 0, 0, 1, backend.Float32, backend.Sum); !errors.Is(err, collective.ErrCommFailed) {
+	if _, err := h.AllReduce(ctx, f.b.s, 0, 0, 1, backend.Float32, backend.Sum); !errors.Is(err, collective.ErrCommFailed) {
 		return fmt.Errorf("a call after the mismatch: want collective.ErrCommFailed, got %v", err)
 	}
 	return nil

@@ -69,6 +69,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	storeURL := storeFlag(fs, "a TCP store this command serves on loopback with --procs, an in-process one without")
 	hosts := fs.Int("hosts", 1, "split the ranks into this many simulated hosts (host by host, device = rank) and measure the collectives across hosts:\n"+
 		"--algo hier (inside each host, then across), flat (the inter-host engine across every rank) and auto (the choice by size), eager calls, wall clock")
+	callCheck := fs.Bool("call-check", true, "with --hosts: HostGroups' call check across hosts (one small all-gather per call on the inter-host engine; false: HostGroups.NoCallCheck)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -90,7 +91,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 		return err
 	}
 	if hostAlgos != nil {
-		cfg.Hosts, cfg.Algos = *hosts, hostAlgos
+		cfg.Hosts, cfg.Algos, cfg.NoCallCheck = *hosts, hostAlgos, !*callCheck
 	}
 	cfg.Graph, cfg.InPlace, cfg.Timeout, cfg.Store = *graph, *inPlace, *timeout, *storeURL
 	cfg.Replays, cfg.Verbose = *replays, c.verbose
@@ -505,6 +506,9 @@ func writeTable(w io.Writer, cfg benchConfig, procs bool, openUS, rendezvousUS f
 	}
 	if cfg.Hosts > 1 {
 		mode += fmt.Sprintf(", %d simulated hosts of %d ranks: hier = inside each host then across, flat = the inter-host engine across every rank; wall clock", cfg.Hosts, cfg.World/cfg.Hosts)
+		if cfg.NoCallCheck {
+			mode += "; no call check across hosts"
+		}
 	}
 	fmt.Fprintf(w, "# intranode bench: backend %s, world %d (%s), %s, iters %d, warmup %d, median of %d replays, buffer %d bytes\n",
 		cfg.Backend, cfg.World, mode, graph, cfg.Iters, cfg.Warmup, cfg.Replays, cfg.BufferSize)

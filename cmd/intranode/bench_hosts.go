@@ -66,6 +66,7 @@ func benchHostsRank(ctx context.Context, cfg benchConfig, rank int, st store.Sto
 		return err
 	}
 	defer h.Close()
+	h.NoCallCheck = cfg.NoCallCheck
 	// JoinHosts is this rank's rendezvous (its host's Comm among them).
 	if err := emit(benchSample{Rank: rank, Algo: rendezvousSample, TimeUS: float64(time.Since(start).Nanoseconds()) / 1e3}); err != nil {
 		return err

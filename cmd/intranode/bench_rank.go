@@ -57,6 +57,8 @@ type benchConfig struct {
 	// Hosts, above 1, splits the ranks into simulated hosts and measures
 	// the collectives across hosts (bench_hosts.go).
 	Hosts int `json:"hosts,omitempty"`
+	// NoCallCheck turns off HostGroups' call check across hosts.
+	NoCallCheck bool `json:"no_call_check,omitempty"`
 
 	// anchor is the same-run reference the table's header prints (the
 	// parent measures it after the ranks; it never travels to them).
