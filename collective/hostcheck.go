@@ -100,10 +100,10 @@ type callCheck struct {
 	side    backend.Stream  // the records' stream
 	started []backend.Event // per slot, recorded on the call's stream before the check
 	events  []backend.Event // per slot, recorded on side after the gathered copy
-	used   []bool          // slots whose event has been recorded
-	gen    []uint64        // per slot, the calls that held it
-	seq    uint32
-	next   int
+	used    []bool          // slots whose event has been recorded
+	gen     []uint64        // per slot, the calls that held it
+	seq     uint32
+	next    int
 }
 
 func (c *callCheck) slotBytes() int { return (1 + c.world) * hostRecordSize }

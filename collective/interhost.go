@@ -162,7 +162,7 @@ type interHost struct {
 	// checkRail and checkFlat carry the call check of the rail's and the
 	// flat path's calls, beside the data (hostcheck.go).
 	checkRail, checkFlat InterHost
-	err     error     // a failure that ended the job's collectives
+	err                  error // a failure that ended the job's collectives
 	// scratch is device memory for the reordering of reduce-scatter and
 	// all-gather, grown on demand, the largest last; the smaller ones stay
 	// until Close, since work still queued may use them.
