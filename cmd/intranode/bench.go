@@ -512,7 +512,7 @@ func writeTable(w io.Writer, cfg benchConfig, procs bool, openUS, rendezvousUS f
 	}
 	fmt.Fprintf(w, "# intranode bench: backend %s, world %d (%s), %s, iters %d, warmup %d, median of %d replays, buffer %d bytes\n",
 		cfg.Backend, cfg.World, mode, graph, cfg.Iters, cfg.Warmup, cfg.Replays, cfg.BufferSize)
-	fmt.Fprintf(w, "# first Rendezvous (topology, %d-byte symmetric buffer, exchange, mapping): %.1f ms, slowest rank\n",
+	fmt.Fprintf(w, "# first Rendezvous (topology, %d-byte symmetric buffer, exchange, mapping), every rank's device open first: %.1f ms, slowest rank\n",
 		cfg.BufferSize, rendezvousUS/1e3)
 	fmt.Fprintf(w, "# (before it, opening the device and so creating its driver context: %.1f ms, slowest rank)\n", openUS/1e3)
 	if cfg.anchor != "" {

@@ -185,6 +185,12 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 	if err := emit(benchSample{Rank: rank, Algo: deviceOpenSample, TimeUS: float64(time.Since(open).Nanoseconds()) / 1e3}); err != nil {
 		return err
 	}
+	// Every rank's device is open before any rank starts the clock, so
+	// that the rendezvous is measured without the skew of a peer still
+	// creating its driver context (hundreds of ms at world 8).
+	if err := storeBarrier(ctx, st, "bench/device-open", rank, cfg.World); err != nil {
+		return fmt.Errorf("waiting for every rank to open its device: %w", err)
+	}
 	start := time.Now()
 	if err := c.Rendezvous(ctx); err != nil {
 		return err
@@ -539,4 +545,17 @@ func (m *benchMeasure) timed(ctx context.Context, enqueue func() error) (time.Du
 // the run's prefix.
 func openBenchStore(ctx context.Context, cfg benchConfig) (store.Store, error) {
 	return store.OpenPrefixed(ctx, cfg.Store, cfg.Prefix, store.WithTimeout(cfg.Timeout))
+}
+
+// storeBarrier returns once every rank of world has set its key under
+// prefix in st.
+func storeBarrier(ctx context.Context, st store.Store, prefix string, rank, world int) error {
+	keys := make([]string, world)
+	for r := range keys {
+		keys[r] = fmt.Sprintf("%s/%d", prefix, r)
+	}
+	if err := st.Set(ctx, keys[rank], []byte{1}); err != nil {
+		return err
+	}
+	return st.Wait(ctx, keys...)
 }
