@@ -303,7 +303,10 @@ func (h *HostGroups) engine(ctx context.Context, p hostPath, check bool) (InterH
 	return e, nil
 }
 
-// HostWork is an enqueued HostGroups collective.
+// HostWork is an enqueued HostGroups collective. HostGroups calls are
+// eager: do not capture them into a graph (the call check writes each
+// call's record from the host when it is enqueued, and the engines are
+// formed by a call's first use).
 type HostWork struct {
 	h      *HostGroups
 	stream backend.Stream
