@@ -45,7 +45,7 @@ type InterHostConfig struct {
 }
 
 // InterHostBackend is a backend with an engine for crossing hosts: NCCL
-// on CUDA. HostGroups forms its inter-host communicators through it; on
+// on CUDA, RCCL on ROCm. HostGroups forms its inter-host communicators through it; on
 // the fake backend, which has none, through LoopbackInterHost.
 type InterHostBackend interface {
 	NewInterHost(ctx context.Context, cfg InterHostConfig) (InterHost, error)

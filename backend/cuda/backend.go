@@ -65,8 +65,9 @@ type Backend struct {
 	ctxMu sync.Mutex
 	ctxs  []ctxHandle // primary contexts the backend retained for its own checks
 
-	// nccl holds the NCCL communicators of FallbackAllReduce (nccl.go).
-	nccl ncclState
+	// nccl is NCCL: the communicators of FallbackAllReduce and of
+	// NewInterHost (nccl.go).
+	nccl *gpu.CCL
 }
 
 // Open returns the CUDA backend. It loads libcuda.so.1 and libnvidia-ml.so.1
@@ -87,6 +88,7 @@ func Open(ctx context.Context) (*Backend, error) {
 	}
 	b.ctxs = make([]ctxHandle, len(b.devices))
 	b.Init(vendor{b: b}, b.log, initErr, infos)
+	b.nccl = newNCCL(b)
 	return b, nil
 }
 
@@ -294,7 +296,7 @@ func (b *Backend) Close() error {
 	ctxs := b.ctxs
 	b.ctxs = nil
 	b.ctxMu.Unlock()
-	first := b.closeNCCL()
+	first := b.nccl.Close()
 	for i, c := range ctxs {
 		if c == 0 {
 			continue

@@ -77,45 +77,8 @@ CUresult inu_launch(uintptr_t ctx, uintptr_t fn, unsigned int gx, unsigned int g
 // early launches (programmatic stream serialization) need.
 int inu_has_launch_ex(void);
 
-// NCCL, opened at run time from libnccl.so.2 (see nccl.go). The few types
-// the shims need are declared in shim.c, so building needs no nccl.h. The
-// shims return an ncclResult_t; one that makes a context current first and
-// fails there returns INU_NCCL_CUDA_FAILED or'ed with the CUresult, and
-// inu_nccl_collective returns INU_NCCL_ASYNC or'ed with the communicator's
-// asynchronous error when the call itself succeeded but the communicator
-// has failed.
-enum {
-	INU_NCCL_SUCCESS = 0,
-	INU_NCCL_IN_PROGRESS = 7,
-	INU_NCCL_UNIQUE_ID_BYTES = 128,
-	INU_NCCL_CUDA_FAILED = 0x10000,
-	INU_NCCL_ASYNC = 0x20000,
-};
-
-// The collectives inu_nccl_collective enqueues (collective.Op's order).
-enum {
-	INU_NCCL_ALL_REDUCE = 0,
-	INU_NCCL_REDUCE_SCATTER = 1,
-	INU_NCCL_ALL_GATHER = 2,
-	INU_NCCL_BROADCAST = 3,
-	INU_NCCL_ALL_TO_ALL = 4,
-};
-
-// inu_nccl_load returns 0 on success, 1 when the library cannot be opened
-// and 2 when an entry point is missing; err then holds the reason.
-int inu_nccl_load(const char *path, char *err, size_t errlen);
-
-const char *inu_nccl_error_string(int r);
-const char *inu_nccl_last_error(void);
-int inu_nccl_version(int *version);
-int inu_nccl_unique_id(unsigned char *id);
-int inu_nccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank, uintptr_t *comm);
-// inu_nccl_collective enqueues one collective of kind INU_NCCL_*: count is
-// per rank as NCCL takes it (recvcount, sendcount, the block per peer of
-// the all-to-all, grouped sends and receives of elem_size-byte elements);
-// op serves all-reduce and reduce-scatter, root the broadcast.
-int inu_nccl_collective(uintptr_t ctx, uintptr_t comm, int kind, uint64_t in, uint64_t out, size_t count,
-                        size_t elem_size, int dtype, int op, int root, int nranks, uintptr_t stream);
-int inu_nccl_abort(uintptr_t ctx, uintptr_t comm);
+// NCCL, opened at run time from libnccl.so.2 (nccl.go): the shims shared
+// with the ROCm backend's RCCL, under this backend's names.
+#include "../internal/gpu/ccl.h"
 
 #endif

@@ -182,7 +182,7 @@ int main(void) {
 	require.NoError(t, os.MkdirAll(core, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(pkg, "hip_shim.h"), hipShimHeader, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(pkg, "smi_shim.h"), smiShimHeader, 0o600))
-	for _, name := range []string{"shim.h", "shim_decl.h"} {
+	for _, name := range []string{"shim.h", "shim_decl.h", "ccl.h"} {
 		h, err := gpu.Headers.ReadFile(name)
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(core, name), h, 0o600))

@@ -4,6 +4,7 @@ package rocm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -91,6 +92,9 @@ type Backend struct {
 	// ipcType is the memory type IPC-shared allocations use: uncached,
 	// or fine-grained once the runtime refused the uncached flag.
 	ipcType memoryType
+
+	// rccl is RCCL: the communicators of NewInterHost (rccl.go).
+	rccl *gpu.CCL
 }
 
 // Open returns the ROCm backend. It loads libamdhip64.so and amdsmi (or
@@ -123,6 +127,7 @@ func openWith(ctx context.Context, loadRuntime func() (hipRuntime, error), loadS
 		infos[i] = e.info
 	}
 	b.Init(vendor{hipRuntime: b.hip, b: b}, b.log, initErr, infos)
+	b.rccl = newRCCL(b)
 	return b, nil
 }
 
@@ -394,10 +399,11 @@ func (b *Backend) Close() error {
 	if !b.MarkClosed() {
 		return nil
 	}
+	err := b.rccl.Close()
 	if b.smi != nil {
-		return wrap(b.smi.Close(), "rocm: closing %s", b.smi.Library())
+		err = errors.Join(err, wrap(b.smi.Close(), "rocm: closing %s", b.smi.Library()))
 	}
-	return nil
+	return err
 }
 
 // describeHandles lists the handle kinds a capability set declares, for

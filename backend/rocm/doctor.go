@@ -15,7 +15,7 @@ import (
 const kernelWallClockKHz = 100_000
 
 // Diagnostics reports what `intranode doctor` shows beyond the portable
-// checks: the HIP runtime, the SMI library, each device's architecture,
+// checks: the HIP runtime, the SMI library, RCCL, each device's architecture,
 // wavefront size and kernel clock, how shareable memory travels, what the
 // SMI library says about each pair and how each pair's peer access was
 // decided.
@@ -32,6 +32,12 @@ func (b *Backend) Diagnostics(ctx context.Context) []backend.Diagnostic {
 			Hint: "install amdsmi (libamd_smi.so) or rocm-smi (librocm_smi64.so); without one there is no link matrix"})
 	} else {
 		out = append(out, backend.Diagnostic{Check: "smi", OK: true, Detail: lib})
+	}
+	if v, err := b.RCCLVersion(); err != nil {
+		out = append(out, backend.Diagnostic{Check: "rccl", Detail: err.Error(),
+			Hint: "install RCCL (librccl.so.1) or set " + EnvRCCLLibrary + " to it; without it collective.HostGroups cannot cross hosts"})
+	} else {
+		out = append(out, backend.Diagnostic{Check: "rccl", OK: true, Detail: "RCCL " + v})
 	}
 	out = append(out, backend.Diagnostic{Check: "shareable memory", OK: true, Detail: b.share.String()})
 	for i, e := range b.devices {

@@ -221,6 +221,7 @@ typedef hipMemAccessDesc gpu_mem_access_t;
 #define GPU_HOST_ALLOC_FLAGS (INH_HOST_MALLOC_PORTABLE | INH_HOST_MALLOC_MAPPED)
 #define GPU_LAUNCH_PARAM_END INH_LAUNCH_PARAM_END
 #include "../internal/gpu/shim_impl.h"
+#include "../internal/gpu/ccl_impl.h"
 
 hipError_t inh_init(void) { return hip.Init(0); }
 

@@ -88,6 +88,9 @@ typedef inh_result gpu_result_t;
 #define GPU_FN(name) inh_##name
 #define GPU_CTX_T int
 #include "../internal/gpu/shim_decl.h"
+// RCCL, opened at run time from librccl.so.1 (rccl.go): the shims shared
+// with the CUDA backend's NCCL, under this backend's names.
+#include "../internal/gpu/ccl.h"
 
 // Loader. inh_load returns 0 on success, 1 when the library cannot be opened
 // and 2 when a required entry point is missing; err then holds the reason.

@@ -1,0 +1,169 @@
+// ccl_impl.h: the shims of a vendor's collective library, NCCL on CUDA
+// (libnccl.so.2) and RCCL on ROCm (librccl.so.1), which share one API. A
+// backend's shim .c includes it once, after shim_impl.h (whose macros and
+// types it uses: GPU_FN, GPU_CTX_T, GPU_BIND, gpu_stream_t, gpu_load).
+//
+// The library is opened like the driver, with dlopen, and only the entry
+// points below are resolved (ncclGetLastError, NCCL 2.13 and newer, is
+// optional). The declarations follow nccl.h: ncclResult_t, ncclDataType_t
+// and ncclRedOp_t are int-sized enums; ncclUniqueId is passed by value.
+
+typedef struct ncclComm *ncclComm_t;
+
+typedef struct {
+	char internal[GPU_CCL_UNIQUE_ID_BYTES];
+} ncclUniqueId;
+
+static struct {
+	int (*GetVersion)(int *);
+	int (*GetUniqueId)(ncclUniqueId *);
+	int (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
+	int (*AllReduce)(const void *, void *, size_t, int, int, ncclComm_t, gpu_stream_t);
+	int (*ReduceScatter)(const void *, void *, size_t, int, int, ncclComm_t, gpu_stream_t);
+	int (*AllGather)(const void *, void *, size_t, int, ncclComm_t, gpu_stream_t);
+	int (*Broadcast)(const void *, void *, size_t, int, int, ncclComm_t, gpu_stream_t);
+	int (*Send)(const void *, size_t, int, int, ncclComm_t, gpu_stream_t);
+	int (*Recv)(void *, size_t, int, int, ncclComm_t, gpu_stream_t);
+	int (*GroupStart)(void);
+	int (*GroupEnd)(void);
+	int (*CommAbort)(ncclComm_t);
+	int (*CommGetAsyncError)(ncclComm_t, int *);
+	const char *(*GetErrorString)(int);
+	const char *(*GetLastError)(ncclComm_t);
+} nccl;
+
+static void *ccl_lib;
+
+int GPU_FN(ccl_load)(const char *path, char *err, size_t errlen) {
+	if (ccl_lib != NULL) {
+		return 0;
+	}
+	// NCCL keeps proxy and bootstrap threads running inside the library,
+	// so it is never unmapped either (gpu_load).
+	static const struct gpu_entry entries[] = {
+		{(void **)&nccl.GetVersion, "ncclGetVersion"},
+		{(void **)&nccl.GetUniqueId, "ncclGetUniqueId"},
+		{(void **)&nccl.CommInitRank, "ncclCommInitRank"},
+		{(void **)&nccl.AllReduce, "ncclAllReduce"},
+		{(void **)&nccl.ReduceScatter, "ncclReduceScatter"},
+		{(void **)&nccl.AllGather, "ncclAllGather"},
+		{(void **)&nccl.Broadcast, "ncclBroadcast"},
+		{(void **)&nccl.Send, "ncclSend"},
+		{(void **)&nccl.Recv, "ncclRecv"},
+		{(void **)&nccl.GroupStart, "ncclGroupStart"},
+		{(void **)&nccl.GroupEnd, "ncclGroupEnd"},
+		{(void **)&nccl.CommAbort, "ncclCommAbort"},
+		{(void **)&nccl.CommGetAsyncError, "ncclCommGetAsyncError"},
+		{(void **)&nccl.GetErrorString, "ncclGetErrorString"},
+	};
+	int r = gpu_load(&ccl_lib, path, entries, GPU_LEN(entries), &nccl, sizeof(nccl), err, errlen);
+	if (r != 0) return r;
+	dlerror();
+	nccl.GetLastError = (const char *(*)(ncclComm_t))dlsym(ccl_lib, "ncclGetLastError");
+	return 0;
+}
+
+const char *GPU_FN(ccl_error_string)(int r) {
+	return nccl.GetErrorString != NULL ? nccl.GetErrorString(r) : NULL;
+}
+
+const char *GPU_FN(ccl_last_error)(void) {
+	return nccl.GetLastError != NULL ? nccl.GetLastError(NULL) : NULL;
+}
+
+int GPU_FN(ccl_version)(int *version) { return nccl.GetVersion(version); }
+
+int GPU_FN(ccl_unique_id)(unsigned char *id) {
+	ncclUniqueId uid;
+	memset(&uid, 0, sizeof(uid));
+	int r = nccl.GetUniqueId(&uid);
+	if (r == GPU_CCL_SUCCESS) memcpy(id, uid.internal, sizeof(uid.internal));
+	return r;
+}
+
+// BIND_CCL is BIND for the library's shims, which report a failed switch
+// of device in their own result space.
+#define BIND_CCL(c)                                                      \
+	do {                                                                 \
+		gpu_result_t bind_ccl_r = GPU_BIND(c);                           \
+		if (bind_ccl_r != GPU_SUCCESS) return GPU_CCL_DRIVER_FAILED | (int)bind_ccl_r; \
+	} while (0)
+
+// ccl_init creates a blocking communicator with ctx current, so the
+// library (whose runtime adopts the current context or device) binds it to
+// ctx's device. It
+// returns when every rank has joined or NCCL gives up; a communicator NCCL
+// allocated before failing is aborted here.
+int GPU_FN(ccl_init)(GPU_CTX_T ctx, int nranks, const unsigned char *id, int rank, uintptr_t *comm) {
+	ncclUniqueId uid;
+	ncclComm_t c = NULL;
+	*comm = 0;
+	BIND_CCL(ctx);
+	memcpy(uid.internal, id, sizeof(uid.internal));
+	int r = nccl.CommInitRank(&c, nranks, uid, rank);
+	if (r != GPU_CCL_SUCCESS) {
+		if (c != NULL) nccl.CommAbort(c);
+		return r;
+	}
+	*comm = (uintptr_t)c;
+	return r;
+}
+
+// all_to_all is the all-to-all as NCCL's documentation writes it: one
+// group of a send and a receive per peer.
+static int all_to_all(ncclComm_t comm, uint64_t in, uint64_t out, size_t count, size_t elem_size, int dtype,
+                      int nranks, gpu_stream_t stream) {
+	int r = nccl.GroupStart();
+	if (r != GPU_CCL_SUCCESS) return r;
+	const size_t block = count * elem_size;
+	for (int p = 0; p < nranks && r == GPU_CCL_SUCCESS; p++) {
+		r = nccl.Send((const void *)(uintptr_t)(in + p * block), count, dtype, p, comm, stream);
+		if (r == GPU_CCL_SUCCESS) r = nccl.Recv((void *)(uintptr_t)(out + p * block), count, dtype, p, comm, stream);
+	}
+	int end = nccl.GroupEnd();
+	return r != GPU_CCL_SUCCESS ? r : end;
+}
+
+// ccl_collective enqueues the collective on stream (graph capture
+// included) and then reads the communicator's asynchronous error, so a
+// communicator that has failed is reported at the next call.
+int GPU_FN(ccl_collective)(GPU_CTX_T ctx, uintptr_t comm, int kind, uint64_t in, uint64_t out, size_t count,
+                           size_t elem_size, int dtype, int op, int root, int nranks, uintptr_t stream) {
+	BIND_CCL(ctx);
+	const void *send = (const void *)(uintptr_t)in;
+	void *recv = (void *)(uintptr_t)out;
+	ncclComm_t c = (ncclComm_t)comm;
+	gpu_stream_t s = (gpu_stream_t)stream;
+	int r;
+	switch (kind) {
+	case GPU_CCL_ALL_REDUCE:
+		r = nccl.AllReduce(send, recv, count, dtype, op, c, s);
+		break;
+	case GPU_CCL_REDUCE_SCATTER:
+		r = nccl.ReduceScatter(send, recv, count, dtype, op, c, s);
+		break;
+	case GPU_CCL_ALL_GATHER:
+		r = nccl.AllGather(send, recv, count, dtype, c, s);
+		break;
+	case GPU_CCL_BROADCAST:
+		r = nccl.Broadcast(send, recv, count, dtype, root, c, s);
+		break;
+	case GPU_CCL_ALL_TO_ALL:
+		r = all_to_all(c, in, out, count, elem_size, dtype, nranks, s);
+		break;
+	default:
+		return 4; // ncclInvalidArgument
+	}
+	if (r != GPU_CCL_SUCCESS) return r;
+	int state = GPU_CCL_SUCCESS;
+	r = nccl.CommGetAsyncError(c, &state);
+	if (r != GPU_CCL_SUCCESS) return r;
+	return state == GPU_CCL_SUCCESS ? GPU_CCL_SUCCESS : (GPU_CCL_ASYNC | state);
+}
+
+// ccl_abort frees a communicator without waiting for its peers: work
+// of it still running is told to stop.
+int GPU_FN(ccl_abort)(GPU_CTX_T ctx, uintptr_t comm) {
+	BIND_CCL(ctx);
+	return nccl.CommAbort((ncclComm_t)comm);
+}

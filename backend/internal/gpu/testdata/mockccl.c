@@ -1,0 +1,297 @@
+// mockccl.c: a CPU stand-in for libnccl.so.2 (and, built under that
+// name, librccl.so.1) with the entry points the backends resolve
+// (ccl_impl.h). Its collectives work on the CUDA mock driver's "device"
+// memory (host memory) for ranks that are threads of one process, f32 and
+// i32 only (4-byte elements), synchronously; a group of sends and receives
+// runs at ncclGroupEnd. Like the mock driver it is strict: init needs a
+// current context, the all-reduce's stream must belong to the current
+// context, and aborting a communicator twice fails; an abort ends a group
+// call of the same group still waiting for a peer (ncclInternalError).
+// MOCK_NCCL_ASYNC makes ncclCommGetAsyncError report that result. Without
+// the mock driver loaded (the ROCm tests) only its loader-facing calls are
+// used: version, unique id, error strings.
+
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct { char internal[128]; } ncclUniqueId;
+
+enum { MAXR = 8, MAGIC = 0x6e63636c };
+
+struct group {
+	char id[128];
+	int nranks, joined, arrived, aborted;
+	unsigned long gen;
+	const void *send[MAXR];
+	const void *to[MAXR][MAXR]; // to[src][dst]: what src sends dst in a group
+	struct group *next;
+};
+
+struct comm {
+	int magic;
+	struct group *g;
+	int rank;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static struct group *groups;
+static unsigned char ids;
+static int (*ctx_sync)(void);
+static int (*stream_query)(void *);
+
+// driver binds the mock driver's checks, when the process has loaded it.
+static int driver(void) {
+	if (ctx_sync == NULL) {
+		void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+		if (cu == NULL) return 0;
+		ctx_sync = (int (*)(void))dlsym(cu, "cuCtxSynchronize");
+		stream_query = (int (*)(void *))dlsym(cu, "cuStreamQuery");
+	}
+	return ctx_sync != NULL && stream_query != NULL;
+}
+
+int ncclGetVersion(int *v) { *v = 22809; return 0; }
+
+int ncclGetUniqueId(ncclUniqueId *id) {
+	pthread_mutex_lock(&mu);
+	memset(id->internal, 7, sizeof(id->internal));
+	id->internal[127] = (char)++ids;
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+int ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
+	*out = NULL;
+	if (nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks) return 4;
+	pthread_mutex_lock(&mu);
+	if (driver() && ctx_sync() != 0) {
+		pthread_mutex_unlock(&mu);
+		return 1;
+	}
+	struct group *g = groups;
+	while (g != NULL && memcmp(g->id, id.internal, sizeof(g->id)) != 0) g = g->next;
+	if (g == NULL) {
+		g = calloc(1, sizeof(*g));
+		memcpy(g->id, id.internal, sizeof(g->id));
+		g->nranks = nranks;
+		g->next = groups;
+		groups = g;
+	}
+	if (g->nranks != nranks || g->joined >= nranks) {
+		pthread_mutex_unlock(&mu);
+		return 5;
+	}
+	if (++g->joined == nranks) pthread_cond_broadcast(&cv);
+	while (g->joined < nranks) pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
+	struct comm *c = calloc(1, sizeof(*c));
+	c->magic = MAGIC;
+	c->g = g;
+	c->rank = rank;
+	*out = c;
+	return 0;
+}
+
+// barrier waits, with mu held, until every rank of g has arrived, or a
+// communicator of g is aborted (then it returns nonzero).
+static int barrier(struct group *g) {
+	unsigned long gen = g->gen;
+	if (++g->arrived == g->nranks) {
+		g->arrived = 0;
+		g->gen++;
+		pthread_cond_broadcast(&cv);
+		return 0;
+	}
+	while (gen == g->gen && !g->aborted) pthread_cond_wait(&cv, &mu);
+	return gen == g->gen;
+}
+
+#define REDUCE(T)                                                                        \
+	for (size_t i = 0; i < count; i++) {                                                 \
+		T acc = ((const T *)g->send[0])[i];                                              \
+		for (int r = 1; r < g->nranks; r++) {                                            \
+			T x = ((const T *)g->send[r])[i];                                            \
+			acc = op == 0 ? acc + x : op == 2 ? (x > acc ? x : acc) : (x < acc ? x : acc); \
+		}                                                                                \
+		((T *)tmp)[i] = acc;                                                             \
+	}
+
+int ncclAllReduce(const void *send, void *recv, size_t count, int dtype, int op, struct comm *c, void *stream) {
+	if (c == NULL || c->magic != MAGIC) return 5;
+	if ((dtype != 7 && dtype != 2) || (op != 0 && op != 2 && op != 3)) return 4;
+	pthread_mutex_lock(&mu);
+	if (driver() && stream_query(stream) != 0) {
+		pthread_mutex_unlock(&mu);
+		return 1;
+	}
+	struct group *g = c->g;
+	g->send[c->rank] = send;
+	barrier(g);
+	void *tmp = malloc(count * 4 + 1);
+	if (dtype == 7) {
+		REDUCE(float)
+	} else {
+		REDUCE(int)
+	}
+	barrier(g);
+	memcpy(recv, tmp, count * 4);
+	free(tmp);
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+// enter and leave bracket a collective: check the communicator, the dtype
+// and the stream, and take mu.
+static int enter(struct comm *c, int dtype, void *stream) {
+	if (c == NULL || c->magic != MAGIC) return 5;
+	if (dtype != 7 && dtype != 2) return 4;
+	pthread_mutex_lock(&mu);
+	if (driver() && stream_query(stream) != 0) {
+		pthread_mutex_unlock(&mu);
+		return 1;
+	}
+	return 0;
+}
+
+int ncclReduceScatter(const void *send, void *recv, size_t count, int dtype, int op, struct comm *c, void *stream) {
+	if (op != 0 && op != 2 && op != 3) return 4;
+	int r = enter(c, dtype, stream);
+	if (r != 0) return r;
+	struct group *g = c->g;
+	g->send[c->rank] = send;
+	barrier(g);
+	void *tmp = malloc(count * 4 + 1);
+	const size_t base = (size_t)c->rank * count;
+	for (size_t i = 0; i < count; i++) {
+		if (dtype == 7) {
+			float acc = ((const float *)g->send[0])[base + i];
+			for (int q = 1; q < g->nranks; q++) {
+				float x = ((const float *)g->send[q])[base + i];
+				acc = op == 0 ? acc + x : op == 2 ? (x > acc ? x : acc) : (x < acc ? x : acc);
+			}
+			((float *)tmp)[i] = acc;
+		} else {
+			int acc = ((const int *)g->send[0])[base + i];
+			for (int q = 1; q < g->nranks; q++) {
+				int x = ((const int *)g->send[q])[base + i];
+				acc = op == 0 ? acc + x : op == 2 ? (x > acc ? x : acc) : (x < acc ? x : acc);
+			}
+			((int *)tmp)[i] = acc;
+		}
+	}
+	barrier(g);
+	memcpy(recv, tmp, count * 4);
+	free(tmp);
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+int ncclAllGather(const void *send, void *recv, size_t count, int dtype, struct comm *c, void *stream) {
+	int r = enter(c, dtype, stream);
+	if (r != 0) return r;
+	struct group *g = c->g;
+	void *mine = malloc(count * 4 + 1);
+	memcpy(mine, send, count * 4);
+	g->send[c->rank] = mine;
+	barrier(g);
+	for (int q = 0; q < g->nranks; q++) memcpy((char *)recv + (size_t)q * count * 4, g->send[q], count * 4);
+	barrier(g);
+	free(mine);
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+int ncclBroadcast(const void *send, void *recv, size_t count, int dtype, int root, struct comm *c, void *stream) {
+	if (root < 0 || root >= c->g->nranks) return 4;
+	int r = enter(c, dtype, stream);
+	if (r != 0) return r;
+	struct group *g = c->g;
+	g->send[c->rank] = send;
+	barrier(g);
+	if (c->rank != root) memcpy(recv, g->send[root], count * 4);
+	barrier(g);
+	if (c->rank == root && recv != send) memcpy(recv, send, count * 4);
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+// A group of sends and receives, per thread (each mock rank is a thread).
+static __thread int grouped;
+static __thread struct comm *gcomm;
+static __thread struct { void *buf; int peer; size_t bytes; } recvs[MAXR];
+static __thread int nrecvs;
+
+int ncclGroupStart(void) {
+	grouped++;
+	return 0;
+}
+
+int ncclSend(const void *buf, size_t count, int dtype, int peer, struct comm *c, void *stream) {
+	int r = enter(c, dtype, stream);
+	if (r != 0) return r;
+	if (!grouped || peer < 0 || peer >= c->g->nranks) {
+		pthread_mutex_unlock(&mu);
+		return 5;
+	}
+	c->g->to[c->rank][peer] = buf;
+	gcomm = c;
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+int ncclRecv(void *buf, size_t count, int dtype, int peer, struct comm *c, void *stream) {
+	if (c == NULL || c->magic != MAGIC) return 5;
+	if (!grouped || peer < 0 || peer >= c->g->nranks || nrecvs == MAXR) return 5;
+	(void)dtype;
+	(void)stream;
+	recvs[nrecvs].buf = buf;
+	recvs[nrecvs].peer = peer;
+	recvs[nrecvs].bytes = count * 4;
+	nrecvs++;
+	gcomm = c;
+	return 0;
+}
+
+int ncclGroupEnd(void) {
+	if (grouped == 0) return 5;
+	if (--grouped > 0 || gcomm == NULL) return 0;
+	struct group *g = gcomm->g;
+	pthread_mutex_lock(&mu);
+	int r = barrier(g);
+	if (r == 0) {
+		for (int i = 0; i < nrecvs; i++) memcpy(recvs[i].buf, g->to[recvs[i].peer][gcomm->rank], recvs[i].bytes);
+		r = barrier(g);
+	}
+	pthread_mutex_unlock(&mu);
+	nrecvs = 0;
+	gcomm = NULL;
+	return r == 0 ? 0 : 3; // an aborted group: ncclInternalError
+}
+
+int ncclCommAbort(struct comm *c) {
+	if (c == NULL) return 0;
+	if (c->magic != MAGIC) return 5;
+	if (driver() && ctx_sync() != 0) return 1;
+	pthread_mutex_lock(&mu);
+	c->magic = 0;
+	// Like NCCL's abort flag: a call of the group blocked waiting for a
+	// peer returns.
+	c->g->aborted = 1;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+int ncclCommGetAsyncError(struct comm *c, int *state) {
+	if (c == NULL || c->magic != MAGIC) return 4;
+	const char *e = getenv("MOCK_NCCL_ASYNC");
+	*state = e != NULL ? atoi(e) : 0;
+	return 0;
+}
+
+const char *ncclGetErrorString(int r) { return r == 5 ? "invalid usage (mock)" : "other (mock)"; }
+const char *ncclGetLastError(void *c) { (void)c; return "mock last error"; }
