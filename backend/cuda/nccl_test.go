@@ -31,6 +31,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/backend/internal/gpu"
+	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/internal/numeric"
 	"github.com/intranode/intranode/symmetric/store"
@@ -68,11 +69,6 @@ func TestNCCLClosedBackend(t *testing.T) {
 	require.ErrorIs(t, err, backend.ErrInvalidArgument)
 }
 
-// mockCCL is the C source of the mock library (see
-// backend/internal/gpu/testdata/mockccl.c), shared with the ROCm backend's
-// RCCL tests.
-const mockCCL = "../internal/gpu/testdata/mockccl.c"
-
 // buildMockNCCL compiles mockNCCL into dir/libnccl.so.2, or says why it
 // cannot.
 func buildMockNCCL(t *testing.T, dir string) (string, error) {
@@ -85,9 +81,7 @@ func buildMockNCCL(t *testing.T, dir string) (string, error) {
 		return "", fmt.Errorf("no C compiler (%s): %w", cc, err)
 	}
 	src := filepath.Join(dir, "mocknccl.c")
-	code, err := os.ReadFile(mockCCL)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(src, code, 0o600))
+	require.NoError(t, os.WriteFile(src, gputest.MockCCLSource(t), 0o600))
 	lib := filepath.Join(dir, "libnccl.so.2")
 	out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", lib, src, "-lpthread", "-ldl").CombinedOutput()
 	require.NoError(t, err, "building the mock NCCL:\n%s", out)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/backend/internal/gpu"
+	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/conformance"
 	"github.com/intranode/intranode/symmetric/store"
@@ -24,7 +25,7 @@ import (
 // backend's NCCL, under this backend's names), on the fake HIP runtime: a
 // missing library is ErrUnavailable naming the variable that points to
 // one, a library that is not RCCL says what it lacks, and the mock library
-// (gpu's testdata, built here as librccl.so.1) loads, reports its version
+// (gputest.MockCCLSource, built here as librccl.so.1) loads, reports its version
 // and unique ids, and its error strings reach RCCLError. The inter-host
 // engine refuses bad configurations and, without a library, fails to form
 // with ErrUnavailable; HostGroups across hosts then say so instead of
@@ -39,9 +40,7 @@ func TestRCCL(t *testing.T) {
 		t.Skipf("no C compiler (%s) for the mock RCCL: %v", cc, err)
 	}
 	dir := t.TempDir()
-	src, err := os.ReadFile("../internal/gpu/testdata/mockccl.c")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "mockccl.c"), src, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "mockccl.c"), gputest.MockCCLSource(t), 0o600))
 	mock := filepath.Join(dir, "librccl.so.1")
 	out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", mock, filepath.Join(dir, "mockccl.c"),
 		"-lpthread", "-ldl").CombinedOutput()

@@ -4,6 +4,7 @@ package gputest
 
 import (
 	"context"
+	_ "embed"
 	"os"
 	"os/exec"
 	"testing"
@@ -112,4 +113,18 @@ func CheckRange(t *testing.T, b backend.Backend) {
 		require.ErrorIs(t, rc.CheckRange(s.Ptr().Add(1), s.Size()), backend.ErrInvalidArgument, "shareable (%v) past the end", kind)
 		break
 	}
+}
+
+// mockCCL is testdata/mockccl.c, a mock of the collective library.
+//
+//go:embed testdata/mockccl.c
+var mockCCL []byte
+
+// MockCCLSource returns the C source of a mock NCCL/RCCL (see its
+// comment), which the backends' tests build with the C compiler as
+// libnccl.so.2 or librccl.so.1. It is embedded, so that a test binary
+// built here runs on a GPU host without the source tree.
+func MockCCLSource(t testing.TB) []byte {
+	t.Helper()
+	return mockCCL
 }
