@@ -7,11 +7,12 @@ import (
 	_ "embed"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 )
 
 // mockCUDA is a CPU stand-in for libcuda.so.1 (see the file's comment).
@@ -55,23 +56,14 @@ func TestMockDriver(t *testing.T) {
 			t.Skip("a real CUDA device is present: the GPU tests cover it, and the mock driver's bus ids would disagree with the real NVML")
 		}
 	}
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "gcc"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("no C compiler (%s) to build the mock driver: %v", cc, err)
-	}
 	dir := t.TempDir()
-	src := filepath.Join(dir, "mockcuda.c")
-	require.NoError(t, os.WriteFile(src, mockCUDA, 0o600))
-	build := exec.Command(cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", filepath.Join(dir, "libcuda.so.1"), src)
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building the mock driver:\n%s", out)
+	if _, err := gputest.BuildSharedLibrary(t, mockCUDA, dir, "libcuda.so.1"); err != nil {
+		t.Skipf("cannot build the mock driver: %v", err)
+	}
 
 	run := exec.Command(os.Args[0], "-test.run=^("+strings.Join(mockTests, "|")+")$", "-test.v", "-test.count=1")
 	run.Env = append(os.Environ(), envMockChild+"=1", "LD_LIBRARY_PATH="+dir+":"+os.Getenv("LD_LIBRARY_PATH"))
-	out, err = run.CombinedOutput()
+	out, err := run.CombinedOutput()
 	require.NoError(t, err, "GPU tests on the mock driver:\n%s", out)
 	for _, name := range mockTests {
 		require.Contains(t, string(out), "--- PASS: "+name+" ", "GPU tests on the mock driver:\n%s", out)

@@ -3,8 +3,6 @@
 package cuda
 
 /*
-#cgo nocallback inu_ccl_collective
-#include <stdlib.h>
 #include "shim.h"
 */
 import "C"
@@ -40,86 +38,28 @@ const (
 	libncclName = "libnccl.so.2"
 )
 
-// The shims' result spaces, as the shared Go code reads them.
-var _ = [1]struct{}{}[C.GPU_CCL_DRIVER_FAILED-gpu.CCLDriverFailed+C.GPU_CCL_ASYNC-gpu.CCLAsync]
-
 // NCCLError is a failed NCCL call: the entry point and the ncclResult_t it
 // returned. The backend's errors wrap it under a backend.Code; reach it with
 // errors.As to see NCCL's own answer.
 type NCCLError = gpu.CCLError
 
-// newNCCL returns the backend's NCCL, not yet opened.
+// newNCCL returns the backend's NCCL, not yet opened: the shims of
+// ccl_impl.h under this backend's names, with the device's primary context
+// retained for each communicator (NCCL adopts the context current at its
+// creation).
 func newNCCL(b *Backend) *gpu.CCL {
+	retain := func(d *gpu.Device) (gpu.Ctx, func() error, error) {
+		ordinal := b.devices[d.Index()].ordinal
+		c, err := ctxRetain(ordinal)
+		if err != nil {
+			return 0, nil, err
+		}
+		return gpu.Ctx(c), func() error { return ctxRelease(ordinal) }, nil
+	}
+	shims := gpu.NewCCLShims(unsafe.Pointer(C.inu_ccl_table()),
+		func(r int) error { return newDriverError("cuCtxSetCurrent", r) }, retain)
 	return gpu.NewCCL(gpu.CCLConfig{Backend: Name, Lib: "NCCL", File: libncclName, Env: EnvNCCLLibrary,
-		Core: &b.Core, Shims: ncclShims{b}, Log: b.log})
-}
-
-// ncclShims are the C shims of ccl_impl.h under this backend's names.
-type ncclShims struct{ b *Backend }
-
-func (ncclShims) Load(path string) (int, string) {
-	p := C.CString(path)
-	defer C.free(unsafe.Pointer(p))
-	var msg [loaderErrorBufferSize]C.char
-	code := C.inu_ccl_load(p, &msg[0], C.size_t(len(msg)))
-	return int(code), C.GoString(&msg[0])
-}
-
-func (ncclShims) ErrorString(r int) string {
-	if s := C.inu_ccl_error_string(C.int(r)); s != nil {
-		return C.GoString(s)
-	}
-	return ""
-}
-
-func (ncclShims) LastError() string {
-	if s := C.inu_ccl_last_error(); s != nil {
-		return C.GoString(s)
-	}
-	return ""
-}
-
-func (ncclShims) Version() (int, int) {
-	var v C.int
-	r := C.inu_ccl_version(&v)
-	return int(v), int(r)
-}
-
-func (ncclShims) UniqueID() ([]byte, int) {
-	var id [C.GPU_CCL_UNIQUE_ID_BYTES]C.uchar
-	if r := C.inu_ccl_unique_id(&id[0]); r != C.GPU_CCL_SUCCESS {
-		return nil, int(r)
-	}
-	return C.GoBytes(unsafe.Pointer(&id[0]), C.int(len(id))), 0
-}
-
-func (ncclShims) Init(c gpu.Ctx, world int, id []byte, rank int) (uintptr, int) {
-	var h C.uintptr_t
-	r := C.inu_ccl_init(C.uintptr_t(c), C.int(world), (*C.uchar)(unsafe.Pointer(&id[0])), C.int(rank), &h)
-	return uintptr(h), int(r)
-}
-
-func (ncclShims) Collective(c gpu.Ctx, comm uintptr, kind collective.Op, in, out backend.DevicePtr, count, elemSize, dtype, op,
-	root, world int, s gpu.Handle) int {
-	return int(C.inu_ccl_collective(C.uintptr_t(c), C.uintptr_t(comm), C.int(kind), C.uint64_t(in), C.uint64_t(out),
-		C.size_t(count), C.size_t(elemSize), C.int(dtype), C.int(op), C.int(root), C.int(world), C.uintptr_t(s)))
-}
-
-func (ncclShims) Abort(c gpu.Ctx, comm uintptr) int {
-	return int(C.inu_ccl_abort(C.uintptr_t(c), C.uintptr_t(comm)))
-}
-
-func (ncclShims) DriverError(r int) error { return newDriverError("cuCtxSetCurrent", r) }
-
-// Retain retains d's primary context for a communicator: NCCL adopts the
-// context current at its creation.
-func (s ncclShims) Retain(d *gpu.Device) (gpu.Ctx, func() error, error) {
-	ordinal := s.b.devices[d.Index()].ordinal
-	c, err := ctxRetain(ordinal)
-	if err != nil {
-		return 0, nil, err
-	}
-	return gpu.Ctx(c), func() error { return ctxRelease(ordinal) }, nil
+		Core: &b.Core, Shims: shims, Log: b.log})
 }
 
 // NCCLVersion opens the NCCL library (libnccl.so.2, or

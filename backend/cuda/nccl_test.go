@@ -69,23 +69,10 @@ func TestNCCLClosedBackend(t *testing.T) {
 	require.ErrorIs(t, err, backend.ErrInvalidArgument)
 }
 
-// buildMockNCCL compiles mockNCCL into dir/libnccl.so.2, or says why it
-// cannot.
+// buildMockNCCL builds the mock library (gputest.MockCCLSource) as
+// dir/libnccl.so.2, or says why it could not.
 func buildMockNCCL(t *testing.T, dir string) (string, error) {
-	t.Helper()
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "gcc"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		return "", fmt.Errorf("no C compiler (%s): %w", cc, err)
-	}
-	src := filepath.Join(dir, "mocknccl.c")
-	require.NoError(t, os.WriteFile(src, gputest.MockCCLSource(t), 0o600))
-	lib := filepath.Join(dir, "libnccl.so.2")
-	out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", lib, src, "-lpthread", "-ldl").CombinedOutput()
-	require.NoError(t, err, "building the mock NCCL:\n%s", out)
-	return lib, nil
+	return gputest.BuildMockCCL(t, dir, "libnccl.so.2")
 }
 
 // Environment of TestNCCLLoader's child: the marker, and the mock library's
@@ -159,7 +146,7 @@ func TestNCCLLoaderChild(t *testing.T) {
 	v, err := b.NCCLVersion()
 	require.NoError(t, err)
 	require.Equal(t, "2.28.9", v)
-	id, r := ncclShims{b}.UniqueID()
+	id, r := b.nccl.Shims().UniqueID()
 	require.Zero(t, r)
 	require.Len(t, id, uniqueIDBytes)
 	require.Equal(t, bytes.Repeat([]byte{7}, uniqueIDBytes-1), id[:uniqueIDBytes-1])

@@ -5,8 +5,6 @@ package rocm
 import (
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,19 +30,10 @@ import (
 // hanging. Collectives on RCCL need a GPU: the shared Go code is exercised
 // end to end by the CUDA backend's mock tests.
 func TestRCCL(t *testing.T) {
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "gcc"
+	mock, err := gputest.BuildMockCCL(t, t.TempDir(), "librccl.so.1")
+	if err != nil {
+		t.Skipf("cannot build the mock RCCL: %v", err)
 	}
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("no C compiler (%s) for the mock RCCL: %v", cc, err)
-	}
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "mockccl.c"), gputest.MockCCLSource(t), 0o600))
-	mock := filepath.Join(dir, "librccl.so.1")
-	out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", mock, filepath.Join(dir, "mockccl.c"),
-		"-lpthread", "-ldl").CombinedOutput()
-	require.NoError(t, err, "building the mock RCCL:\n%s", out)
 
 	b := openFake(t, newFakeHIP(2), nil)
 	const missing = "/nonexistent/intranode/librccl.so.1"
@@ -96,7 +85,7 @@ func TestRCCL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "2.28.9", v)
 	require.Equal(t, "0", os.Getenv("NCCL_NVLS_ENABLE"))
-	id, r := rcclShims{}.UniqueID()
+	id, r := b.rccl.Shims().UniqueID()
 	require.Zero(t, r)
 	require.Len(t, id, 128)
 	err = b.rccl.Check("ncclCommInitRank", 5)

@@ -135,6 +135,9 @@ func NewCCL(cfg CCLConfig) *CCL {
 	return &CCL{cfg: cfg}
 }
 
+// Shims returns the backend's calls into the library.
+func (l *CCL) Shims() CCLShims { return l.cfg.Shims }
+
 // errorf is backend.Errorf with the backend's and library's names first.
 func (l *CCL) errorf(code backend.Code, format string, args ...any) error {
 	return backend.Errorf(code, "%s: %s: "+format, append([]any{l.cfg.Backend, l.cfg.Lib}, args...)...)

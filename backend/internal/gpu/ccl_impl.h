@@ -1,7 +1,10 @@
 // ccl_impl.h: the shims of a vendor's collective library, NCCL on CUDA
 // (libnccl.so.2) and RCCL on ROCm (librccl.so.1), which share one API. A
 // backend's shim .c includes it once, after shim_impl.h (whose macros and
-// types it uses: GPU_FN, GPU_CTX_T, GPU_BIND, gpu_stream_t, gpu_load).
+// types it uses: GPU_FN, GPU_CTX_T, GPU_BIND, gpu_stream_t, gpu_load). Its
+// one exported function, GPU_FN(ccl_table), returns the shims as a table
+// (ccl.h), which the GPU core's Go code calls through (ccl_cgo.go), so that
+// one binding serves both backends.
 //
 // The library is opened like the driver, with dlopen, and only the entry
 // points below are resolved (ncclGetLastError, NCCL 2.13 and newer, is
@@ -34,7 +37,7 @@ static struct {
 
 static void *ccl_lib;
 
-int GPU_FN(ccl_load)(const char *path, char *err, size_t errlen) {
+static int ccl_load(const char *path, char *err, size_t errlen) {
 	if (ccl_lib != NULL) {
 		return 0;
 	}
@@ -63,17 +66,17 @@ int GPU_FN(ccl_load)(const char *path, char *err, size_t errlen) {
 	return 0;
 }
 
-const char *GPU_FN(ccl_error_string)(int r) {
+static const char *ccl_error_string(int r) {
 	return nccl.GetErrorString != NULL ? nccl.GetErrorString(r) : NULL;
 }
 
-const char *GPU_FN(ccl_last_error)(void) {
+static const char *ccl_last_error(void) {
 	return nccl.GetLastError != NULL ? nccl.GetLastError(NULL) : NULL;
 }
 
-int GPU_FN(ccl_version)(int *version) { return nccl.GetVersion(version); }
+static int ccl_version(int *version) { return nccl.GetVersion(version); }
 
-int GPU_FN(ccl_unique_id)(unsigned char *id) {
+static int ccl_unique_id(unsigned char *id) {
 	ncclUniqueId uid;
 	memset(&uid, 0, sizeof(uid));
 	int r = nccl.GetUniqueId(&uid);
@@ -94,11 +97,11 @@ int GPU_FN(ccl_unique_id)(unsigned char *id) {
 // ctx's device. It
 // returns when every rank has joined or NCCL gives up; a communicator NCCL
 // allocated before failing is aborted here.
-int GPU_FN(ccl_init)(GPU_CTX_T ctx, int nranks, const unsigned char *id, int rank, uintptr_t *comm) {
+static int ccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank, uintptr_t *comm) {
 	ncclUniqueId uid;
 	ncclComm_t c = NULL;
 	*comm = 0;
-	BIND_CCL(ctx);
+	BIND_CCL((GPU_CTX_T)ctx);
 	memcpy(uid.internal, id, sizeof(uid.internal));
 	int r = nccl.CommInitRank(&c, nranks, uid, rank);
 	if (r != GPU_CCL_SUCCESS) {
@@ -127,9 +130,9 @@ static int all_to_all(ncclComm_t comm, uint64_t in, uint64_t out, size_t count, 
 // ccl_collective enqueues the collective on stream (graph capture
 // included) and then reads the communicator's asynchronous error, so a
 // communicator that has failed is reported at the next call.
-int GPU_FN(ccl_collective)(GPU_CTX_T ctx, uintptr_t comm, int kind, uint64_t in, uint64_t out, size_t count,
-                           size_t elem_size, int dtype, int op, int root, int nranks, uintptr_t stream) {
-	BIND_CCL(ctx);
+static int ccl_collective(uintptr_t ctx, uintptr_t comm, int kind, uint64_t in, uint64_t out, size_t count,
+                          size_t elem_size, int dtype, int op, int root, int nranks, uintptr_t stream) {
+	BIND_CCL((GPU_CTX_T)ctx);
 	const void *send = (const void *)(uintptr_t)in;
 	void *recv = (void *)(uintptr_t)out;
 	ncclComm_t c = (ncclComm_t)comm;
@@ -163,7 +166,13 @@ int GPU_FN(ccl_collective)(GPU_CTX_T ctx, uintptr_t comm, int kind, uint64_t in,
 
 // ccl_abort frees a communicator without waiting for its peers: work
 // of it still running is told to stop.
-int GPU_FN(ccl_abort)(GPU_CTX_T ctx, uintptr_t comm) {
-	BIND_CCL(ctx);
+static int ccl_abort(uintptr_t ctx, uintptr_t comm) {
+	BIND_CCL((GPU_CTX_T)ctx);
 	return nccl.CommAbort((ncclComm_t)comm);
 }
+
+static const struct gpu_ccl_table ccl_table = {
+	ccl_load, ccl_error_string, ccl_last_error, ccl_version, ccl_unique_id, ccl_init, ccl_collective, ccl_abort,
+};
+
+const struct gpu_ccl_table *GPU_FN(ccl_table)(void) { return &ccl_table; }

@@ -5,8 +5,11 @@ package gputest
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -127,4 +130,31 @@ var mockCCL []byte
 func MockCCLSource(t testing.TB) []byte {
 	t.Helper()
 	return mockCCL
+}
+
+// BuildSharedLibrary compiles the C source src into the shared library
+// dir/name with $CC (else gcc), or says why it could not: no C compiler is
+// an error, a compile error fails t.
+func BuildSharedLibrary(t testing.TB, src []byte, dir, name string, libs ...string) (string, error) {
+	t.Helper()
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	if _, err := exec.LookPath(cc); err != nil {
+		return "", fmt.Errorf("no C compiler (%s): %w", cc, err)
+	}
+	file := filepath.Join(dir, strings.TrimSuffix(name, filepath.Ext(name))+".c")
+	require.NoError(t, os.WriteFile(file, src, 0o600))
+	lib := filepath.Join(dir, name)
+	args := append([]string{"-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", lib, file}, libs...)
+	out, err := exec.Command(cc, args...).CombinedOutput()
+	require.NoError(t, err, "building %s:\n%s", name, out)
+	return lib, nil
+}
+
+// BuildMockCCL builds MockCCLSource as dir/name (libnccl.so.2,
+// librccl.so.1).
+func BuildMockCCL(t testing.TB, dir, name string) (string, error) {
+	return BuildSharedLibrary(t, MockCCLSource(t), dir, name, "-lpthread", "-ldl")
 }
