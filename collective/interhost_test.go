@@ -204,8 +204,9 @@ func TestHostGroupsDeadRank(t *testing.T) {
 
 // TestDefaultHostFlat pins the measured windows of the flat path on CUDA
 // (DefaultHostFlat): reduce-scatter and all-gather flat below 32 KiB, the
-// all-reduce flat from 32 KiB to 128 KiB, every collective from
-// DefaultFlatFrom on; hierarchical elsewhere.
+// all-reduce flat from 32 KiB to 128 KiB, the reduce-scatter from 128 KiB
+// to 512 KiB, every collective from DefaultFlatFrom on; hierarchical
+// elsewhere.
 func TestDefaultHostFlat(t *testing.T) {
 	flat := collective.DefaultHostFlat()
 	tests := []struct {
@@ -223,6 +224,10 @@ func TestDefaultHostFlat(t *testing.T) {
 		{collective.OpReduceScatter, 1, true},
 		{collective.OpReduceScatter, 32<<10 - 1, true},
 		{collective.OpReduceScatter, 32 << 10, false},
+		{collective.OpReduceScatter, 64 << 10, false},
+		{collective.OpReduceScatter, 128 << 10, true},
+		{collective.OpReduceScatter, 256 << 10, true},
+		{collective.OpReduceScatter, 512 << 10, false},
 		{collective.OpAllGather, 16 << 10, true},
 		{collective.OpAllGather, 1 << 20, false},
 		{collective.OpAllGather, 256 << 20, true},
