@@ -95,13 +95,19 @@ type CCLShims interface {
 	// 1 a library that cannot be opened, 2 one that lacks an entry point,
 	// with msg saying why.
 	Load(path string) (code int, msg string)
+	// ErrorString and LastError are ncclGetErrorString's and
+	// ncclGetLastError's texts ("" where the library has none).
 	ErrorString(r int) string
 	LastError() string
+	// Version is ncclGetVersion, UniqueID ncclGetUniqueId.
 	Version() (v, r int)
 	UniqueID() (id []byte, r int)
+	// Init is ncclCommInitRank with c current.
 	Init(c Ctx, world int, id []byte, rank int) (comm uintptr, r int)
+	// Collective enqueues one collective of kind on stream s (ccl.h).
 	Collective(c Ctx, comm uintptr, kind collective.Op, in, out backend.DevicePtr, count, elemSize, dtype, op, root, world int,
 		s Handle) int
+	// Abort is ncclCommAbort.
 	Abort(c Ctx, comm uintptr) int
 	// DriverError is the vendor's error for the driver result r that a
 	// shim failed to make its device current with.
@@ -111,12 +117,18 @@ type CCLShims interface {
 	Retain(d *Device) (c Ctx, release func() error, err error)
 }
 
-// Results of the shims (ccl.h).
+// Results of the shims (ccl.h), and the library's bounds.
 const (
-	cclSuccess        = 0
-	cclUniqueIDBytes  = 128
-	CCLDriverFailed   = 0x10000
-	CCLAsync          = 0x20000
+	cclSuccess       = 0
+	cclUniqueIDBytes = 128
+	// CCLDriverFailed marks a shim's result as the driver's, from making
+	// the device current.
+	CCLDriverFailed = 0x10000
+	// CCLAsync marks a collective's result as the communicator's
+	// asynchronous error.
+	CCLAsync = 0x20000
+	// DefaultCCLTimeout bounds creating and releasing a communicator when
+	// SetTimeout has not said otherwise.
 	DefaultCCLTimeout = collective.DefaultTimeout
 	// missingCheckTimeout bounds the store look-ups that name the ranks
 	// that did not join, after the join itself timed out.
