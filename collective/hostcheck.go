@@ -21,23 +21,17 @@ import (
 // a HostGroups call's first step on the engine, every member of that step
 // puts a record of its call (sequence number, collective, count, dtype,
 // op, path) and its comm's status word so far into an all-gather, and the
-// gathered records land in pinned host memory. Where the engine can carry
-// them in the launch of that step (RecordingInterHost: NCCL and RCCL put
-// the records' all-gather and the step in one group), they go there,
-// gathered straight from and into host memory: no launch, stream or copy
-// of their own. Otherwise (the fake's loopback double) they travel on a
-// communicator of their own among the same members (the path's check
+// gathered records are copied to pinned host memory. The records travel on
+// a communicator of their own among the same members (the path's check
 // communicator) and on a stream of their own, forked from the call's
-// stream before that step and joined at the call's end, so that the two
-// communicators' transfers overlap. HostWork.Synchronize waits for the
-// records first: a record
+// stream before that step and joined at the call's end, so that they cost
+// the call little time: the two communicators' transfers overlap.
+// HostWork.Synchronize waits for the records first: a record
 // that differs from this rank's is ErrMismatch, naming every member's
 // call; a member whose status word is set failed inside its host
 // (backend.ErrPeerFailed). Either fails the job's collectives, which aborts
 // the engines, so that a data step left hanging ends at once instead of at
-// the deadline. (Records in the step's own launch are known complete only
-// when the step is: a mismatch that leaves the step hanging is named from
-// the records that arrived, at the deadline.) The records cost one small all-gather per call
+// the deadline. The records cost one small all-gather per call
 // (HostGroups.NoCallCheck turns it off).
 
 // hostRecordSize is the bytes of one member's record in the all-gather:
@@ -100,17 +94,12 @@ func (r hostRecord) String() string {
 // callCheck is a HostGroups' memory for the records: per slot, this rank's
 // record and the gathered ones, in pinned host memory and on the device.
 type callCheck struct {
-	world int // slot size: records of up to world members
-	host  backend.HostAllocation
-	// grouped: the records travel in the launch of the engine's step, and
-	// events are recorded on the call's stream at its end; otherwise on
-	// the check communicator and side stream, with dev, started and events
-	// recorded on side after the gathered copy.
-	grouped bool
+	world   int // slot size: records of up to world members
+	host    backend.HostAllocation
 	dev     backend.Allocation
-	side    backend.Stream
-	started []backend.Event
-	events  []backend.Event // per slot
+	side    backend.Stream  // the records' stream
+	started []backend.Event // per slot, recorded on the call's stream before the check
+	events  []backend.Event // per slot, recorded on side after the gathered copy
 	used    []bool          // slots whose event has been recorded
 	gen     []uint64        // per slot, the calls that held it
 	seq     uint32
@@ -119,8 +108,8 @@ type callCheck struct {
 
 func (c *callCheck) slotBytes() int { return (1 + c.world) * hostRecordSize }
 
-func newCallCheck(ctx context.Context, d backend.Device, world int, grouped bool) (_ *callCheck, err error) {
-	c := &callCheck{world: world, grouped: grouped, used: make([]bool, checkSlots), gen: make([]uint64, checkSlots)}
+func newCallCheck(ctx context.Context, d backend.Device, world int) (_ *callCheck, err error) {
+	c := &callCheck{world: world, used: make([]bool, checkSlots), gen: make([]uint64, checkSlots)}
 	defer func() {
 		if err != nil {
 			_ = c.close()
@@ -130,18 +119,14 @@ func newCallCheck(ctx context.Context, d backend.Device, world int, grouped bool
 	if c.host, err = d.AllocHost(ctx, n); err != nil {
 		return nil, err
 	}
-	kinds := []*[]backend.Event{&c.events}
-	if !grouped {
-		if c.dev, err = d.Alloc(ctx, n); err != nil {
-			return nil, err
-		}
-		if c.side, err = d.NewStream(ctx); err != nil {
-			return nil, err
-		}
-		kinds = append(kinds, &c.started)
+	if c.dev, err = d.Alloc(ctx, n); err != nil {
+		return nil, err
+	}
+	if c.side, err = d.NewStream(ctx); err != nil {
+		return nil, err
 	}
 	for range checkSlots {
-		for _, evs := range kinds {
+		for _, evs := range []*[]backend.Event{&c.started, &c.events} {
 			ev, err := d.NewEvent(ctx, false)
 			if err != nil {
 				return nil, err
@@ -178,15 +163,17 @@ type pendingCheck struct {
 	index   int   // this rank's index among members
 }
 
-// take claims the next slot for rec, waiting for the call that last held
-// it, and writes rec into its half of the slot in host memory, the other
-// half cleared. It returns the slot, its offset and rec with its sequence
-// number. Caller holds ih.mu.
-func (c *callCheck) take(ctx context.Context, rec hostRecord) (slot, off int, _ hostRecord, err error) {
-	slot = c.next
+// enqueue starts the check of a call whose next step is on s, among
+// members: it waits for the slot's previous call, writes this rank's
+// record, and enqueues on the side stream, after the work on s so far, the
+// copy of the status word at status (when not 0) into it, the all-gather
+// of the records on e and their copy to host memory. Caller holds ih.mu.
+func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, rec hostRecord, status backend.DevicePtr,
+	members []int, index int) (*pendingCheck, error) {
+	slot := c.next
 	if c.used[slot] {
 		if err := c.events[slot].Synchronize(ctx); err != nil {
-			return 0, 0, rec, fmt.Errorf("collective: host groups: waiting for the call %d calls back: %w", checkSlots, err)
+			return nil, fmt.Errorf("collective: host groups: waiting for the call %d calls back: %w", checkSlots, err)
 		}
 	}
 	c.next = (c.next + 1) % checkSlots
@@ -196,45 +183,10 @@ func (c *callCheck) take(ctx context.Context, rec hostRecord) (slot, off int, _ 
 	}
 	rec.seq = c.seq
 	c.gen[slot]++
-	c.used[slot] = true
-	off = slot * c.slotBytes()
+	off := slot * c.slotBytes()
 	b := c.host.Bytes()[off : off+c.slotBytes()]
 	clear(b)
 	rec.encode(b)
-	return slot, off, rec, nil
-}
-
-// enqueueGrouped starts the check of a call whose next step, on s, carries
-// the records (RecordingInterHost): the status word at status (when not 0)
-// is copied into this rank's record on s, and in and out are where the
-// step's all-gather takes and puts the records. join records the slot's
-// event at the call's end. Caller holds ih.mu.
-func (c *callCheck) enqueueGrouped(ctx context.Context, s backend.Stream, rec hostRecord, status backend.DevicePtr,
-	members []int, index int) (_ *pendingCheck, in, out backend.DevicePtr, err error) {
-	slot, off, rec, err := c.take(ctx, rec)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	in, out = c.host.Ptr().Add(off), c.host.Ptr().Add(off+hostRecordSize)
-	if status != 0 {
-		if err := s.CopyAsync(in.Add(statusOffset), status, 4); err != nil {
-			return nil, 0, 0, fmt.Errorf("collective: host groups: call check: %w", err)
-		}
-	}
-	return &pendingCheck{c: c, slot: slot, gen: c.gen[slot], mine: rec, members: members, index: index}, in, out, nil
-}
-
-// enqueue starts the check of a call whose next step is on s, among
-// members: it waits for the slot's previous call, writes this rank's
-// record, and enqueues on the side stream, after the work on s so far, the
-// copy of the status word at status (when not 0) into it, the all-gather
-// of the records on e and their copy to host memory. Caller holds ih.mu.
-func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, rec hostRecord, status backend.DevicePtr,
-	members []int, index int) (*pendingCheck, error) {
-	slot, off, rec, err := c.take(ctx, rec)
-	if err != nil {
-		return nil, err
-	}
 	in, out := c.dev.Ptr().Add(off), c.dev.Ptr().Add(off+hostRecordSize)
 	n := len(members) * hostRecordSize
 	if err := s.Record(c.started[slot]); err != nil {
@@ -261,22 +213,13 @@ func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, 
 	if err := s.Record(c.events[slot]); err != nil {
 		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
 	}
+	c.used[slot] = true
 	return &pendingCheck{c: c, slot: slot, gen: c.gen[slot], mine: rec, members: members, index: index}, nil
 }
 
-// join ends the call's part of the check on s, its stream, at the call's
-// end: grouped, the slot's event is recorded there (the records are
-// complete when the call is); otherwise the work enqueued on s from now on
-// waits for the records.
+// join makes the work enqueued on s from now on wait for p's records.
 func (p *pendingCheck) join(s backend.Stream) error {
-	ev := p.c.events[p.slot]
-	var err error
-	if p.c.grouped {
-		err = s.Record(ev)
-	} else {
-		err = s.WaitEvent(ev)
-	}
-	if err != nil {
+	if err := s.WaitEvent(p.c.events[p.slot]); err != nil {
 		return fmt.Errorf("collective: host groups: call check: %w", err)
 	}
 	return nil
@@ -301,21 +244,18 @@ func (ih *interHost) judge(ctx context.Context, p *pendingCheck, hosts []string)
 	}
 	ev := c.events[p.slot]
 	ih.mu.Unlock()
-	werr := ev.Synchronize(ctx)
-	if werr != nil {
-		werr = fmt.Errorf("collective: host groups: waiting for the call check's records: %w", werr)
+	if err := ev.Synchronize(ctx); err != nil {
+		return fmt.Errorf("collective: host groups: waiting for the call check's records: %w", err)
 	}
 	ih.mu.Lock()
 	defer ih.mu.Unlock()
 	if !current() {
-		return werr
+		return nil
 	}
-	// After a wait that ended at the deadline, the records that did
-	// arrive still name a mismatch (long landed by then).
 	off := p.slot*c.slotBytes() + hostRecordSize
 	b := c.host.Bytes()[off:]
 	if decodeHostRecord(b[p.index*hostRecordSize:]).seq == 0 {
-		return werr
+		return nil
 	}
 	calls := make([]string, len(p.members))
 	var differ []int
@@ -336,8 +276,6 @@ func (ih *interHost) judge(ctx context.Context, p *pendingCheck, hosts []string)
 	case len(differ) > 0:
 		return fmt.Errorf("%w across hosts: rank %d sees ranks %v differ from its own call; %s", ErrMismatch,
 			me, differ, strings.Join(calls, "; "))
-	case werr != nil:
-		return werr
 	case len(failed) > 0:
 		return backend.Errorf(backend.CodePeerFailed, "collective: host groups: rank %d's %v: %s", me, p.mine, strings.Join(failed, "; "))
 	}

@@ -44,18 +44,6 @@ type InterHostConfig struct {
 	Timeout time.Duration
 }
 
-// RecordingInterHost is an InterHost that can carry the call check's
-// records in the same launch as its next call (NCCL and RCCL: one group),
-// so that the check costs no launch, stream or wait of its own
-// (hostcheck.go).
-type RecordingInterHost interface {
-	InterHost
-	// WithRecords returns the engine for one call that first all-gathers
-	// count int32s from in to out (member m's at out + 4*count*m) in the
-	// same launch; in and out may be pinned host memory.
-	WithRecords(in, out backend.DevicePtr, count int) InterHost
-}
-
 // InterHostBackend is a backend with an engine for crossing hosts: NCCL
 // on CUDA, RCCL on ROCm. HostGroups forms its inter-host communicators through it; on
 // the fake backend, which has none, through LoopbackInterHost.
@@ -429,7 +417,7 @@ type hostCall struct {
 // engine. hier calls check right before its first step on the engine: the
 // call check across hosts (hostcheck.go).
 func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall,
-	hier func(e InterHost, check func() (InterHost, error)) error) (*HostWork, error) {
+	hier func(e InterHost, check func() error) error) (*HostWork, error) {
 	bad := func(format string, args ...any) error {
 		return backend.Errorf(backend.CodeInvalidArgument, "collective: host groups: %v: "+format, append([]any{c.op}, args...)...)
 	}
@@ -456,17 +444,15 @@ func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall,
 		return nil, err
 	}
 	w := &HostWork{h: h, stream: s, e: e}
-	check := func() (next InterHost, err error) {
-		if h.NoCallCheck {
-			return e, nil
+	check := func() (err error) {
+		if !h.NoCallCheck {
+			w.check, err = h.checkCall(ctx, s, p, c)
 		}
-		w.check, next, err = h.checkCall(ctx, s, p, c, e)
-		return next, err
+		return err
 	}
 	if p == pathFlat {
-		var next InterHost
-		if next, err = check(); err == nil {
-			err = engineCall(ctx, next, s, c)
+		if err = check(); err == nil {
+			err = engineCall(ctx, e, s, c)
 		}
 	} else {
 		err = hier(e, check)
@@ -481,23 +467,17 @@ func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall,
 	return w, nil
 }
 
-// checkCall starts the call check of c (hostcheck.go) with the call's next
-// step on s, which is on e, path p's engine, and returns the engine that
-// step must use: where e can carry the records in the step's own launch
-// (RecordingInterHost), its view that does; otherwise e, the records then
-// travelling beside it on p's check communicator. On the hierarchical path
+// checkCall starts the call check of c (hostcheck.go) beside the call's
+// next step on s, on path p's check communicator; on the hierarchical path
 // the records carry the comm's status word.
-func (h *HostGroups) checkCall(ctx context.Context, s backend.Stream, p hostPath, c hostCall, e InterHost) (*pendingCheck, InterHost, error) {
+func (h *HostGroups) checkCall(ctx context.Context, s backend.Stream, p hostPath, c hostCall) (*pendingCheck, error) {
 	d, err := h.Device(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	re, grouped := e.(RecordingInterHost)
-	var side InterHost
-	if !grouped {
-		if side, err = h.engine(ctx, p, true); err != nil {
-			return nil, nil, err
-		}
+	e, err := h.engine(ctx, p, true)
+	if err != nil {
+		return nil, err
 	}
 	members := make([]int, h.World)
 	for r := range members {
@@ -510,11 +490,11 @@ func (h *HostGroups) checkCall(ctx context.Context, s backend.Stream, p hostPath
 	ih.mu.Lock()
 	defer ih.mu.Unlock()
 	if ih.err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrCommFailed, ih.err)
+		return nil, fmt.Errorf("%w: %w", ErrCommFailed, ih.err)
 	}
 	if ih.check == nil {
-		if ih.check, err = newCallCheck(ctx, d, h.World, grouped); err != nil {
-			return nil, nil, fmt.Errorf("collective: host groups: memory for the call check: %w", err)
+		if ih.check, err = newCallCheck(ctx, d, h.World); err != nil {
+			return nil, fmt.Errorf("collective: host groups: memory for the call check: %w", err)
 		}
 	}
 	var status backend.DevicePtr
@@ -522,15 +502,7 @@ func (h *HostGroups) checkCall(ctx context.Context, s backend.Stream, p hostPath
 		status = h.Comm.statusWord()
 	}
 	rec := hostRecord{op: c.op, dtype: c.dtype, red: c.red, path: p, count: uint64(c.count)}
-	if grouped {
-		pc, in, out, err := ih.check.enqueueGrouped(ctx, s, rec, status, members, slices.Index(members, h.Rank))
-		if err != nil {
-			return nil, nil, err
-		}
-		return pc, re.WithRecords(in, out, hostRecordSize/4), nil
-	}
-	pc, err := ih.check.enqueue(ctx, s, side, rec, status, members, slices.Index(members, h.Rank))
-	return pc, e, err
+	return ih.check.enqueue(ctx, s, e, rec, status, members, slices.Index(members, h.Rank))
 }
 
 // local is c on the one host's Comm.
@@ -566,7 +538,7 @@ func engineCall(ctx context.Context, e InterHost, s backend.Stream, c hostCall) 
 // inter-host engine across every rank (flat).
 func (h *HostGroups) AllReduce(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp) (*HostWork, error) {
-	return h.start(ctx, s, hostCall{op: OpAllReduce, in: in, out: out, count: count, dtype: dtype, red: op}, func(e InterHost, check func() (InterHost, error)) error {
+	return h.start(ctx, s, hostCall{op: OpAllReduce, in: in, out: out, count: count, dtype: dtype, red: op}, func(e InterHost, check func() error) error {
 		c, g, lr, size := h.Comm, h.LocalWorld(), h.LocalRank, dtype.Size()
 		blk := count / g
 		if blk > 0 {
@@ -574,11 +546,10 @@ func (h *HostGroups) AllReduce(ctx context.Context, s backend.Stream, in, out ba
 			if err := enqueued(c.ReduceScatter(ctx, s, in, mine, blk, dtype, op, c.SelectAlgo(OpReduceScatter, blk, dtype))); err != nil {
 				return err
 			}
-			next, err := check()
-			if err != nil {
+			if err := check(); err != nil {
 				return err
 			}
-			if err := next.AllReduce(ctx, s, mine, mine, blk, dtype, op); err != nil {
+			if err := e.AllReduce(ctx, s, mine, mine, blk, dtype, op); err != nil {
 				return err
 			}
 			if err := enqueued(c.AllGather(ctx, s, mine, out, blk, dtype, c.SelectAlgo(OpAllGather, blk, dtype))); err != nil {
@@ -593,14 +564,12 @@ func (h *HostGroups) AllReduce(ctx context.Context, s backend.Stream, in, out ba
 		if err := enqueued(c.AllReduce(ctx, s, in.Add(off), tail, dtype, op, c.SelectAllReduceAlgo(tail, dtype), Output(out.Add(off)))); err != nil {
 			return err
 		}
-		next := e
 		if blk == 0 {
-			var err error
-			if next, err = check(); err != nil {
+			if err := check(); err != nil {
 				return err
 			}
 		}
-		return next.AllReduce(ctx, s, out.Add(off), out.Add(off), tail, dtype, op)
+		return e.AllReduce(ctx, s, out.Add(off), out.Add(off), tail, dtype, op)
 	})
 }
 
@@ -612,7 +581,7 @@ func (h *HostGroups) AllReduce(ctx context.Context, s backend.Stream, in, out ba
 // host, then reduce-scattered across hosts.
 func (h *HostGroups) ReduceScatter(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp) (*HostWork, error) {
-	return h.start(ctx, s, hostCall{op: OpReduceScatter, in: in, out: out, count: count, dtype: dtype, red: op}, func(e InterHost, check func() (InterHost, error)) error {
+	return h.start(ctx, s, hostCall{op: OpReduceScatter, in: in, out: out, count: count, dtype: dtype, red: op}, func(e InterHost, check func() error) error {
 		c, size := h.Comm, dtype.Size()
 		row := len(h.Groups) * count // elements per local index
 		tmp, err := h.scratch(ctx, h.World*count*size)
@@ -628,11 +597,10 @@ func (h *HostGroups) ReduceScatter(ctx context.Context, s backend.Stream, in, ou
 		if err := enqueued(c.ReduceScatter(ctx, s, tmp, mine, row, dtype, op, c.SelectAlgo(OpReduceScatter, row, dtype))); err != nil {
 			return err
 		}
-		next, err := check()
-		if err != nil {
+		if err := check(); err != nil {
 			return err
 		}
-		return next.ReduceScatter(ctx, s, mine, out, count, dtype, op)
+		return e.ReduceScatter(ctx, s, mine, out, count, dtype, op)
 	})
 }
 
@@ -642,7 +610,7 @@ func (h *HostGroups) ReduceScatter(ctx context.Context, s backend.Stream, in, ou
 // each host, then the blocks are put in rank order (device copies).
 func (h *HostGroups) AllGather(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
 	dtype backend.DType) (*HostWork, error) {
-	return h.start(ctx, s, hostCall{op: OpAllGather, in: in, out: out, count: count, dtype: dtype}, func(e InterHost, check func() (InterHost, error)) error {
+	return h.start(ctx, s, hostCall{op: OpAllGather, in: in, out: out, count: count, dtype: dtype}, func(e InterHost, check func() error) error {
 		c, size := h.Comm, dtype.Size()
 		row := len(h.Groups) * count
 		tmp, err := h.scratch(ctx, h.World*count*size)
@@ -650,11 +618,10 @@ func (h *HostGroups) AllGather(ctx context.Context, s backend.Stream, in, out ba
 			return err
 		}
 		mine := tmp.Add(h.LocalRank * row * size)
-		next, err := check()
-		if err != nil {
+		if err := check(); err != nil {
 			return err
 		}
-		if err := next.AllGather(ctx, s, in, mine, count, dtype); err != nil {
+		if err := e.AllGather(ctx, s, in, mine, count, dtype); err != nil {
 			return err
 		}
 		if err := enqueued(c.AllGather(ctx, s, mine, tmp, row, dtype, c.SelectAlgo(OpAllGather, row, dtype))); err != nil {

@@ -104,10 +104,9 @@ type CCLShims interface {
 	UniqueID() (id []byte, r int)
 	// Init is ncclCommInitRank with c current.
 	Init(c Ctx, world int, id []byte, rank int) (comm uintptr, r int)
-	// Collective enqueues one collective of kind on stream s (ccl.h),
-	// preceded in one group by pre's all-gather when pre.Count > 0.
+	// Collective enqueues one collective of kind on stream s (ccl.h).
 	Collective(c Ctx, comm uintptr, kind collective.Op, in, out backend.DevicePtr, count, elemSize, dtype, op, root, world int,
-		s Handle, pre CCLPrefix) int
+		s Handle) int
 	// Abort is ncclCommAbort.
 	Abort(c Ctx, comm uintptr) int
 	// DriverError is the vendor's error for the driver result r that a
@@ -116,13 +115,6 @@ type CCLShims interface {
 	// Retain returns the context a communicator on d is made in, held
 	// until release is called (after its abort).
 	Retain(d *Device) (c Ctx, release func() error, err error)
-}
-
-// CCLPrefix is an all-gather of Count int32s from In to Out (member m's at
-// Out + 4*Count*m) that a collective carries before it, in one group.
-type CCLPrefix struct {
-	In, Out backend.DevicePtr
-	Count   int
 }
 
 // Results of the shims (ccl.h), and the library's bounds.
@@ -556,12 +548,6 @@ func (l *CCL) FallbackMove(ctx context.Context, s backend.Stream, c *collective.
 // the reduce-scatter, root the broadcast.
 func (l *CCL) Collective(ctx context.Context, s backend.Stream, g CCLGroup, op collective.Op, in, out backend.DevicePtr, count int,
 	dtype backend.DType, red backend.ReduceOp, root int) error {
-	return l.collectiveWith(ctx, s, g, op, in, out, count, dtype, red, root, CCLPrefix{})
-}
-
-// collectiveWith is Collective preceded by pre, in one group.
-func (l *CCL) collectiveWith(ctx context.Context, s backend.Stream, g CCLGroup, op collective.Op, in, out backend.DevicePtr,
-	count int, dtype backend.DType, red backend.ReduceOp, root int, pre CCLPrefix) error {
 	st, err := l.stream(s, op.String())
 	if err != nil {
 		return err
@@ -585,8 +571,7 @@ func (l *CCL) collectiveWith(ctx context.Context, s backend.Stream, g CCLGroup, 
 		return err
 	}
 	enqueue := func() int {
-		return l.cfg.Shims.Collective(st.Device().Ctx(), nc.h, op, in, out, count, dtype.Size(), dt, rop, root, nc.world, st.Handle(),
-			pre)
+		return l.cfg.Shims.Collective(st.Device().Ctx(), nc.h, op, in, out, count, dtype.Size(), dt, rop, root, nc.world, st.Handle())
 	}
 	var r int
 	if op == collective.OpAllToAll && !st.Capturing() {
@@ -894,9 +879,6 @@ func (l *CCL) Close() error {
 type cclInterHost struct {
 	l *CCL
 	g CCLGroup
-	// pre is the records' all-gather that the next call carries (a view
-	// made by WithRecords); zero otherwise.
-	pre CCLPrefix
 }
 
 // NewInterHost returns the library's communicator for cfg (for
@@ -922,15 +904,7 @@ func (l *CCL) NewInterHost(ctx context.Context, cfg collective.InterHostConfig) 
 
 func (e *cclInterHost) call(ctx context.Context, s backend.Stream, op collective.Op, in, out backend.DevicePtr, count int,
 	dtype backend.DType, red backend.ReduceOp) error {
-	return e.l.collectiveWith(ctx, s, e.g, op, in, out, count, dtype, red, 0, e.pre)
-}
-
-// WithRecords returns a view of the communicator whose calls first
-// all-gather count int32s from in to out in the same group
-// (collective.RecordingInterHost): the call check's records, at no launch
-// of their own.
-func (e *cclInterHost) WithRecords(in, out backend.DevicePtr, count int) collective.InterHost {
-	return &cclInterHost{l: e.l, g: e.g, pre: CCLPrefix{In: in, Out: out, Count: count}}
+	return e.l.Collective(ctx, s, e.g, op, in, out, count, dtype, red, 0)
 }
 
 // AllReduce enqueues ncclAllReduce of count elements.
@@ -955,7 +929,7 @@ func (e *cclInterHost) AllGather(ctx context.Context, s backend.Stream, in, out 
 // (ncclCommGetAsyncError after a call) or its creation's.
 func (e *cclInterHost) Err() error {
 	e.l.mu.Lock()
-	nc := e.l.comms[e.g.Key]
+	nc := e.l.comms[e]
 	e.l.mu.Unlock()
 	if nc == nil {
 		return nil
@@ -969,4 +943,4 @@ func (e *cclInterHost) Err() error {
 }
 
 // Close aborts the communicator (ncclCommAbort): no waiting for peers.
-func (e *cclInterHost) Close() error { return e.l.Release(e.g.Key) }
+func (e *cclInterHost) Close() error { return e.l.Release(e) }

@@ -22,7 +22,6 @@ enum {
 	GPU_CCL_SUCCESS = 0,
 	GPU_CCL_IN_PROGRESS = 7,
 	GPU_CCL_UNIQUE_ID_BYTES = 128,
-	GPU_CCL_INT32 = 2, // ncclInt32
 	GPU_CCL_DRIVER_FAILED = 0x10000,
 	GPU_CCL_ASYNC = 0x20000,
 };
@@ -43,9 +42,7 @@ enum {
 // ccl_collective enqueues one collective of kind GPU_CCL_*: count is per
 // rank as the library takes it (recvcount, sendcount, the block per peer of
 // the all-to-all, grouped sends and receives of elem_size-byte elements);
-// op serves all-reduce and reduce-scatter, root the broadcast. With
-// pre_count > 0 it is preceded, in one group, by an all-gather of pre_count
-// int32s from pre_in to pre_out.
+// op serves all-reduce and reduce-scatter, root the broadcast.
 struct gpu_ccl_table {
 	int (*load)(const char *path, char *err, size_t errlen);
 	const char *(*error_string)(int r);
@@ -54,8 +51,7 @@ struct gpu_ccl_table {
 	int (*unique_id)(unsigned char *id);
 	int (*init)(uintptr_t ctx, int nranks, const unsigned char *id, int rank, uintptr_t *comm);
 	int (*collective)(uintptr_t ctx, uintptr_t comm, int kind, uint64_t in, uint64_t out, size_t count, size_t elem_size,
-	                  int dtype, int op, int root, int nranks, uintptr_t stream, uint64_t pre_in, uint64_t pre_out,
-	                  size_t pre_count);
+	                  int dtype, int op, int root, int nranks, uintptr_t stream);
 	int (*abort)(uintptr_t ctx, uintptr_t comm);
 };
 

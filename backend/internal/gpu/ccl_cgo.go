@@ -16,9 +16,8 @@ static int call_init(const struct gpu_ccl_table *t, uintptr_t c, int n, const un
 	return t->init(c, n, id, rank, comm);
 }
 static int call_collective(const struct gpu_ccl_table *t, uintptr_t c, uintptr_t comm, int kind, uint64_t in, uint64_t out,
-                           size_t count, size_t elem_size, int dtype, int op, int root, int nranks, uintptr_t stream,
-                           uint64_t pre_in, uint64_t pre_out, size_t pre_count) {
-	return t->collective(c, comm, kind, in, out, count, elem_size, dtype, op, root, nranks, stream, pre_in, pre_out, pre_count);
+                           size_t count, size_t elem_size, int dtype, int op, int root, int nranks, uintptr_t stream) {
+	return t->collective(c, comm, kind, in, out, count, elem_size, dtype, op, root, nranks, stream);
 }
 static int call_abort(const struct gpu_ccl_table *t, uintptr_t c, uintptr_t comm) { return t->abort(c, comm); }
 */
@@ -98,10 +97,9 @@ func (c cclTable) Init(ctx Ctx, world int, id []byte, rank int) (uintptr, int) {
 }
 
 func (c cclTable) Collective(ctx Ctx, comm uintptr, kind collective.Op, in, out backend.DevicePtr, count, elemSize, dtype, op,
-	root, world int, s Handle, pre CCLPrefix) int {
+	root, world int, s Handle) int {
 	return int(C.call_collective(c.t, C.uintptr_t(ctx), C.uintptr_t(comm), C.int(kind), C.uint64_t(in), C.uint64_t(out),
-		C.size_t(count), C.size_t(elemSize), C.int(dtype), C.int(op), C.int(root), C.int(world), C.uintptr_t(s),
-		C.uint64_t(pre.In), C.uint64_t(pre.Out), C.size_t(pre.Count)))
+		C.size_t(count), C.size_t(elemSize), C.int(dtype), C.int(op), C.int(root), C.int(world), C.uintptr_t(s)))
 }
 
 func (c cclTable) Abort(ctx Ctx, comm uintptr) int {

@@ -131,25 +131,13 @@ static int all_to_all(ncclComm_t comm, uint64_t in, uint64_t out, size_t count, 
 // included) and then reads the communicator's asynchronous error, so a
 // communicator that has failed is reported at the next call.
 static int ccl_collective(uintptr_t ctx, uintptr_t comm, int kind, uint64_t in, uint64_t out, size_t count,
-                          size_t elem_size, int dtype, int op, int root, int nranks, uintptr_t stream,
-                          uint64_t pre_in, uint64_t pre_out, size_t pre_count) {
+                          size_t elem_size, int dtype, int op, int root, int nranks, uintptr_t stream) {
 	BIND_CCL((GPU_CTX_T)ctx);
 	const void *send = (const void *)(uintptr_t)in;
 	void *recv = (void *)(uintptr_t)out;
 	ncclComm_t c = (ncclComm_t)comm;
 	gpu_stream_t s = (gpu_stream_t)stream;
 	int r;
-	if (pre_count > 0) {
-		// The prefix all-gather and the collective as one group: one
-		// launch, their transfers overlapping.
-		r = nccl.GroupStart();
-		if (r != GPU_CCL_SUCCESS) return r;
-		r = nccl.AllGather((const void *)(uintptr_t)pre_in, (void *)(uintptr_t)pre_out, pre_count, GPU_CCL_INT32, c, s);
-		if (r != GPU_CCL_SUCCESS) {
-			nccl.GroupEnd();
-			return r;
-		}
-	}
 	switch (kind) {
 	case GPU_CCL_ALL_REDUCE:
 		r = nccl.AllReduce(send, recv, count, dtype, op, c, s);
@@ -167,11 +155,7 @@ static int ccl_collective(uintptr_t ctx, uintptr_t comm, int kind, uint64_t in, 
 		r = all_to_all(c, in, out, count, elem_size, dtype, nranks, s);
 		break;
 	default:
-		r = 4; // ncclInvalidArgument
-	}
-	if (pre_count > 0) {
-		int end = nccl.GroupEnd();
-		if (r == GPU_CCL_SUCCESS) r = end;
+		return 4; // ncclInvalidArgument
 	}
 	if (r != GPU_CCL_SUCCESS) return r;
 	int state = GPU_CCL_SUCCESS;
