@@ -253,6 +253,11 @@ func JoinHosts(ctx context.Context, st store.Store, rank, world int, opts Option
 	}
 	h.Err = h.join(ctx, st, hostIndex, opts)
 	h.ih = &interHost{job: st, b: opts.Backend, dev: hostIndex, timeout: opts.Timeout}
+	h.ih.railRanks, _ = h.InterNodeRanks()
+	h.ih.allRanks = make([]int, world)
+	for r := range h.ih.allRanks {
+		h.ih.allRanks[r] = r
+	}
 	if opts.Device != nil {
 		h.ih.dev = *opts.Device
 	}

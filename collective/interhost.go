@@ -152,17 +152,20 @@ const (
 
 // interHost is a HostGroups' state for collectives across hosts.
 type interHost struct {
-	job     store.Store // the whole job's store
-	b       backend.Backend
-	dev     int           // this rank's device index
-	timeout time.Duration // Options.Timeout, for forming the engines
-	mu      sync.Mutex
-	rail    InterHost // this rank's local index across hosts
-	flat    InterHost // every rank of the job
-	// checkRail and checkFlat carry the call check of the rail's and the
-	// flat path's calls, beside the data (hostcheck.go).
-	checkRail, checkFlat InterHost
-	err                  error // a failure that ended the job's collectives
+	job store.Store // the whole job's store
+	// allRanks are the members of the flat engine (every rank), railRanks
+	// those of this rank's rail (InterNodeRanks; nil when the groups differ
+	// in size), both in the engines' order.
+	allRanks, railRanks []int
+	b                   backend.Backend
+	dev                 int           // this rank's device index
+	timeout             time.Duration // Options.Timeout, for forming the engines
+	mu                  sync.Mutex
+	// engines[hier][check] are the engines formed so far: across every
+	// rank of the job (flat) or this rank's local index across hosts
+	// (hier), for the data or for the call check beside it (hostcheck.go).
+	engines [2][2]InterHost
+	err     error // a failure that ended the job's collectives
 	// scratch is device memory for the reordering of reduce-scatter and
 	// all-gather, grown on demand, the largest last; the smaller ones stay
 	// until Close, since work still queued may use them.
@@ -244,7 +247,7 @@ func (h *HostGroups) path(op Op, bytes int) hostPath {
 	if !h.AllJoined() {
 		return pathFlat
 	}
-	if _, err := h.InterNodeRanks(); err != nil {
+	if h.ih == nil || h.ih.railRanks == nil {
 		return pathFlat
 	}
 	for _, w := range h.Flat[op] {
@@ -269,16 +272,14 @@ func (h *HostGroups) engine(ctx context.Context, p hostPath, check bool) (InterH
 	if ih.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCommFailed, ih.err)
 	}
-	slot, cfg := &ih.flat, InterHostConfig{Name: "flat", Rank: h.Rank, World: h.World}
-	if p == pathHier {
-		// Rail members are in group order, so this rank's index among
-		// them is its host's.
-		rails, _ := h.InterNodeRanks()
-		slot = &ih.rail
-		cfg = InterHostConfig{Name: "rail" + strconv.Itoa(h.LocalRank), Rank: slices.Index(rails, h.Rank), World: len(rails)}
+	members := ih.members(p)
+	cfg := InterHostConfig{Name: "flat", Rank: slices.Index(members, h.Rank), World: len(members)}
+	hier := p == pathHier
+	slot := &ih.engines[b2i(hier)][b2i(check)]
+	if hier {
+		cfg.Name = "rail" + strconv.Itoa(h.LocalRank)
 	}
 	if check {
-		slot = map[*InterHost]*InterHost{&ih.flat: &ih.checkFlat, &ih.rail: &ih.checkRail}[slot]
 		cfg.Name = "check-" + cfg.Name
 	}
 	if *slot != nil {
@@ -383,13 +384,33 @@ func (h *HostGroups) fail(err error) {
 // caller holds ih.mu.
 func (ih *interHost) takeEngines() []InterHost {
 	var out []InterHost
-	for _, e := range []*InterHost{&ih.rail, &ih.flat, &ih.checkRail, &ih.checkFlat} {
-		if *e != nil {
-			out = append(out, *e)
-			*e = nil
+	for i := range ih.engines {
+		for j, e := range ih.engines[i] {
+			if e != nil {
+				out = append(out, e)
+				ih.engines[i][j] = nil
+			}
 		}
 	}
 	return out
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// members returns the global ranks of path p's engine in its order: this
+// rank's rail (hierarchical; rail members are in group order, so this
+// rank's index among them is its host's), or every rank (flat).
+func (ih *interHost) members(p hostPath) []int {
+	if p == pathHier {
+		return ih.railRanks
+	}
+	return ih.allRanks
 }
 
 // closeAll closes the engines, concurrently.
@@ -479,14 +500,8 @@ func (h *HostGroups) checkCall(ctx context.Context, s backend.Stream, p hostPath
 	if err != nil {
 		return nil, err
 	}
-	members := make([]int, h.World)
-	for r := range members {
-		members[r] = r
-	}
-	if p == pathHier {
-		members, _ = h.InterNodeRanks()
-	}
 	ih := h.ih
+	members := ih.members(p)
 	ih.mu.Lock()
 	defer ih.mu.Unlock()
 	if ih.err != nil {

@@ -188,7 +188,7 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 	// Every rank's device is open before any rank starts the clock, so
 	// that the rendezvous is measured without the skew of a peer still
 	// creating its driver context (hundreds of ms at world 8).
-	if err := storeBarrier(ctx, st, "bench/device-open", rank, cfg.World); err != nil {
+	if err := deviceOpenBarrier(ctx, st, rank, cfg.World); err != nil {
 		return fmt.Errorf("waiting for every rank to open its device: %w", err)
 	}
 	start := time.Now()
@@ -547,15 +547,12 @@ func openBenchStore(ctx context.Context, cfg benchConfig) (store.Store, error) {
 	return store.OpenPrefixed(ctx, cfg.Store, cfg.Prefix, store.WithTimeout(cfg.Timeout))
 }
 
-// storeBarrier returns once every rank of world has set its key under
-// prefix in st.
-func storeBarrier(ctx context.Context, st store.Store, prefix string, rank, world int) error {
-	keys := make([]string, world)
-	for r := range keys {
-		keys[r] = fmt.Sprintf("%s/%d", prefix, r)
-	}
-	if err := st.Set(ctx, keys[rank], []byte{1}); err != nil {
+// deviceOpenBarrier returns once every rank of world has reached it (a
+// store.Exchange barrier of its own).
+func deviceOpenBarrier(ctx context.Context, st store.Store, rank, world int) error {
+	ex, err := store.NewExchange(st, "bench/device-open", rank, world)
+	if err != nil {
 		return err
 	}
-	return st.Wait(ctx, keys...)
+	return errors.Join(ex.Barrier(ctx), ex.Close(ctx))
 }
