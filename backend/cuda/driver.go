@@ -63,7 +63,6 @@ const (
 	maxAccessDevices         = 64
 	pciBusIDBufferSize       = 32
 	deviceNameBufferSize     = 256
-	loaderErrorBufferSize    = 1024
 	minimumDriverDescription = "a driver for CUDA 11.4 or newer"
 )
 
@@ -91,7 +90,7 @@ func loadDriverFrom(lib string) error {
 	if !driverLib.loaded {
 		path := C.CString(lib)
 		defer C.free(unsafe.Pointer(path))
-		var msg [loaderErrorBufferSize]C.char
+		var msg [gpu.LoaderErrorBufferSize]C.char
 		switch C.inu_load(path, &msg[0], C.size_t(len(msg))) {
 		case 0:
 			driverLib.loaded = true

@@ -38,9 +38,8 @@ const EnvHIPLibrary = "INTRANODE_HIP_LIBRARY"
 
 // Buffer sizes of the string-returning entry points.
 const (
-	nameBufferSize        = 256
-	busIDBufferSize       = 64
-	loaderErrorBufferSize = 1024
+	nameBufferSize  = 256
+	busIDBufferSize = 64
 	// minimumRuntime is what the required entry points need.
 	minimumRuntime = "HIP 5.2 or newer"
 	// vmmRuntime is the first runtime version whose virtual memory
@@ -90,7 +89,7 @@ func loadHIPFrom(candidates []string) (hipRuntime, error) {
 	var notFound, tooOld []string
 	for _, lib := range candidates {
 		path := C.CString(lib)
-		var msg [loaderErrorBufferSize]C.char
+		var msg [gpu.LoaderErrorBufferSize]C.char
 		r := C.inh_load(path, &msg[0], C.size_t(len(msg)))
 		C.free(unsafe.Pointer(path))
 		switch r {

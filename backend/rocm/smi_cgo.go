@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 )
 
 // EnvSMI names the environment variable that picks the system management
@@ -100,7 +101,7 @@ func (l smiLibrary) open() (SMI, error) {
 	loaded := ""
 	for _, name := range l.candidates() {
 		path := C.CString(name)
-		var msg [loaderErrorBufferSize]C.char
+		var msg [gpu.LoaderErrorBufferSize]C.char
 		r := C.ins_load(l.which, path, &msg[0], C.size_t(len(msg)))
 		C.free(unsafe.Pointer(path))
 		if r == 0 {

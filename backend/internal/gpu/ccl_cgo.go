@@ -34,9 +34,6 @@ import (
 var _ = [1]struct{}{}[C.GPU_CCL_DRIVER_FAILED-CCLDriverFailed+C.GPU_CCL_ASYNC-CCLAsync+
 	C.GPU_CCL_UNIQUE_ID_BYTES-cclUniqueIDBytes+C.GPU_CCL_SUCCESS-cclSuccess]
 
-// loaderErrorBufferSize is the room a failed load's reason gets.
-const loaderErrorBufferSize = 1024
-
 // cclTable calls a backend's shims through their table (ccl.h).
 type cclTable struct {
 	t           *C.struct_gpu_ccl_table
@@ -57,7 +54,7 @@ func NewCCLShims(table unsafe.Pointer, driverError func(r int) error,
 func (c cclTable) Load(path string) (int, string) {
 	p := C.CString(path)
 	defer C.free(unsafe.Pointer(p))
-	var msg [loaderErrorBufferSize]C.char
+	var msg [LoaderErrorBufferSize]C.char
 	code := C.call_load(c.t, p, &msg[0], C.size_t(len(msg)))
 	return int(code), C.GoString(&msg[0])
 }

@@ -32,6 +32,10 @@ func Wrap(err error, format string, args ...any) error {
 	return backend.Wrap(code, err, fmt.Sprintf(format, args...))
 }
 
+// LoaderErrorBufferSize is the room the C loaders (the driver's, the
+// collective library's, the SMI library's) give a failed load's reason.
+const LoaderErrorBufferSize = 1024
+
 // AlignUp rounds n up to a multiple of a (a > 0).
 func AlignUp(n, a int) int {
 	if a <= 1 {
