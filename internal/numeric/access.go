@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/race"
 )
 
 // Get returns element i of a little-endian buffer of type d, widened to
@@ -52,7 +53,12 @@ func Put(d backend.DType, b []byte, i int, v float64) {
 // Encode stores vals[i] as element i of b for every i < len(vals), rounded
 // as Put rounds, with the type chosen once for the whole slice rather than
 // per element. b must hold len(vals) elements.
+//
+//go:norace
+//go:nocheckptr
 func Encode(d backend.DType, b []byte, vals []float64) {
+	race.Read(vals)
+	race.Write(b[:len(vals)*d.Size()])
 	switch d {
 	case backend.Float32:
 		if encodeFloat[float32](b, vals) {
@@ -91,6 +97,9 @@ func Encode(d backend.DType, b []byte, vals []float64) {
 
 // encodeFloat is Encode for float32 and float64 through a typed view of
 // b; false if b is not aligned for one.
+//
+//go:norace
+//go:nocheckptr
 func encodeFloat[T float32 | float64](b []byte, vals []float64) bool {
 	v, ok := view[T](b)
 	if !ok {
@@ -110,6 +119,12 @@ const encodeChunk = 1024
 // EncodeFunc stores value(i) as element i of b for i < count, rounded as
 // Put rounds: the values are computed a chunk at a time and each chunk
 // stored by Encode.
+//
+// vals is this call's own scratch, so its loop needs no race checks
+// (Encode reports what it reads and writes).
+//
+//go:norace
+//go:nocheckptr
 func EncodeFunc(d backend.DType, b []byte, count int, value func(i int) float64) {
 	var vals [encodeChunk]float64
 	size := d.Size()

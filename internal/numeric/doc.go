@@ -17,4 +17,10 @@
 //
 // Max and min follow IEEE 754 maxNum/minNum, as CUDA's fmaxf/fminf do: a NaN
 // operand is ignored unless both are NaN.
+//
+// The conversions and Accumulate are compiled without the race detector's
+// per-element instrumentation (//go:norace, //go:nocheckptr) and report the
+// slices they read and write to it whole instead (internal/race): under
+// -race they run about as fast as the memory they touch allows, and the
+// detector still sees every byte.
 package numeric

@@ -1,10 +1,17 @@
 package numeric
 
-import "math"
+import (
+	"math"
+
+	"github.com/intranode/intranode/internal/race"
+)
 
 // F16ToF32 widens an IEEE 754 binary16 bit pattern to float32. The
 // conversion is exact; NaN payloads are kept (shifted into the wider
 // mantissa) and the sign of zeros and infinities is preserved.
+//
+//go:norace
+//go:nocheckptr
 func F16ToF32(h uint16) float32 {
 	// Without branches on the common path: the half's exponent and
 	// mantissa, placed at the bottom of a float32's, read as a float32 that
@@ -24,6 +31,9 @@ func F16ToF32(h uint16) float32 {
 // Values beyond the largest finite half (65504) round to infinity as IEEE
 // requires (from 65520 up); NaNs stay NaN (quiet, sign and top payload bits
 // kept).
+//
+//go:norace
+//go:nocheckptr
 func F32ToF16(f float32) uint16 {
 	x := math.Float32bits(f)
 	sign := uint16(x>>16) & 0x8000
@@ -65,11 +75,17 @@ func F32ToF16(f float32) uint16 {
 }
 
 // BF16ToF32 widens a bfloat16 bit pattern to float32 (exact).
+//
+//go:norace
+//go:nocheckptr
 func BF16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
 
 // F32ToBF16 rounds a float32 to the nearest bfloat16, ties to even. NaNs
 // stay NaN: the quiet bit is set so that dropping the low payload bits never
 // turns a NaN into an infinity.
+//
+//go:norace
+//go:nocheckptr
 func F32ToBF16(f float32) uint16 {
 	x := math.Float32bits(f)
 	if x&0x7fffffff > 0x7f800000 {
@@ -138,32 +154,52 @@ func roundF64(v float64, ebits, mbits uint) uint64 {
 }
 
 // F16sToF32s widens src into dst; dst must be at least as long as src.
+//
+//go:norace
+//go:nocheckptr
 func F16sToF32s(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
+	race.Read(src)
+	race.Write(dst)
 	for i, h := range src {
 		dst[i] = F16ToF32(h)
 	}
 }
 
 // F32sToF16s rounds src into dst; dst must be at least as long as src.
+//
+//go:norace
+//go:nocheckptr
 func F32sToF16s(dst []uint16, src []float32) {
 	dst = dst[:len(src)]
+	race.Read(src)
+	race.Write(dst)
 	for i, f := range src {
 		dst[i] = F32ToF16(f)
 	}
 }
 
 // BF16sToF32s widens src into dst; dst must be at least as long as src.
+//
+//go:norace
+//go:nocheckptr
 func BF16sToF32s(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
+	race.Read(src)
+	race.Write(dst)
 	for i, b := range src {
 		dst[i] = math.Float32frombits(uint32(b) << 16)
 	}
 }
 
 // F32sToBF16s rounds src into dst; dst must be at least as long as src.
+//
+//go:norace
+//go:nocheckptr
 func F32sToBF16s(dst []uint16, src []float32) {
 	dst = dst[:len(src)]
+	race.Read(src)
+	race.Write(dst)
 	for i, f := range src {
 		dst[i] = F32ToBF16(f)
 	}

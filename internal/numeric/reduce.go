@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/race"
 )
 
 // Accumulator is an element type reductions accumulate in: float32 (for
@@ -16,8 +17,13 @@ type Accumulator interface {
 // least as long. Sums wrap around for int32. Max and min ignore a NaN operand
 // unless both are NaN (IEEE 754 maxNum/minNum, CUDA's fmaxf/fminf); of
 // two zeros, max picks +0 and min -0.
+//
+//go:norace
+//go:nocheckptr
 func Accumulate[T Accumulator](op backend.ReduceOp, acc, x []T) {
 	x = x[:len(acc)]
+	race.Read(x)
+	race.Write(acc)
 	switch op {
 	case backend.Sum:
 		for i, v := range x {
@@ -43,8 +49,13 @@ func Accumulate[T Accumulator](op backend.ReduceOp, acc, x []T) {
 // float16 widens a block at a time into scratch that Accumulate then
 // reduces. The choice of type and op is made once per call, not per
 // element. x must be at least as long as acc.
+//
+//go:norace
+//go:nocheckptr
 func AccumulateHalf(d backend.DType, op backend.ReduceOp, acc []float32, x []uint16) {
 	x = x[:len(acc)]
+	race.Read(x)
+	race.Write(acc)
 	switch {
 	case d == backend.Float16:
 		var tmp [256]float32

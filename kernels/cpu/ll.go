@@ -45,7 +45,8 @@ func (c llCall) send(p int, data []byte) {
 	}
 	flag := uint64(c.f) << 32
 	off := kernels.LLLine(len(c.l.pads), c.s, c.l.me, p, 0)
-	pad := c.l.pads[p]
+	// Line j is the words 2j (first half) and 2j+1 (second half).
+	lines := elems[uint64](c.l.pads[p][off : off+16*nlines])
 	full := n / 8 // lines whose payload lies wholly in data
 	// First halves in one pass, second halves in another: an atomic store
 	// drains the store buffer, so storing both halves line by line would
@@ -53,16 +54,16 @@ func (c llCall) send(p int, data []byte) {
 	// atomic because a peer whose call differs in count watches its own
 	// last line's half, which may be any of these.
 	for j := range full {
-		*word64(pad, off+16*j) = uint64(uint32(binary.LittleEndian.Uint64(data[8*j:]))) | flag
+		lines[2*j] = uint64(uint32(binary.LittleEndian.Uint64(data[8*j:]))) | flag
 	}
 	for j := full; j < nlines; j++ {
-		*word64(pad, off+16*j) = uint64(uint32(payload(j))) | flag
+		lines[2*j] = uint64(uint32(payload(j))) | flag
 	}
 	for j := range full {
-		atomic.StoreUint64(word64(pad, off+16*j+8), binary.LittleEndian.Uint64(data[8*j:])>>32|flag)
+		atomic.StoreUint64(&lines[2*j+1], binary.LittleEndian.Uint64(data[8*j:])>>32|flag)
 	}
 	for j := full; j < nlines; j++ {
-		atomic.StoreUint64(word64(pad, off+16*j+8), payload(j)>>32|flag)
+		atomic.StoreUint64(&lines[2*j+1], payload(j)>>32|flag)
 	}
 }
 
@@ -90,8 +91,9 @@ func (c llCall) receive(q, n int) (data []byte, ok bool, err error) {
 		return nil, false, err
 	}
 	got := make([]byte, padded)
+	lines := elems[uint64](pad[off : off+16*nlines])
 	for j := range nlines {
-		w0, w1 := *word64(pad, off+16*j), *word64(pad, off+16*j+8)
+		w0, w1 := lines[2*j], lines[2*j+1]
 		if uint32(w0>>32) != c.f || uint32(w1>>32) != c.f {
 			return nil, false, fmt.Errorf("%s: rank %d: LL line %d from rank %d lacks flag %d", l.kernel, l.me, j, q, c.f)
 		}

@@ -128,7 +128,7 @@ func (c half) accumulate(acc []float32, b []byte) {
 func (c half) store(b []byte, acc []float32) { c.narrow(elems[uint16](b), acc) }
 
 // elems views aligned bytes as elements of T.
-func elems[T numeric.Accumulator | uint16](b []byte) []T {
+func elems[T numeric.Accumulator | uint16 | uint64](b []byte) []T {
 	if len(b) == 0 {
 		return nil
 	}
