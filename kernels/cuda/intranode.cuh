@@ -103,6 +103,11 @@ constexpr uint32_t kMin = 2;
 
 using port::V16;
 
+// kPeers<N> is the length of per-peer arrays in code specialised for at most
+// N ranks (at least one, so that the array type is valid at N == 1).
+template <int N>
+constexpr int kPeers = N > 1 ? N - 1 : 1;
+
 // ---------------------------------------------------------------------------
 // Status word and signal pads.
 
@@ -327,45 +332,22 @@ struct Team {
 template <uint32_t DT>
 struct Type;
 
-template <>
-struct Type<kF32> {
-  using Bits = uint32_t;
-  using Acc = float;
-  static INTRANODE_DEVICE Acc up(Bits b) { return port::f32_from_bits(b); }
-  static INTRANODE_DEVICE Bits down(Acc a) { return port::f32_bits(a); }
-};
-
-template <>
-struct Type<kF16> {
-  using Bits = uint16_t;
-  using Acc = float;
-  static INTRANODE_DEVICE Acc up(Bits b) { return port::f16_to_f32(b); }
-  static INTRANODE_DEVICE Bits down(Acc a) { return port::f32_to_f16(a); }
-};
-
-template <>
-struct Type<kBF16> {
-  using Bits = uint16_t;
-  using Acc = float;
-  static INTRANODE_DEVICE Acc up(Bits b) { return port::bf16_to_f32(b); }
-  static INTRANODE_DEVICE Bits down(Acc a) { return port::f32_to_bf16(a); }
-};
-
-template <>
-struct Type<kF64> {
-  using Bits = uint64_t;
-  using Acc = double;
-  static INTRANODE_DEVICE Acc up(Bits b) { return port::f64_from_bits(b); }
-  static INTRANODE_DEVICE Bits down(Acc a) { return port::f64_bits(a); }
-};
-
-template <>
-struct Type<kI32> {
-  using Bits = uint32_t;
-  using Acc = int32_t;
-  static INTRANODE_DEVICE Acc up(Bits b) { return static_cast<int32_t>(b); }
-  static INTRANODE_DEVICE Bits down(Acc a) { return static_cast<uint32_t>(a); }
-};
+// Type<DT>: Bits is the element's storage, Acc the type it is reduced in;
+// up widens (exactly), down rounds to nearest even.
+#define INTRANODE_TYPE(DT, BITS, ACC, UP, DOWN)                              \
+  template <>                                                                \
+  struct Type<DT> {                                                          \
+    using Bits = BITS;                                                       \
+    using Acc = ACC;                                                         \
+    static INTRANODE_DEVICE Acc up(Bits b) { return UP(b); }                 \
+    static INTRANODE_DEVICE Bits down(Acc a) { return DOWN(a); }             \
+  };
+INTRANODE_TYPE(kF32, uint32_t, float, port::f32_from_bits, port::f32_bits)
+INTRANODE_TYPE(kF16, uint16_t, float, port::f16_to_f32, port::f32_to_f16)
+INTRANODE_TYPE(kBF16, uint16_t, float, port::bf16_to_f32, port::f32_to_bf16)
+INTRANODE_TYPE(kF64, uint64_t, double, port::f64_from_bits, port::f64_bits)
+INTRANODE_TYPE(kI32, uint32_t, int32_t, static_cast<int32_t>, static_cast<uint32_t>)
+#undef INTRANODE_TYPE
 
 // Fold is the reduction operator. Sum gets its own code; max and min share
 // one instantiation (kMinMax) that picks at run time, which costs nothing on
@@ -517,11 +499,12 @@ constexpr int kUnroll = N >= 8 ? 1 : 8 / N;
 // Block work loops. Ranges are in 16-byte vectors relative to the given base
 // pointers; all vectors in them are full.
 
-// reduce_vectors: dst[i] (and dst2[i] when set) = fold over r < n of src[r][i]
-// for i in [lo, hi). Sources are 16-byte aligned.
-template <uint32_t DT, uint32_t OP, int N>
-INTRANODE_DEVICE void reduce_vectors(const Fold<OP>& fold, const char* const (&src)[N], int n, char* dst,
-                                     bool dst_aligned, char* dst2, uint64_t lo, uint64_t hi) {
+// reduce_vectors: for i in [lo, hi), sink(i, fold over r < n of src[r][i]),
+// the sink storing the result wherever it goes. Sources are 16-byte
+// aligned.
+template <uint32_t DT, uint32_t OP, int N, typename Sink>
+INTRANODE_DEVICE void reduce_vectors(const Fold<OP>& fold, const char* const (&src)[N], int n, uint64_t lo,
+                                     uint64_t hi, const Sink& sink) {
   constexpr int U = kUnroll<N>;
   const uint64_t stride = port::block_threads();
   for (uint64_t base = lo + port::thread_index(); base < hi; base += U * stride) {
@@ -542,11 +525,7 @@ INTRANODE_DEVICE void reduce_vectors(const Fold<OP>& fold, const char* const (&s
     for (int u = 0; u < U; ++u) {
       const uint64_t i = base + u * stride;
       if (i < hi) {
-        const V16 out = reduce_pack<DT, OP, N>(fold, v[u], n);
-        store_output_vec<DT>(dst + i * 16, out, dst_aligned);
-        if (dst2 != nullptr) {
-          port::store16(dst2 + i * 16, out);
-        }
+        sink(i, reduce_pack<DT, OP, N>(fold, v[u], n));
       }
     }
   }
@@ -592,10 +571,11 @@ INTRANODE_DEVICE void copy_vectors(const char* const (&src)[N], char* dst, uint6
   }
 }
 
-// Tails: elements [first, count) of the last partial vector, one per thread.
-template <uint32_t DT, uint32_t OP, int N>
-INTRANODE_DEVICE void reduce_tail(const Fold<OP>& fold, const char* const (&src)[N], int n, char* dst, char* dst2,
-                                  uint64_t first, uint64_t count) {
+// Tails: elements [first, count) of the last partial vector, one per
+// thread; sink(byte offset, result) stores each reduced element.
+template <uint32_t DT, uint32_t OP, int N, typename Sink>
+INTRANODE_DEVICE void reduce_tail(const Fold<OP>& fold, const char* const (&src)[N], int n, uint64_t first,
+                                  uint64_t count, const Sink& sink) {
   using T = Type<DT>;
   const uint64_t e = first + port::thread_index();
   if (e >= count) {
@@ -616,11 +596,7 @@ INTRANODE_DEVICE void reduce_tail(const Fold<OP>& fold, const char* const (&src)
       acc = fold(acc, T::up(x[r]));
     }
   }
-  const typename T::Bits out = T::down(acc);
-  store_elem<DT>(dst + off, out);
-  if (dst2 != nullptr) {
-    store_elem<DT>(dst2 + off, out);
-  }
+  sink(off, T::down(acc));
 }
 
 template <uint32_t DT>
@@ -696,9 +672,9 @@ INTRANODE_DEVICE uint64_t push_max(uint32_t world) {
 // nullptr past the peers.
 template <int N>
 INTRANODE_DEVICE void peer_regions(const Args& a, int me, int np, uint64_t area, uint64_t slot_base,
-                                   uint64_t region, uint64_t off, char* (&dst)[N > 1 ? N - 1 : 1],
-                                   const char* (&src)[N > 1 ? N - 1 : 1]) {
-  constexpr int P = N > 1 ? N - 1 : 1;
+                                   uint64_t region, uint64_t off, char* (&dst)[kPeers<N>],
+                                   const char* (&src)[kPeers<N>]) {
+  constexpr int P = kPeers<N>;
 #pragma unroll
   for (int k = 0; k < P; ++k) {
     dst[k] = nullptr;
@@ -801,15 +777,37 @@ INTRANODE_DEVICE bool check(Args& a, Algo algo) {
 // ---------------------------------------------------------------------------
 // Algorithms.
 
-// copy_in copies vectors [lo, hi) of the input (plus the partial vector at
-// nfull when it falls in the range) into the symmetric buffer.
-template <uint32_t DT>
-INTRANODE_DEVICE void copy_in(const Args& a, char* mine, uint64_t lo, uint64_t hi, uint64_t nfull) {
-  const char* const src[1] = {a.input};
-  copy_vectors<DT, 1, true>(src, mine, 0, nfull, 0, 1, aligned16(a.input), true, lo, hi);
-  if (nfull * kVecElems<DT> < a.count && lo <= nfull && nfull < hi) {
-    copy_tail<DT>(a.input, mine, nfull * kVecElems<DT>, a.count);
+// copy_elems copies elements [0, count) from src to dst, this block's
+// vectors [lo, hi) of them; FROM_INPUT reads through the input path (any
+// element alignment), otherwise src is a 16-byte aligned buffer part.
+template <uint32_t DT, bool FROM_INPUT>
+INTRANODE_DEVICE void copy_elems(const char* src, char* dst, uint64_t count, uint64_t lo, uint64_t hi) {
+  const uint64_t nfull = count / kVecElems<DT>;
+  const char* const s[1] = {src};
+  copy_vectors<DT, 1, FROM_INPUT>(s, dst, 0, nfull, 0, 1, aligned16(src), aligned16(dst), lo, min_u64(hi, nfull));
+  if (nfull * kVecElems<DT> < count && lo <= nfull && nfull < hi) {
+    copy_tail<DT>(src, dst, nfull * kVecElems<DT>, count);
   }
+}
+
+// copy_in_share: this block's share [lo, hi) of the message's vectors
+// (nfull of them full) is copied from the input into mine, this rank's
+// symmetric buffer, unless the input is that buffer; then the barrier.
+// False when the barrier failed. (copy_vectors bounds the range by nfull
+// itself: clamping hi first, as copy_elems does, costs HCM two registers.)
+template <uint32_t DT>
+INTRANODE_DEVICE bool copy_in_share(const Args& a, Team& team, char* mine, uint64_t& lo, uint64_t& hi,
+                                    uint64_t& nfull) {
+  nfull = a.count / kVecElems<DT>;
+  split((a.count + kVecElems<DT> - 1) / kVecElems<DT>, port::grid_blocks(), port::block_index(), lo, hi);
+  if (a.input != mine) {
+    const char* const src[1] = {a.input};
+    copy_vectors<DT, 1, true>(src, mine, 0, nfull, 0, 1, aligned16(a.input), true, lo, hi);
+    if (nfull * kVecElems<DT> < a.count && lo <= nfull && nfull < hi) {
+      copy_tail<DT>(a.input, mine, nfull * kVecElems<DT>, a.count);
+    }
+  }
+  return team.barrier();
 }
 
 // reduce_block reduces vectors [lo, hi) of n sources (and the partial vector
@@ -817,9 +815,11 @@ INTRANODE_DEVICE void copy_in(const Args& a, char* mine, uint64_t lo, uint64_t h
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void reduce_block(const Fold<OP>& fold, const char* const (&src)[N], int n, char* dst, bool dst_aligned,
                                    uint64_t lo, uint64_t hi, uint64_t nfull, uint64_t count) {
-  reduce_vectors<DT, OP, N>(fold, src, n, dst, dst_aligned, nullptr, lo, min_u64(hi, nfull));
+  reduce_vectors<DT, OP, N>(fold, src, n, lo, min_u64(hi, nfull),
+                            [&](uint64_t i, V16 out) { store_output_vec<DT>(dst + i * 16, out, dst_aligned); });
   if (nfull * kVecElems<DT> < count && lo <= nfull && nfull < hi) {
-    reduce_tail<DT, OP, N>(fold, src, n, dst, nullptr, nfull * kVecElems<DT>, count);
+    reduce_tail<DT, OP, N>(fold, src, n, nfull * kVecElems<DT>, count,
+                           [&](uint64_t off, typename Type<DT>::Bits out) { store_elem<DT>(dst + off, out); });
   }
 }
 
@@ -836,15 +836,8 @@ INTRANODE_DEVICE void one_shot(const Args& a, int n) {
   }
   char* mine = reinterpret_cast<char*>(port::load_arg_u64(a.bufs + a.rank));
 
-  const uint64_t nfull = a.count / kVecElems<DT>;
-  const uint64_t nvec = (a.count + kVecElems<DT> - 1) / kVecElems<DT>;
-  uint64_t lo, hi;
-  split(nvec, port::grid_blocks(), port::block_index(), lo, hi);
-
-  if (a.input != mine) {
-    copy_in<DT>(a, mine, lo, hi, nfull);
-  }
-  if (!team.barrier()) {
+  uint64_t lo, hi, nfull;
+  if (!copy_in_share<DT>(a, team, mine, lo, hi, nfull)) {
     return;
   }
   reduce_block<DT, OP, N>(Fold<OP>(a.op), src, n, a.output, aligned16(a.output), lo, hi, nfull, a.count);
@@ -951,6 +944,31 @@ INTRANODE_DEVICE void epoch_count_out(uint64_t my_pad, uint32_t epoch, uint32_t 
   }
 }
 
+// PushCall opens a call on the push area (kernels/abi.go): the team, this
+// rank's epoch (its parity picks the slot) and ticket, and the regions of
+// this call's slot: dst[k], this rank's region in peer k's pad, and src[k],
+// peer k's region in this rank's pad, both plus off (a block's part).
+// close ends the call's epoch.
+template <int N>
+struct PushCall {
+  Team team;
+  uint32_t epoch;
+  uint32_t ticket;
+  char* dst[kPeers<N>];
+  const char* src[kPeers<N>];
+
+  INTRANODE_DEVICE void open(const Args& a, int np, uint64_t off) {
+    team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
+    epoch = port::load_plain(reinterpret_cast<const uint32_t*>(a.my_pad + kEpochWord));
+    port::block_sync();  // every thread has read the epoch
+    ticket = epoch_count_in(a.my_pad, epoch);
+    peer_regions<N>(a, int(a.rank), np, kPushOffset, uint64_t(epoch & 1) * (a.world - 1), push_max(a.world), off,
+                    dst, src);
+  }
+
+  INTRANODE_DEVICE void close(const Args& a) { epoch_count_out(a.my_pad, epoch, ticket); }
+};
+
 // load_first reads this thread's first round of vectors of [lo, hi) of
 // count elements at in (vector lo + thread + u*threads for u <
 // kUnroll<N>), the round a block's loop over [lo, hi) would load first, so
@@ -1003,7 +1021,7 @@ template <uint32_t DT, uint32_t OP, int N, LL KIND>
 INTRANODE_DEVICE void ll_collective(Args a, Algo algo, int n) {
   constexpr uint64_t E = kVecElems<DT>;
   constexpr int U = kUnroll<N>;
-  constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
+  constexpr int P = kPeers<N>;  // peers, by index k: rank k + (k >= me)
   constexpr bool kPerPeer = KIND == LL::kReduceScatter || KIND == LL::kAllToAll;
   constexpr bool kReduce = KIND == LL::kAllReduce || KIND == LL::kReduceScatter;
   const int me = int(a.rank);
@@ -1239,11 +1257,11 @@ INTRANODE_DEVICE void ll_collective(Args a, Algo algo, int n) {
 // With first, the first round stores what load_first read for the same
 // range instead of loading it.
 template <uint32_t DT, int N>
-INTRANODE_DEVICE void push_part(const Args& a, char* const (&dst)[N > 1 ? N - 1 : 1], int np,
+INTRANODE_DEVICE void push_part(const Args& a, char* const (&dst)[kPeers<N>], int np,
                                 uint64_t nfull, bool in_aligned, uint64_t lo, uint64_t hi,
                                 uint64_t skew = 0, const V16 (*first)[kUnroll<N>] = nullptr) {
   constexpr int U = kUnroll<N>;
-  constexpr int P = N > 1 ? N - 1 : 1;
+  constexpr int P = kPeers<N>;
   const uint64_t T = port::block_threads();
   for (uint64_t base = lo + port::thread_index(); base < hi; base += U * T) {
     V16 v[U];
@@ -1275,12 +1293,12 @@ INTRANODE_DEVICE void push_part(const Args& a, char* const (&dst)[N > 1 ? N - 1 
 // vector i at i - skew. With push, each result also goes to push[k] of
 // every peer k, vector i at i - skew.
 template <uint32_t DT, uint32_t OP, int N>
-INTRANODE_DEVICE void reduce_part(const Args& a, const char* const (&src)[N > 1 ? N - 1 : 1],
+INTRANODE_DEVICE void reduce_part(const Args& a, const char* const (&src)[kPeers<N>],
                                   int n, uint64_t nfull, bool in_aligned, bool out_aligned,
                                   uint64_t lo, uint64_t hi, uint64_t skew = 0,
                                   char* const* push = nullptr) {
   constexpr int U = kUnroll<N>;
-  constexpr int P = N > 1 ? N - 1 : 1;
+  constexpr int P = kPeers<N>;
   const int me = int(a.rank);
   const int np = n - 1;
   const uint64_t T = port::block_threads();
@@ -1337,20 +1355,13 @@ INTRANODE_DEVICE void reduce_part(const Args& a, const char* const (&src)[N > 1 
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void one_shot_push(const Args& a, int n) {
   constexpr uint64_t E = kVecElems<DT>;
-  constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
-  const int me = int(a.rank);
+  constexpr int P = kPeers<N>;  // peers, by index k: rank k + (k >= me)
   const int np = n - 1;
-  Team team;
-  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
-
-  const uint32_t epoch = port::load_plain(reinterpret_cast<const uint32_t*>(a.my_pad + kEpochWord));
-  port::block_sync();  // every thread has read the epoch
-  const uint32_t ticket = epoch_count_in(a.my_pad, epoch);
-  const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
-  const uint64_t region = push_max(a.world);
-  char* dst[P];
-  const char* src[P];
-  peer_regions<N>(a, me, np, kPushOffset, slot_base, region, 0, dst, src);
+  PushCall<N> call;
+  call.open(a, np, 0);
+  Team& team = call.team;
+  char* const(&dst)[P] = call.dst;        // this block's region in peer k's pad
+  const char* const(&src)[P] = call.src;  // peer k's block region in my pad
 
   const uint64_t nfull = a.count / E;
   const uint64_t nvec = (a.count + E - 1) / E;
@@ -1376,7 +1387,7 @@ INTRANODE_DEVICE void one_shot_push(const Args& a, int n) {
     }
   }
   reduce_part<DT, OP, N>(a, src, n, nfull, in_aligned, out_aligned, two ? mid : lo, hi);
-  epoch_count_out(a.my_pad, epoch, ticket);
+  call.close(a);
 }
 
 // ---------------------------------------------------------------------------
@@ -1390,8 +1401,7 @@ INTRANODE_DEVICE void one_shot_push(const Args& a, int n) {
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   constexpr uint64_t E = kVecElems<DT>;
-  constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
-  const int me = int(a.rank);
+  constexpr int P = kPeers<N>;  // peers, by index k: rank k + (k >= me)
   const int np = n - 1;
   const uint64_t grid = port::grid_blocks();
   const uint64_t b = port::block_index();
@@ -1420,20 +1430,16 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   if (b * cv < nvec) {
     load_first<DT, N>(a, nfull, in_aligned, b * cv, min_u64(nvec, b * cv + cv), next);
   }
-  Team team;
-  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
-
-  const uint32_t epoch = port::load_plain(reinterpret_cast<const uint32_t*>(a.my_pad + kEpochWord));
-  port::block_sync();  // every thread has read the epoch
-  const uint32_t ticket = epoch_count_in(a.my_pad, epoch);
-  const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
+  PushCall<N> call;
+  call.open(a, np, b * block_region);
+  Team& team = call.team;
+  const uint32_t epoch = call.epoch;
+  char* const(&dst)[P] = call.dst;        // this block's region in peer k's pad
+  const char* const(&src)[P] = call.src;  // peer k's block region in my pad
   const int64_t halves = int64_t(a.world - 1) * int64_t(region);  // from one half to the other
   // Byte offset of chunk slot 1 from slot 0 (negative when wide and s == 1:
   // the other half lies below).
   const int64_t slot1 = !wide ? int64_t(chunk) : (epoch & 1) == 0 ? halves : -halves;
-  char* dst[P];        // this block's region in peer k's pad
-  const char* src[P];  // peer k's block region in my pad
-  peer_regions<N>(a, me, np, kPushOffset, slot_base, region, b * block_region, dst, src);
 
   // Chunk j of this block is in slot j mod 2 (byte offset slot). Step j:
   // wait for the peers' chunk j, push chunk j+1 into the other slot, reduce
@@ -1485,7 +1491,7 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
     odd = !odd;
     slot = odd ? slot1 : 0;
   }
-  epoch_count_out(a.my_pad, epoch, ticket);
+  call.close(a);
 }
 
 // move_slices moves, for every peer k (rank r = k + (k >= me)), slice r
@@ -1494,7 +1500,7 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
 // otherwise from pad[k] + off to the output. The block's threads stride
 // over all the peers' vectors at once.
 template <uint32_t DT, int N, bool SCATTER, typename Ptr>
-INTRANODE_DEVICE void move_slices(const Args& a, Ptr const (&pad)[N > 1 ? N - 1 : 1], int np, int me,
+INTRANODE_DEVICE void move_slices(const Args& a, Ptr const (&pad)[kPeers<N>], int np, int me,
                                   uint64_t nfull, uint64_t nvec, bool aligned, uint64_t lo, uint32_t qv,
                                   uint64_t off) {
   constexpr int U = kUnroll<N>;
@@ -1539,7 +1545,7 @@ INTRANODE_DEVICE void move_slices(const Args& a, Ptr const (&pad)[N > 1 ? N - 1 
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void pipeline_scattered(const Args& a, int n) {
   constexpr uint64_t E = kVecElems<DT>;
-  constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
+  constexpr int P = kPeers<N>;  // peers, by index k: rank k + (k >= me)
   const int me = int(a.rank);
   const int np = n - 1;
   const uint64_t grid = port::grid_blocks();
@@ -1558,17 +1564,11 @@ INTRANODE_DEVICE void pipeline_scattered(const Args& a, int n) {
   const uint64_t cv = uint64_t(qv) * uint64_t(n);
   const bool in_aligned = aligned16(a.input);
   const bool out_aligned = aligned16(a.output);
-  Team team;
-  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
-
-  const uint32_t epoch = port::load_plain(reinterpret_cast<const uint32_t*>(a.my_pad + kEpochWord));
-  port::block_sync();  // every thread has read the epoch
-  const uint32_t ticket = epoch_count_in(a.my_pad, epoch);
-  const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
-  const uint64_t region = push_max(a.world);
-  char* dst[P];        // this block's region in peer k's pad
-  const char* src[P];  // peer k's block region in my pad
-  peer_regions<N>(a, me, np, kPushOffset, slot_base, region, b * block_region, dst, src);
+  PushCall<N> call;
+  call.open(a, np, b * block_region);
+  Team& team = call.team;
+  char* const(&dst)[P] = call.dst;        // this block's region in peer k's pad
+  const char* const(&src)[P] = call.src;  // peer k's block region in my pad
 
   const uint64_t first = b * cv;
   const uint64_t step = grid * cv;
@@ -1608,81 +1608,7 @@ INTRANODE_DEVICE void pipeline_scattered(const Args& a, int n) {
     move_slices<DT, N, false>(a, src, np, me, nfull, nvec, out_aligned, first + (j - 1) * step, qv,
                               (2 + ((j - 1) & 1)) * q);
   }
-  epoch_count_out(a.my_pad, epoch, ticket);
-}
-
-// reduce_push_vectors: out = fold over r < n of src[r][i] for i in [lo, hi)
-// (vectors); out goes to dst[i] and to push[r][i] for every r < n but me.
-template <uint32_t DT, uint32_t OP, int N>
-INTRANODE_DEVICE void reduce_push_vectors(const Fold<OP>& fold, const char* const (&src)[N], int n,
-                                          char* dst, bool dst_aligned, char* const (&push)[N],
-                                          int me, uint64_t lo, uint64_t hi) {
-  constexpr int U = kUnroll<N>;
-  const uint64_t stride = port::block_threads();
-  for (uint64_t base = lo + port::thread_index(); base < hi; base += U * stride) {
-    V16 v[U][N];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint64_t i = base + u * stride;
-      if (i < hi) {
-#pragma unroll
-        for (int r = 0; r < N; ++r) {
-          if (r < n) {
-            v[u][r] = port::load16(src[r] + i * 16);
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint64_t i = base + u * stride;
-      if (i < hi) {
-        const V16 out = reduce_pack<DT, OP, N>(fold, v[u], n);
-        store_output_vec<DT>(dst + i * 16, out, dst_aligned);
-#pragma unroll
-        for (int r = 0; r < N; ++r) {
-          if (r < n && r != me) {
-            port::store16(push[r] + i * 16, out);
-          }
-        }
-      }
-    }
-  }
-}
-
-// reduce_push_tail: reduce_tail that also writes every peer's buffer.
-template <uint32_t DT, uint32_t OP, int N>
-INTRANODE_DEVICE void reduce_push_tail(const Fold<OP>& fold, const char* const (&src)[N], int n,
-                                       char* dst, char* const (&push)[N], int me, uint64_t first,
-                                       uint64_t count) {
-  using T = Type<DT>;
-  const uint64_t e = first + port::thread_index();
-  if (e >= count) {
-    return;
-  }
-  const uint64_t off = e * kElemSize<DT>;
-  typename T::Bits x[N];
-#pragma unroll
-  for (int r = 0; r < N; ++r) {
-    if (r < n) {
-      x[r] = load_elem<DT>(src[r] + off);
-    }
-  }
-  typename T::Acc acc = T::up(x[0]);
-#pragma unroll
-  for (int r = 1; r < N; ++r) {
-    if (r < n) {
-      acc = fold(acc, T::up(x[r]));
-    }
-  }
-  const typename T::Bits out = T::down(acc);
-  store_elem<DT>(dst + off, out);
-#pragma unroll
-  for (int r = 0; r < N; ++r) {
-    if (r < n && r != me) {
-      store_elem<DT>(push[r] + off, out);
-    }
-  }
+  call.close(a);
 }
 
 // TwoShot: copy in, Barrier, reduce own slice into the output and push it
@@ -1743,24 +1669,33 @@ INTRANODE_DEVICE void two_shot(const Args& a, int n) {
     const uint64_t off = uint64_t(me) * sv * 16;
     const char* src[N];
     const char* srco[N];
-    char* push[N];
 #pragma unroll
     for (int r = 0; r < N; ++r) {
       src[r] = (r == me && own_from_input) ? a.input : buf[r];
       srco[r] = src[r] + off;
-      push[r] = buf[r] + off;
     }
     const uint64_t start = uint64_t(me) * sv;
     const uint64_t full_me = start < nfull ? min_u64(nfull - start, sv) : 0;
-    reduce_push_vectors<DT, OP, N>(Fold<OP>(a.op), srco, n, a.output + off, out_aligned, push, me,
-                                   jlo, min_u64(jhi, full_me));
-    if (block_tail && ts == uint64_t(me)) {
-      char* pusht[N];
+    reduce_vectors<DT, OP, N>(Fold<OP>(a.op), srco, n, jlo, min_u64(jhi, full_me), [&](uint64_t i, V16 out) {
+      store_output_vec<DT>(a.output + off + i * 16, out, out_aligned);
 #pragma unroll
       for (int r = 0; r < N; ++r) {
-        pusht[r] = buf[r];
+        if (r < n && r != me) {
+          port::store16(buf[r] + off + i * 16, out);
+        }
       }
-      reduce_push_tail<DT, OP, N>(Fold<OP>(a.op), src, n, a.output, pusht, me, nfull * E, a.count);
+    });
+    if (block_tail && ts == uint64_t(me)) {
+      reduce_tail<DT, OP, N>(Fold<OP>(a.op), src, n, nfull * E, a.count,
+                             [&](uint64_t e, typename Type<DT>::Bits out) {
+                               store_elem<DT>(a.output + e, out);
+#pragma unroll
+                               for (int r = 0; r < N; ++r) {
+                                 if (r < n && r != me) {
+                                   store_elem<DT>(buf[r] + e, out);
+                                 }
+                               }
+                             });
     }
   }
   if (!team.barrier()) {
@@ -1819,15 +1754,8 @@ INTRANODE_DEVICE void hcm(const Args& a) {
   const char* ours = mine + half;
   const char* pair[2] = {g[0] == 0 ? ours : theirs, g[0] == 0 ? theirs : ours};
 
-  const uint64_t nfull = a.count / kVecElems<DT>;
-  const uint64_t nvec = (a.count + kVecElems<DT> - 1) / kVecElems<DT>;
-  uint64_t lo, hi;
-  split(nvec, port::grid_blocks(), port::block_index(), lo, hi);
-
-  if (a.input != mine) {
-    copy_in<DT>(a, mine, lo, hi, nfull);
-  }
-  if (!team.barrier()) {
+  uint64_t lo, hi, nfull;
+  if (!copy_in_share<DT>(a, team, mine, lo, hi, nfull)) {
     return;
   }
   reduce_block<DT, OP, 4>(Fold<OP>(a.op), quad, 4, mine + half, true, lo, hi, nfull, a.count);
@@ -1917,19 +1845,6 @@ INTRANODE_DEVICE void two_shot_world(const Args& a) {
 // read of it happen in same-index blocks, across the barrier of that
 // channel.
 
-// copy_elems copies elements [0, count) from src to dst, this block's
-// vectors [lo, hi) of them; FROM_INPUT reads through the input path (any
-// element alignment), otherwise src is a 16-byte aligned buffer part.
-template <uint32_t DT, bool FROM_INPUT>
-INTRANODE_DEVICE void copy_elems(const char* src, char* dst, uint64_t count, uint64_t lo, uint64_t hi) {
-  const uint64_t nfull = count / kVecElems<DT>;
-  const char* const s[1] = {src};
-  copy_vectors<DT, 1, FROM_INPUT>(s, dst, 0, nfull, 0, 1, aligned16(src), aligned16(dst), lo, min_u64(hi, nfull));
-  if (nfull * kVecElems<DT> < count && lo <= nfull && nfull < hi) {
-    copy_tail<DT>(src, dst, nfull * kVecElems<DT>, count);
-  }
-}
-
 // mover_push is the push path (kernels.MoverPath): what each peer needs
 // into the peer's push slot, one barrier, the output from this rank's own
 // pad and input. The slots alternate with the epoch, as the one-shot's push
@@ -1937,20 +1852,14 @@ INTRANODE_DEVICE void copy_elems(const char* src, char* dst, uint64_t count, uin
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void mover_push(const Args& a, Algo algo, int nr) {
   constexpr uint64_t E = kVecElems<DT>;
-  constexpr int P = N > 1 ? N - 1 : 1;  // peers, by index k: rank k + (k >= me)
+  constexpr int P = kPeers<N>;  // peers, by index k: rank k + (k >= me)
   const int me = int(a.rank);
   const int np = nr - 1;
-  Team team;
-  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
-
-  const uint32_t epoch = port::load_plain(reinterpret_cast<const uint32_t*>(a.my_pad + kEpochWord));
-  port::block_sync();  // every thread has read the epoch
-  const uint32_t ticket = epoch_count_in(a.my_pad, epoch);
-  const uint64_t slot_base = uint64_t(epoch & 1) * (a.world - 1);
-  const uint64_t region = push_max(a.world);
-  char* dst[P];
-  const char* src[P];
-  peer_regions<N>(a, me, np, kPushOffset, slot_base, region, 0, dst, src);
+  PushCall<N> call;
+  call.open(a, np, 0);
+  Team& team = call.team;
+  char* const(&dst)[P] = call.dst;        // this block's region in peer k's pad
+  const char* const(&src)[P] = call.src;  // peer k's block region in my pad
   const uint64_t n = a.count;
   const uint64_t stride = (algo == Algo::kBroadcast || a.extra == 0 ? n : a.extra) * kElemSize<DT>;
   const int root = int(a.extra);
@@ -2011,7 +1920,7 @@ INTRANODE_DEVICE void mover_push(const Args& a, Algo algo, int nr) {
       }
       break;
   }
-  epoch_count_out(a.my_pad, epoch, ticket);
+  call.close(a);
 }
 
 template <uint32_t DT, uint32_t OP>
@@ -2190,34 +2099,36 @@ INTRANODE_DEVICE void barrier_kernel(const unsigned long long* pads, uint32_t ra
   }
 }
 
-INTRANODE_DEVICE void put_signal_kernel(const unsigned long long* pads, uint32_t rank,
-                                        uint32_t world, uint32_t peer, uint32_t channel,
-                                        uint32_t* status) {
+// single_link opens the link of a one-peer signal kernel on thread 0 of
+// block 0, the only thread that works; false elsewhere and on bad
+// arguments (reported).
+INTRANODE_DEVICE bool single_link(Link& link, const unsigned long long* pads, uint32_t rank, uint32_t world,
+                                  uint32_t peer, uint32_t channel, uint32_t* status) {
   if (port::block_index() != 0 || port::thread_index() != 0) {
-    return;
+    return false;
   }
   if (!signal_valid(pads, rank, world, channel) || peer >= world) {
     report(status, kStatusBadArgs, peer, channel);
-    return;
+    return false;
   }
-  Link link;
   link.open(port::load_arg_u64(pads + rank), port::load_arg_u64(pads + peer), rank, peer, channel);
-  link.put();
+  return true;
+}
+
+INTRANODE_DEVICE void put_signal_kernel(const unsigned long long* pads, uint32_t rank,
+                                        uint32_t world, uint32_t peer, uint32_t channel,
+                                        uint32_t* status) {
+  Link link;
+  if (single_link(link, pads, rank, world, peer, channel, status)) {
+    link.put();
+  }
 }
 
 INTRANODE_DEVICE void wait_signal_kernel(const unsigned long long* pads, uint32_t rank,
                                          uint32_t world, uint32_t peer, uint32_t channel,
                                          uint32_t* status, uint64_t timeout_ns) {
-  if (port::block_index() != 0 || port::thread_index() != 0) {
-    return;
-  }
-  if (!signal_valid(pads, rank, world, channel) || peer >= world) {
-    report(status, kStatusBadArgs, peer, channel);
-    return;
-  }
   Link link;
-  link.open(port::load_arg_u64(pads + rank), port::load_arg_u64(pads + peer), rank, peer, channel);
-  if (link.wait(timeout_ns) != Link::kWaitOK) {
+  if (single_link(link, pads, rank, world, peer, channel, status) && link.wait(timeout_ns) != Link::kWaitOK) {
     report(status, kStatusTimeout, peer, channel);
   }
 }
