@@ -19,8 +19,11 @@
 // operand is ignored unless both are NaN.
 //
 // The conversions and Accumulate are compiled without the race detector's
-// per-element instrumentation (//go:norace, //go:nocheckptr) and report the
-// slices they read and write to it whole instead (internal/race): under
-// -race they run about as fast as the memory they touch allows, and the
-// detector still sees every byte.
+// per-element instrumentation (//go:norace, //go:nocheckptr), so under
+// -race they run about as fast as the memory they touch allows, and they
+// report nothing to the detector themselves: a caller whose slices other
+// goroutines touch reports them whole (internal/race), as kernels/cpu's
+// reduction does for its sources and destination, once per call rather
+// than for every chunk of its own scratch. Encode reports the slices it
+// is given.
 package numeric

@@ -1,10 +1,6 @@
 package numeric
 
-import (
-	"math"
-
-	"github.com/intranode/intranode/internal/race"
-)
+import "math"
 
 // F16ToF32 widens an IEEE 754 binary16 bit pattern to float32. The
 // conversion is exact; NaN payloads are kept (shifted into the wider
@@ -159,8 +155,6 @@ func roundF64(v float64, ebits, mbits uint) uint64 {
 //go:nocheckptr
 func F16sToF32s(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
-	race.Read(src)
-	race.Write(dst)
 	for i, h := range src {
 		dst[i] = F16ToF32(h)
 	}
@@ -172,8 +166,6 @@ func F16sToF32s(dst []float32, src []uint16) {
 //go:nocheckptr
 func F32sToF16s(dst []uint16, src []float32) {
 	dst = dst[:len(src)]
-	race.Read(src)
-	race.Write(dst)
 	for i, f := range src {
 		dst[i] = F32ToF16(f)
 	}
@@ -185,8 +177,6 @@ func F32sToF16s(dst []uint16, src []float32) {
 //go:nocheckptr
 func BF16sToF32s(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
-	race.Read(src)
-	race.Write(dst)
 	for i, b := range src {
 		dst[i] = math.Float32frombits(uint32(b) << 16)
 	}
@@ -198,8 +188,6 @@ func BF16sToF32s(dst []float32, src []uint16) {
 //go:nocheckptr
 func F32sToBF16s(dst []uint16, src []float32) {
 	dst = dst[:len(src)]
-	race.Read(src)
-	race.Write(dst)
 	for i, f := range src {
 		dst[i] = F32ToBF16(f)
 	}

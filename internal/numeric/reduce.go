@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/intranode/intranode/backend"
-	"github.com/intranode/intranode/internal/race"
 )
 
 // Accumulator is an element type reductions accumulate in: float32 (for
@@ -22,8 +21,6 @@ type Accumulator interface {
 //go:nocheckptr
 func Accumulate[T Accumulator](op backend.ReduceOp, acc, x []T) {
 	x = x[:len(acc)]
-	race.Read(x)
-	race.Write(acc)
 	switch op {
 	case backend.Sum:
 		for i, v := range x {
@@ -54,8 +51,6 @@ func Accumulate[T Accumulator](op backend.ReduceOp, acc, x []T) {
 //go:nocheckptr
 func AccumulateHalf(d backend.DType, op backend.ReduceOp, acc []float32, x []uint16) {
 	x = x[:len(acc)]
-	race.Read(x)
-	race.Write(acc)
 	switch {
 	case d == backend.Float16:
 		var tmp [256]float32

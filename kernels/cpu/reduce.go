@@ -5,6 +5,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/internal/numeric"
+	"github.com/intranode/intranode/internal/race"
 )
 
 // chunkElems is how many elements reduce handles at a time: small enough
@@ -28,6 +29,13 @@ const chunkElems = 1024
 // algorithms cut from them) is first copied to an aligned scratch chunk, so
 // the bits do not depend on alignment.
 func reduce(d backend.DType, op backend.ReduceOp, dst []byte, srcs [][]byte) {
+	// The conversion and reduction loops are not instrumented for the race
+	// detector (internal/numeric): what they read and write of the shared
+	// buffers is reported here, once.
+	for _, src := range srcs {
+		race.Read(src)
+	}
+	race.Write(dst)
 	switch d {
 	case backend.Float32:
 		reduceAs(dst, srcs, 4, direct[float32]{op})
