@@ -93,19 +93,19 @@ func backToBack(count int) int {
 // seeds alternate between back-to-back calls so stale data shows.
 const numSeeds = 3
 
-// patterns holds every rank's input for each seed, at the largest count
-// (smaller counts use prefixes), and the expected outputs, computed the
-// first time a seed and op are asked for (under the race detector an
-// expected result costs about as much as a call).
+// patterns holds every rank's input for each seed and the expected
+// outputs, computed the first time a seed and op are asked for (under the
+// race detector an expected result costs about as much as a call). Both
+// hold the first period elements; an input or result of count elements
+// repeats them (tiledPatterns) or is exactly them (makePatterns, period ==
+// count). Tests write inputs into their buffers and compare results period
+// by period, so that megabyte messages cost no megabyte patterns.
 type patterns struct {
 	d            backend.DType
 	world, count int
+	period       int
 	inputs       [numSeeds][][]byte
 	expected     map[[2]int][]byte // by seed and op
-	// tile, if set, stretches a result of the first period elements to
-	// count (tiledPatterns).
-	tile   func([]byte) []byte
-	period int
 }
 
 func makePatterns(d backend.DType, world, count int) *patterns {
@@ -120,7 +120,8 @@ func makePatterns(d backend.DType, world, count int) *patterns {
 	return p
 }
 
-// want is the expected result of op over every rank's input of seed.
+// want is the expected result of op over every rank's input of seed: its
+// first period elements.
 func (p *patterns) want(seed int, op backend.ReduceOp) []byte {
 	k := [2]int{seed, int(op)}
 	if b, ok := p.expected[k]; ok {
@@ -128,11 +129,49 @@ func (p *patterns) want(seed int, op backend.ReduceOp) []byte {
 	}
 	b := make([]byte, p.period*p.d.Size())
 	numeric.Expected(p.d, op, b, p.period, p.world, seed+1)
-	if p.tile != nil {
-		b = p.tile(b)
-	}
 	p.expected[k] = b
 	return b
+}
+
+// wantN is the first n bytes of the expected result of op over seed.
+func (p *patterns) wantN(seed int, op backend.ReduceOp, n int) []byte {
+	return tiled(p.want(seed, op), n)
+}
+
+// input is the first n bytes of rank r's input for seed.
+func (p *patterns) input(seed, r, n int) []byte { return tiled(p.inputs[seed][r], n) }
+
+// fillInput writes the first len(dst) bytes of rank r's input for seed
+// into dst.
+func (p *patterns) fillInput(dst []byte, seed, r int) { fillTiled(dst, p.inputs[seed][r]) }
+
+// fillTiled fills dst with period repeated, the last copy cut short.
+func fillTiled(dst, period []byte) { numeric.Repeat(dst, copy(dst, period)) }
+
+// tiled is the first n bytes of period repeated: period itself when it is
+// long enough.
+func tiled(period []byte, n int) []byte {
+	if n <= len(period) {
+		return period[:n]
+	}
+	b := make([]byte, n)
+	fillTiled(b, period)
+	return b
+}
+
+// equalTiled reports whether got is period repeated, the last copy cut
+// short.
+func equalTiled(got, period []byte) bool {
+	if len(period) == 0 {
+		return len(got) == 0
+	}
+	for off := 0; off < len(got); off += len(period) {
+		end := min(off+len(period), len(got))
+		if !bytes.Equal(got[off:end], period[:end-off]) {
+			return false
+		}
+	}
+	return true
 }
 
 // launchAll runs the all-reduce kernel on every rank of g.
@@ -186,7 +225,7 @@ func (g *group) checkOnce(t *testing.T, algo kernels.Algo, d backend.DType, op b
 	outs := make([][]byte, g.world)
 	for r := range g.world {
 		_, _, inB, outB := g.where(pl, r)
-		copy(inB[:n], pat.inputs[seed][r][:n])
+		pat.fillInput(inB[:n], seed, r)
 		if pl != inBuffer && n+16 <= len(outB) && &outB[0] != &inB[0] {
 			for i := n; i < n+16; i++ {
 				outB[i] = guard
@@ -199,14 +238,14 @@ func (g *group) checkOnce(t *testing.T, algo kernels.Algo, d backend.DType, op b
 		return g.allReduceArgs(r, in, out, count, d, op)
 	})
 	g.requireClean(t, errs, what)
-	want := pat.want(seed, op)[:n]
+	want := pat.want(seed, op)
 	for r := range g.world {
-		if !bytes.Equal(want, outs[r][:n]) {
-			wrong, first := numeric.Compare(d, outs[r], want, count)
+		if !equalTiled(outs[r][:n], want) {
+			wrong, first := numeric.Compare(d, outs[r], tiled(want, n), count)
 			require.Failf(t, "wrong result", "%s seed %d rank %d: %d wrong, first %v", what, seed, r, wrong, first)
 		}
 		if pl == outOfPlace {
-			require.Equal(t, pat.inputs[seed][r][:n], g.inBytes[r][:n], "%s: rank %d input changed", what, r)
+			require.True(t, equalTiled(g.inBytes[r][:n], pat.inputs[seed][r]), "%s: rank %d input changed", what, r)
 			if n+16 <= len(outs[r]) {
 				require.Equal(t, bytes.Repeat([]byte{guard}, 16), outs[r][n:n+16], "%s: rank %d wrote past the output", what, r)
 			}

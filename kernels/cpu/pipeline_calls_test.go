@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
-	"github.com/intranode/intranode/internal/numeric"
 	"github.com/intranode/intranode/kernels"
 )
 
@@ -37,16 +36,6 @@ const patternPeriod = 65521
 // of the inputs at its index, so the expected results stay exact.
 func tiledPatterns(d backend.DType, world, count int) *patterns {
 	p := makePatterns(d, world, min(count, patternPeriod))
-	p.tile = func(b []byte) []byte {
-		out := make([]byte, count*d.Size())
-		numeric.Repeat(out, copy(out, b))
-		return out
-	}
-	for s := range numSeeds {
-		for r := range world {
-			p.inputs[s][r] = p.tile(p.inputs[s][r])
-		}
-	}
 	p.count = count
 	return p
 }
@@ -364,7 +353,7 @@ func TestPipelinePeerStops(t *testing.T) {
 			s := int(tc.epoch % 2)
 			g := newGroup(world, n+16)
 			binary.LittleEndian.PutUint32(g.padBytes[0][kernels.EpochWord:], tc.epoch)
-			copy(g.inBytes[0], pat.inputs[0][0])
+			pat.fillInput(g.inBytes[0][:n], 0, 0)
 			for i := range g.outBytes[0] {
 				g.outBytes[0][i] = guard
 			}
@@ -372,7 +361,7 @@ func TestPipelinePeerStops(t *testing.T) {
 			parity := int(tc.seq % 2)
 			// The peer, rank 1: its Call, its first chunk, one signal.
 			binary.LittleEndian.PutUint64(g.padBytes[0][kernels.CallInWord(1, parity):], callTag)
-			copy(g.padBytes[0][kernels.PipelineSlot(n, world, s, 1, 0, 0, 1, 0):], pat.inputs[0][1][:chunk])
+			copy(g.padBytes[0][kernels.PipelineSlot(n, world, s, 1, 0, 0, 1, 0):], pat.input(0, 1, chunk))
 			sa := g.signalArgs(1)
 			sa.Peer = 0
 			ctx := testCtx(t)
@@ -385,11 +374,11 @@ func TestPipelinePeerStops(t *testing.T) {
 			code, peer, ch := kernels.DecodeStatus(g.statusOf(0))
 			require.Equal(t, []int{kernels.StatusTimeout, 1, 0}, []int{code, peer, ch}, "status code, peer, channel")
 
-			require.Equal(t, pat.want(0, op)[:chunk], g.outBytes[0][:chunk], "the first chunk is reduced")
+			require.Equal(t, pat.wantN(0, op, chunk), g.outBytes[0][:chunk], "the first chunk is reduced")
 			require.Equal(t, bytes.Repeat([]byte{guard}, n+16-chunk), g.outBytes[0][chunk:], "nothing after it")
 			for j := range 2 {
 				off := kernels.PipelineSlot(n, world, s, 0, 1, 0, 1, j)
-				require.Equal(t, pat.inputs[0][0][j*chunk:(j+1)*chunk], g.padBytes[1][off:off+chunk], "chunk %d in the peer's slot %d", j, j)
+				require.Equal(t, pat.input(0, 0, (j+1)*chunk)[j*chunk:], g.padBytes[1][off:off+chunk], "chunk %d in the peer's slot %d", j, j)
 			}
 			other := kernels.PushData(world, 1-s, 0, 1)
 			require.Equal(t, make([]byte, kernels.OneShotPushMax(world)), g.padBytes[1][other:other+kernels.OneShotPushMax(world)],

@@ -27,7 +27,7 @@ func TestPipelineChunks(t *testing.T) {
 		big := (steps*chunk - 100) / d.Size() // the last chunk is short and not a multiple of 16 bytes
 		push := kernels.OneShotLLMax(world)/d.Size() + 7
 		g := newGroup(world, big*d.Size())
-		pat := makePatterns(d, world, big)
+		pat := tiledPatterns(d, world, big)
 		epochs := 0
 		for rep := range 2 {
 			for i, pl := range []placement{outOfPlace, inPlace} {
@@ -109,7 +109,7 @@ func TestPipelineWide(t *testing.T) {
 	count := n / d.Size()
 	push := kernels.OneShotLLMax(world)/d.Size() + 7
 	g := newGroup(world, n)
-	pat := makePatterns(d, world, count)
+	pat := tiledPatterns(d, world, count)
 	for i, pl := range []placement{outOfPlace, inPlace} {
 		g.checkOnce(t, kernels.Pipeline, d, backend.Sum, count, pl, pat, i, fmt.Sprintf("wide pipeline %v", pl))
 		g.checkOnce(t, kernels.OneShot, d, backend.Sum, push, outOfPlace, pat, i+1, "one-shot push after a wide pipeline")
