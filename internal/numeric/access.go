@@ -119,21 +119,35 @@ const encodeChunk = 1024
 // EncodeFunc stores value(i) as element i of b for i < count, rounded as
 // Put rounds: the values are computed a chunk at a time and each chunk
 // stored by Encode.
-//
-// vals is this call's own scratch, so its loop needs no race checks
-// (Encode reports what it reads and writes).
+func EncodeFunc(d backend.DType, b []byte, count int, value func(i int) float64) {
+	encodeValues(d, b, count, funcValues(value))
+}
+
+// valuer gives the value of element i; Pattern and Expected implement it
+// with methods built without race instrumentation, so that computing a
+// value costs no detector calls under -race (a closure would).
+type valuer interface{ value(i int) float64 }
+
+// funcValues is a valuer from a function.
+type funcValues func(i int) float64
+
+func (f funcValues) value(i int) float64 { return f(i) }
+
+// encodeValues is EncodeFunc for any valuer. vals is this call's own
+// scratch, so its loop needs no race checks (Encode reports what it reads
+// and writes).
 //
 //go:norace
 //go:nocheckptr
-func EncodeFunc(d backend.DType, b []byte, count int, value func(i int) float64) {
+func encodeValues[V valuer](d backend.DType, b []byte, count int, v V) {
 	var vals [encodeChunk]float64
 	size := d.Size()
 	for lo := 0; lo < count; lo += encodeChunk {
-		v := vals[:min(encodeChunk, count-lo)]
-		for i := range v {
-			v[i] = value(lo + i)
+		c := vals[:min(encodeChunk, count-lo)]
+		for i := range c {
+			c[i] = v.value(lo + i)
 		}
-		Encode(d, b[lo*size:], v)
+		Encode(d, b[lo*size:], c)
 	}
 }
 

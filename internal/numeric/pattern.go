@@ -18,6 +18,8 @@ const PatternRange = 16
 // integer in [-PatternRange, PatternRange] that varies with all three so
 // that misplaced elements, swapped ranks and stale data from an earlier seed
 // show up.
+//
+//go:norace
 func PatternValue(rank, seed, i int) float64 {
 	h := uint64(i)*0x9e3779b97f4a7c15 ^ uint64(rank+1)*0xbf58476d1ce4e5b9 ^ uint64(seed)*0x94d049bb133111eb
 	h ^= h >> 31
@@ -28,11 +30,19 @@ func PatternValue(rank, seed, i int) float64 {
 
 // Pattern writes PatternValue(rank, seed, i) into elements [0, count) of b.
 func Pattern(d backend.DType, b []byte, count, rank, seed int) {
-	EncodeFunc(d, b, count, func(i int) float64 { return PatternValue(rank, seed, i) })
+	encodeValues(d, b, count, patternValues{rank, seed})
 }
+
+// patternValues are one rank's PatternValue for one seed.
+type patternValues struct{ rank, seed int }
+
+//go:norace
+func (p patternValues) value(i int) float64 { return PatternValue(p.rank, p.seed, i) }
 
 // ExpectedValue is op over ranks 0..world-1 of PatternValue(r, seed, i):
 // the exact result of an all-reduce of Pattern inputs.
+//
+//go:norace
 func ExpectedValue(op backend.ReduceOp, world, seed, i int) float64 {
 	acc := PatternValue(0, seed, i)
 	for r := 1; r < world; r++ {
@@ -45,8 +55,17 @@ func ExpectedValue(op backend.ReduceOp, world, seed, i int) float64 {
 // [0, count) of b. world must be at most 8 for the values to be exact in
 // every type (see PatternRange).
 func Expected(d backend.DType, op backend.ReduceOp, b []byte, count, world, seed int) {
-	EncodeFunc(d, b, count, func(i int) float64 { return ExpectedValue(op, world, seed, i) })
+	encodeValues(d, b, count, expectedValues{op, world, seed})
 }
+
+// expectedValues are ExpectedValue for one op, world and seed.
+type expectedValues struct {
+	op          backend.ReduceOp
+	world, seed int
+}
+
+//go:norace
+func (e expectedValues) value(i int) float64 { return ExpectedValue(e.op, e.world, e.seed, i) }
 
 // Mismatch describes the first element where two buffers differ.
 type Mismatch struct {

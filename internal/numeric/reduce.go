@@ -106,6 +106,8 @@ func notNaN[T Accumulator](a, b T) T {
 
 // Combine returns op(acc, x) with the semantics of Accumulate, in float64.
 // Callers reducing narrower types round the result themselves.
+//
+//go:norace
 func Combine(op backend.ReduceOp, acc, x float64) float64 {
 	switch op {
 	case backend.Sum:
