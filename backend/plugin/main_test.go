@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intranode/intranode/internal/launch"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend/plugin"
 	"github.com/intranode/intranode/conformance"
+	"github.com/intranode/intranode/internal/launch"
+	"github.com/intranode/intranode/internal/race"
 	_ "github.com/intranode/intranode/kernels/cpu"
 )
 
@@ -92,7 +92,7 @@ func pluginBinary(t *testing.T) string {
 		}
 		out := filepath.Join(binDir, "intranode-fake-plugin")
 		args := []string{"build", "-buildvcs=false", "-o", out}
-		if raceEnabled {
+		if race.Enabled {
 			args = append(args, "-race")
 		}
 		args = append(args, "github.com/intranode/intranode/cmd/intranode-fake-plugin")

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/internal/race"
 )
 
 // refF16 is binary16 decoded from its definition, in float64.
@@ -172,7 +174,7 @@ func TestSpecialValues(t *testing.T) {
 // float64 ones over a stride through all 2^32 float32 bit patterns.
 func TestFloat32PathsAgree(t *testing.T) {
 	stride := uint64(4099)
-	if raceEnabled {
+	if race.Enabled {
 		stride = 40009
 	}
 	for x := uint64(0); x < 1<<32; x += stride {

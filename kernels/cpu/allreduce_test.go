@@ -13,6 +13,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/internal/numeric"
+	"github.com/intranode/intranode/internal/race"
 	"github.com/intranode/intranode/kernels"
 )
 
@@ -71,7 +72,7 @@ func (g *group) capacity(algo kernels.Algo, d backend.DType) int {
 }
 
 func testBufSize() int {
-	if raceEnabled {
+	if race.Enabled {
 		return 72 << 10 // still holds 4099 float64 in half a buffer
 	}
 	return 128 << 10
@@ -82,7 +83,7 @@ func testBufSize() int {
 // package's tests stay within half a minute on two cores.
 func backToBack(count int) int {
 	switch {
-	case !raceEnabled:
+	case !race.Enabled:
 		return 20
 	case count > 1000:
 		return 2

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/race"
 	"github.com/intranode/intranode/kernels"
 )
 
@@ -112,14 +113,14 @@ func TestPipelineExact(t *testing.T) {
 		t.Run(fmt.Sprintf("world%d", world), func(t *testing.T) {
 			var cases []pipeCase
 			counts := []int{1, 4099}
-			if raceEnabled {
+			if race.Enabled {
 				counts = counts[1:]
 			}
 			for _, d := range backend.DTypes {
 				for _, count := range counts {
 					for i, op := range ops {
 						pls := []placement{outOfPlace, inPlace}
-						if raceEnabled {
+						if race.Enabled {
 							pls = pls[i%2:][:1]
 						}
 						for _, pl := range pls {
@@ -141,7 +142,7 @@ func TestPipelineExact(t *testing.T) {
 						require.NotZero(t, n%16, "%v count %d", d, count)
 					}
 					pls := placements
-					if raceEnabled {
+					if race.Enabled {
 						// One dtype per step count, the other at the next world.
 						if (i+k+world)%2 == 1 {
 							continue
@@ -167,7 +168,7 @@ func TestPipelineExact(t *testing.T) {
 func TestPipelineMixedSequence(t *testing.T) {
 	i32, bf16 := backend.Int32, backend.BFloat16
 	worlds := []int{2, 3, 4, 8}
-	if raceEnabled {
+	if race.Enabled {
 		worlds = []int{2, 3, 8} // TestPipelineChunks mixes calls at world 4
 	}
 	for _, world := range worlds {
@@ -208,7 +209,7 @@ func TestPipelineMixedSequence(t *testing.T) {
 			require.Equal(t, map[int]bool{0: true, 1: true, 2: true, 3: true}, steps)
 			g := newGroup(world, big+16)
 			runPipeCases(t, g, seq)
-			if !raceEnabled {
+			if !race.Enabled {
 				rev := slices.Clone(seq)
 				slices.Reverse(rev)
 				runPipeCases(t, g, rev)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/race"
 	"github.com/intranode/intranode/kernels"
 )
 
@@ -21,7 +22,7 @@ func TestPipelineChunks(t *testing.T) {
 		chunk := kernels.PipelineChunk(1, world, 1)
 		require.Positive(t, chunk)
 		steps := 3
-		if raceEnabled {
+		if race.Enabled {
 			steps = 2
 		}
 		big := (steps*chunk - 100) / d.Size() // the last chunk is short and not a multiple of 16 bytes

@@ -1,5 +1,0 @@
-//go:build race
-
-package numeric
-
-const raceEnabled = true
