@@ -17,7 +17,7 @@ help:
 	@echo "build        go build ./..., the CLI into $(BIN)/intranode and the plugins"
 	@echo "plugins      the example backend plugin into $(BIN)/intranode-fake-plugin"
 	@echo "test         go test -race -timeout 20m ./..."
-	@echo "lint         gofmt check, go vet (plus -tags cuda / rocm when those backends exist)"
+	@echo "lint         gofmt check, go vet (plus -tags purego, GOARCH=arm64, and -tags cuda / rocm when those backends exist)"
 	@echo "run, bench   go run ./cmd/intranode bench"
 	@echo "conformance  go run ./cmd/intranode conformance"
 	@echo "kernels      build the CUDA kernels (kernels/cuda)"
@@ -42,6 +42,10 @@ lint:
 		echo "gofmt would change these files:"; echo "$$unformatted"; exit 1; \
 	fi
 	$(GO) vet ./...
+	# The Go loops that stand in for internal/vec's assembly: the purego
+	# tag, and an architecture without it.
+	$(GO) vet -tags purego ./internal/... ./kernels/...
+	GOARCH=arm64 $(GO) vet ./internal/... ./kernels/...
 ifneq ($(CUDA_GO),)
 	$(GO) vet -tags cuda ./...
 endif

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,6 +111,9 @@ func Start(ctx context.Context, cfg Config) (*Group, error) {
 	for r := range cfg.World {
 		cmd := exec.CommandContext(g.ctx, exe, cfg.Args...)
 		cmd.Env = append(ChildEnv(), EnvRank+"="+strconv.Itoa(r))
+		if procs, ok := shareCores(cfg.World); ok {
+			cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(procs))
+		}
 		if cfg.Env != nil {
 			cmd.Env = append(cmd.Env, cfg.Env(r, addr)...)
 		}
@@ -223,6 +227,21 @@ func quietRace() (string, bool) {
 		return "", false
 	}
 	return strings.TrimSpace(g + " atexit_sleep_ms=0"), true
+}
+
+// shareCores is the GOMAXPROCS each of world ranks gets: its share of
+// this machine's cores, at least 1, so that the ranks' Go schedulers do
+// not together run more threads than there are cores (on two cores, two
+// ranks of the fake backend, each with a kernel spinning for its peer and
+// a host goroutine, had calls stall for a scheduler slice of milliseconds
+// at a time; torchrun sets OMP_NUM_THREADS=1 per rank for the same
+// reason). ok is false when this process's environment sets GOMAXPROCS,
+// which the children then inherit.
+func shareCores(world int) (procs int, ok bool) {
+	if _, set := os.LookupEnv("GOMAXPROCS"); set {
+		return 0, false
+	}
+	return max(1, runtime.NumCPU()/world), true
 }
 
 // Rank returns the rank EnvRank gives this process, and whether it is a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,7 +27,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// child is one rank: "lines" prints three lines and exits 0; "fail1"
+// child is one rank: "lines" prints three lines and exits 0; "procs"
+// prints its GOMAXPROCS; "fail1"
 // makes rank 1 exit 3 at once and the others wait; "hang" waits; "store"
 // sets its rank's key in the served store and reads rank 0's.
 func child(r int, mode string) int {
@@ -36,6 +38,9 @@ func child(r int, mode string) int {
 			fmt.Printf("rank %d line %d\n", r, i)
 		}
 		fmt.Fprintln(os.Stderr, "to stderr")
+		return 0
+	case "procs":
+		fmt.Printf("GOMAXPROCS %d\n", runtime.GOMAXPROCS(0))
 		return 0
 	case "fail1":
 		if r == 1 {
@@ -82,6 +87,25 @@ func TestLinesByRank(t *testing.T) {
 		require.NoError(t, x.Err)
 		require.Equal(t, "to stderr\n", x.Output, "standard error is captured apart")
 		require.Equal(t, []string{fmt.Sprintf("rank %d line 0", r), fmt.Sprintf("rank %d line 1", r), fmt.Sprintf("rank %d line 2", r)}, got[r])
+	}
+}
+
+// TestRanksShareTheCores: each rank's Go scheduler gets its share of the
+// cores, or what GOMAXPROCS in the environment says.
+func TestRanksShareTheCores(t *testing.T) {
+	for _, world := range []int{1, 2, 3} {
+		want := strconv.Itoa(max(1, runtime.NumCPU()/world))
+		if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
+			want = v
+		}
+		got := make([][]string, world)
+		res, err := launch.Run(t.Context(), launch.Config{World: world, Env: modeEnv("procs"), Deadline: 30 * time.Second,
+			Lines: func(r int, line []byte) { got[r] = append(got[r], string(line)) }})
+		require.NoError(t, err)
+		for r, x := range res {
+			require.NoError(t, x.Err)
+			require.Equal(t, []string{"GOMAXPROCS " + want}, got[r], "world %d, rank %d", world, r)
+		}
 	}
 }
 

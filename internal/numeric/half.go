@@ -1,6 +1,10 @@
 package numeric
 
-import "math"
+import (
+	"math"
+
+	"github.com/intranode/intranode/internal/vec"
+)
 
 // F16ToF32 widens an IEEE 754 binary16 bit pattern to float32. The
 // conversion is exact; NaN payloads are kept (shifted into the wider
@@ -155,6 +159,8 @@ func roundF64(v float64, ebits, mbits uint) uint64 {
 //go:nocheckptr
 func F16sToF32s(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
+	k := vec.WidenF16(dst, src)
+	dst, src = dst[k:], src[k:]
 	for i, h := range src {
 		dst[i] = F16ToF32(h)
 	}
@@ -166,6 +172,8 @@ func F16sToF32s(dst []float32, src []uint16) {
 //go:nocheckptr
 func F32sToF16s(dst []uint16, src []float32) {
 	dst = dst[:len(src)]
+	k := vec.NarrowF16(dst, src)
+	dst, src = dst[k:], src[k:]
 	for i, f := range src {
 		dst[i] = F32ToF16(f)
 	}
@@ -177,6 +185,8 @@ func F32sToF16s(dst []uint16, src []float32) {
 //go:nocheckptr
 func BF16sToF32s(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
+	k := vec.WidenBF16(dst, src)
+	dst, src = dst[k:], src[k:]
 	for i, b := range src {
 		dst[i] = math.Float32frombits(uint32(b) << 16)
 	}
@@ -188,6 +198,8 @@ func BF16sToF32s(dst []float32, src []uint16) {
 //go:nocheckptr
 func F32sToBF16s(dst []uint16, src []float32) {
 	dst = dst[:len(src)]
+	k := vec.NarrowBF16(dst, src)
+	dst, src = dst[k:], src[k:]
 	for i, f := range src {
 		dst[i] = F32ToBF16(f)
 	}

@@ -2,8 +2,10 @@ package numeric
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/vec"
 )
 
 // Accumulator is an element type reductions accumulate in: float32 (for
@@ -21,6 +23,11 @@ type Accumulator interface {
 //go:nocheckptr
 func Accumulate[T Accumulator](op backend.ReduceOp, acc, x []T) {
 	x = x[:len(acc)]
+	var zero T
+	if _, ok := any(zero).(float32); ok {
+		k := accumulateVec(op, view32(acc), view32(x))
+		acc, x = acc[k:], x[k:]
+	}
 	switch op {
 	case backend.Sum:
 		for i, v := range x {
@@ -41,26 +48,30 @@ func Accumulate[T Accumulator](op backend.ReduceOp, acc, x []T) {
 
 // AccumulateHalf sets acc[i] = op(acc[i], widen(x[i])) for i < len(acc),
 // where x holds float16 (d == Float16) or bfloat16 (d == BFloat16) bit
-// patterns and widen is the exact conversion to float32. Bfloat16, the
-// common case, widens and reduces in one loop (its widening is a shift);
-// float16 widens a block at a time into scratch that Accumulate then
-// reduces. The choice of type and op is made once per call, not per
-// element. x must be at least as long as acc.
+// patterns and widen is the exact conversion to float32. It widens a block
+// at a time into scratch that Accumulate then reduces (both vector loops
+// where the machine has them); without them, bfloat16 widens and reduces
+// in one Go loop (its widening is a shift). The choice of type and op is
+// made once per block, not per element. x must be at least as long as acc.
 //
 //go:norace
 //go:nocheckptr
 func AccumulateHalf(d backend.DType, op backend.ReduceOp, acc []float32, x []uint16) {
 	x = x[:len(acc)]
 	switch {
-	case d == backend.Float16:
-		var tmp [256]float32
+	case d != backend.Float16 && d != backend.BFloat16:
+		panic(fmt.Sprintf("numeric: AccumulateHalf of %v", d))
+	case d == backend.Float16 || vec.Available():
+		var tmp [512]float32
 		for lo := 0; lo < len(acc); lo += len(tmp) {
 			hi := min(lo+len(tmp), len(acc))
-			F16sToF32s(tmp[:], x[lo:hi])
+			if d == backend.Float16 {
+				F16sToF32s(tmp[:], x[lo:hi])
+			} else {
+				BF16sToF32s(tmp[:], x[lo:hi])
+			}
 			Accumulate(op, acc[lo:hi], tmp[:])
 		}
-	case d != backend.BFloat16:
-		panic(fmt.Sprintf("numeric: AccumulateHalf of %v", d))
 	case op == backend.Sum:
 		for i, v := range x {
 			acc[i] += BF16ToF32(v)
@@ -76,6 +87,25 @@ func AccumulateHalf(d backend.DType, op backend.ReduceOp, acc []float32, x []uin
 	default:
 		panic(fmt.Sprintf("numeric: invalid %v", op))
 	}
+}
+
+// accumulateVec runs the vector loop of op over a prefix of acc and
+// returns its length (0 for an op it has no loop for).
+func accumulateVec(op backend.ReduceOp, acc, x []float32) int {
+	switch op {
+	case backend.Sum:
+		return vec.AddF32(acc, x)
+	case backend.Max:
+		return vec.MaxF32(acc, x)
+	case backend.Min:
+		return vec.MinF32(acc, x)
+	}
+	return 0
+}
+
+// view32 views a slice of float32 accumulators (T is float32) as []float32.
+func view32[T Accumulator](s []T) []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
 }
 
 // maxNum is IEEE 754 maxNum: the larger of a and b, the one that is not NaN

@@ -45,9 +45,9 @@ const allReduceChannel = 0
 // rank's buffer (peers may still read their own buffers after it
 // returns), which device memory never does.
 //
-// The one-shot takes the path kernels.OneShotPath names: LL lines or
-// pushed data through the peers' signal pads, or the classic copy-in and
-// two barriers; see package kernels. The pipeline (pipeline.go) moves the
+// The one-shot takes the path oneShotPath names: LL lines or pushed data
+// through the peers' signal pads, or the classic copy-in and two barriers;
+// see package kernels. The pipeline (pipeline.go) moves the
 // input in chunks through the same push areas, runs as a grid of one block
 // and, reading no symmetric buffer, lets the output lie anywhere.
 func AllReduce(algo kernels.Algo, dtype backend.DType) Func {
@@ -287,9 +287,9 @@ func (l *launch) publish(world int, rec kernels.Record) {
 func (k *allReduce) run() error {
 	k.publish(k.world, kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.CallInfo(k.algo, k.a.DType, k.a.Op)})
 	switch {
-	case k.algo == kernels.OneShot && kernels.OneShotPath(k.n, k.world) == "ll":
+	case k.algo == kernels.OneShot && oneShotPath(k.n, k.world) == "ll":
 		return k.oneShotLL()
-	case k.algo == kernels.OneShot && kernels.OneShotPath(k.n, k.world) == "push":
+	case k.algo == kernels.OneShot && oneShotPath(k.n, k.world) == "push":
 		return k.oneShotPush()
 	case k.algo == kernels.TwoShot:
 		return k.twoShot()
@@ -330,8 +330,10 @@ func (k *allReduce) oneShot(out []byte) (bool, error) {
 }
 
 // oneShotLL is the one-shot's LL path: send the input as LL lines into
-// every peer's pad, receive every peer's lines from this rank's pad, reduce
-// in rank order. No barrier; the epoch picks the slot and the flag.
+// every peer's pad, wait for every peer's lines in this rank's pad, then
+// decode and reduce them a chunk at a time, in rank order (the whole
+// message is never copied out of the lines). No barrier; the epoch picks
+// the slot and the flag.
 func (k *allReduce) oneShotLL() error {
 	c := k.openLL()
 	for p := range k.world {
@@ -339,22 +341,61 @@ func (k *allReduce) oneShotLL() error {
 			c.send(p, k.in)
 		}
 	}
-	srcs := make([][]byte, k.world)
 	for q := range k.world {
-		if q == k.me {
-			srcs[q] = k.in
-			continue
+		if q != k.me {
+			if ok, err := c.await(q, k.n); !ok {
+				return err
+			}
 		}
-		got, ok, err := c.receive(q, k.n)
-		if !ok {
-			return err
-		}
-		srcs[q] = got
 	}
 	// No peer reads this rank's output or buffer: no aside needed.
-	reduce(k.a.DType, k.a.Op, k.out, srcs)
+	srcs := make([][]byte, k.world)
+	chunk := min(llChunk, (k.n+15)&^15)
+	scratch := make([]byte, k.world*chunk)
+	for lo := 0; lo < k.n; lo += chunk {
+		hi := min(lo+chunk, k.n)
+		for q := range k.world {
+			if q == k.me {
+				srcs[q] = k.in[lo:hi]
+				continue
+			}
+			srcs[q] = scratch[q*chunk : q*chunk+hi-lo]
+			if err := c.decode(q, lo, srcs[q]); err != nil {
+				return err
+			}
+			c.release(q, lo, hi-lo) // while the lines are in cache
+		}
+		reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
+	}
 	return nil
 }
+
+// cpuLLMax bounds the Go one-shot's LL path, below the device kernels'
+// bound (kernels.OneShotLLMax): on a CPU the LL lines, 4 payload bytes in
+// every 8, double the bytes that cross between the ranks' cores, and the
+// receiver then clears them. The push path (one barrier) was as fast at
+// 1 KiB and faster from 4 KiB: world 2 processes, bf16, 2-core machine,
+// 2026-11-26, `intranode bench --algo oneshot,twoshot -b 1K -e 256K
+// --replays 15` with the LL path forced and not (µs): 4 KiB 15.9–20.9 LL
+// against 11.8 push, 16 KiB 18.2–18.9 against 10.9–11.3, 256 KiB 146–157
+// against 105–154 (the two-shot 70–84). Every rank of a job runs these
+// kernels, so every rank takes the same path.
+const cpuLLMax = 1 << 10
+
+// oneShotPath is the path the Go one-shot takes for n bytes at this world:
+// kernels.OneShotPath's, with push for LL above cpuLLMax.
+func oneShotPath(n, world int) string {
+	p := kernels.OneShotPath(n, world)
+	if p == "ll" && n > cpuLLMax {
+		return "push"
+	}
+	return p
+}
+
+// llChunk is how many payload bytes of each peer the LL path decodes at a
+// time: a multiple of 16 (the line pairs) and of every element size, small
+// enough for every peer's chunk to stay in cache.
+const llChunk = 4 << 10
 
 // oneShotPush is the one-shot's push path: write the input into every
 // peer's push slot, barrier, reduce this rank's input and what the peers

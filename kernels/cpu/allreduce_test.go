@@ -379,14 +379,15 @@ func TestAllReduceZeroCount(t *testing.T) {
 }
 
 // TestAllReduceOneShotPaths runs the one-shot across the bounds between its
-// LL, push (one and two rounds) and classic paths, back to back on pads
+// LL, push (one and two rounds) and classic paths (the Go kernels' LL
+// bound and the device kernels'), back to back on pads
 // that are never reset, and checks that the epoch counted exactly the LL
 // and push calls.
 func TestAllReduceOneShotPaths(t *testing.T) {
 	d := backend.Float32
 	for _, world := range []int{2, 4} {
 		llMax, pushMax := kernels.OneShotLLMax(world), kernels.OneShotPushMax(world)
-		counts := []int{llMax / 4, llMax/4 + 1, kernels.PushSplitBytes/4 + 3}
+		counts := []int{cpuLLMax / 4, cpuLLMax/4 + 1, llMax / 4, llMax/4 + 1, kernels.PushSplitBytes/4 + 3}
 		if world == 4 {
 			counts = append(counts, pushMax/4+5)
 		}
@@ -399,7 +400,7 @@ func TestAllReduceOneShotPaths(t *testing.T) {
 				if rep == 1 {
 					count = counts[len(counts)-1-i]
 				}
-				path := kernels.OneShotPath(count*d.Size(), world)
+				path := oneShotPath(count*d.Size(), world)
 				if path != "classic" {
 					epochs++
 				}

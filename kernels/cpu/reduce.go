@@ -22,12 +22,15 @@ const chunkElems = 1024
 //
 // Each chunk takes one pass per source plus one to store: the first source
 // is loaded (widened) into an accumulator, every other is widened and
-// reduced into it in one loop (numeric.Accumulate, numeric.AccumulateHalf),
-// and the result is stored (rounded). The loops read and write through
-// typed views; a chunk of a slice that is not aligned to its element
-// (backend allocations are 16-byte aligned, so are the slices the
-// algorithms cut from them) is first copied to an aligned scratch chunk, so
-// the bits do not depend on alignment.
+// reduced into it in one loop (numeric.Accumulate, numeric.AccumulateHalf,
+// vector loops where the machine has them), and the result is stored
+// (rounded). The type and op are chosen once per chunk, never per element,
+// and every call is static, so the accumulator and scratch chunks stay on
+// the stack. The loops read and write through typed views; a chunk of a
+// slice that is not aligned to its element (backend allocations are
+// 16-byte aligned, so are the slices the algorithms cut from them) is
+// first copied to an aligned scratch chunk, so the bits do not depend on
+// alignment.
 func reduce(d backend.DType, op backend.ReduceOp, dst []byte, srcs [][]byte) {
 	// The conversion and reduction loops are not instrumented for the race
 	// detector (internal/numeric): what they read and write of the shared
@@ -38,50 +41,73 @@ func reduce(d backend.DType, op backend.ReduceOp, dst []byte, srcs [][]byte) {
 	race.Write(dst)
 	switch d {
 	case backend.Float32:
-		reduceAs(dst, srcs, 4, direct[float32]{op})
+		reduceDirect[float32](op, dst, srcs)
 	case backend.Float64:
-		reduceAs(dst, srcs, 8, direct[float64]{op})
+		reduceDirect[float64](op, dst, srcs)
 	case backend.Int32:
-		reduceAs(dst, srcs, 4, direct[int32]{op})
-	case backend.Float16:
-		reduceAs(dst, srcs, 2, half{d, op, numeric.F16sToF32s, numeric.F32sToF16s})
-	case backend.BFloat16:
-		reduceAs(dst, srcs, 2, half{d, op, numeric.BF16sToF32s, numeric.F32sToBF16s})
+		reduceDirect[int32](op, dst, srcs)
+	case backend.Float16, backend.BFloat16:
+		reduceHalf(d, op, dst, srcs)
 	}
 }
 
-// codec moves chunks between bytes holding elements and accumulators of
-// type T: load widens, accumulate widens and reduces, store rounds. The
-// element slices it gets are aligned.
-type codec[T numeric.Accumulator] interface {
-	load(acc []T, b []byte)
-	accumulate(acc []T, b []byte)
-	store(b []byte, acc []T)
-}
-
-// reduceAs is reduce for elements of size bytes accumulated as T.
-func reduceAs[T numeric.Accumulator, C codec[T]](dst []byte, srcs [][]byte, size int, c C) {
+// reduceDirect is reduce for a type accumulated as itself.
+func reduceDirect[T numeric.Accumulator](op backend.ReduceOp, dst []byte, srcs [][]byte) {
 	var accBuf [chunkElems]T
 	var scratch alignedChunk
+	size := int(unsafe.Sizeof(accBuf[0]))
 	n := len(dst) / size
 	for lo := 0; lo < n; lo += chunkElems {
 		m := min(chunkElems, n-lo)
 		b0, b1 := lo*size, (lo+m)*size
 		acc := accBuf[:m]
 		for s, src := range srcs {
-			b := scratch.in(src[b0:b1], size)
+			x := elems[T](scratch.in(src[b0:b1], size))
 			if s == 0 {
-				c.load(acc, b)
+				copy(acc, x)
 			} else {
-				c.accumulate(acc, b)
+				numeric.Accumulate(op, acc, x)
 			}
 		}
 		out := dst[b0:b1]
-		if b, copied := scratch.out(out, size); copied {
-			c.store(b, acc)
+		b, copied := scratch.out(out, size)
+		copy(elems[T](b), acc)
+		if copied {
 			copy(out, b)
+		}
+	}
+}
+
+// reduceHalf is reduce for float16 and bfloat16 (d), accumulated in
+// float32.
+func reduceHalf(d backend.DType, op backend.ReduceOp, dst []byte, srcs [][]byte) {
+	var accBuf [chunkElems]float32
+	var scratch alignedChunk
+	n := len(dst) / 2
+	for lo := 0; lo < n; lo += chunkElems {
+		m := min(chunkElems, n-lo)
+		b0, b1 := lo*2, (lo+m)*2
+		acc := accBuf[:m]
+		for s, src := range srcs {
+			x := elems[uint16](scratch.in(src[b0:b1], 2))
+			switch {
+			case s > 0:
+				numeric.AccumulateHalf(d, op, acc, x)
+			case d == backend.Float16:
+				numeric.F16sToF32s(acc, x)
+			default:
+				numeric.BF16sToF32s(acc, x)
+			}
+		}
+		out := dst[b0:b1]
+		b, copied := scratch.out(out, 2)
+		if d == backend.Float16 {
+			numeric.F32sToF16s(elems[uint16](b), acc)
 		} else {
-			c.store(out, acc)
+			numeric.F32sToBF16s(elems[uint16](b), acc)
+		}
+		if copied {
+			copy(out, b)
 		}
 	}
 }
@@ -109,31 +135,6 @@ func (a *alignedChunk) out(b []byte, size int) ([]byte, bool) {
 	off := int(-uintptr(unsafe.Pointer(&a[0])) & 7)
 	return a[off : off+len(b)], true
 }
-
-// direct is the codec of a type accumulated as itself.
-type direct[T numeric.Accumulator] struct{ op backend.ReduceOp }
-
-func (direct[T]) load(acc []T, b []byte) { copy(acc, elems[T](b)) }
-
-func (c direct[T]) accumulate(acc []T, b []byte) { numeric.Accumulate(c.op, acc, elems[T](b)) }
-
-func (direct[T]) store(b []byte, acc []T) { copy(elems[T](b), acc) }
-
-// half is the codec of a 16-bit float type (d) accumulated in float32.
-type half struct {
-	d      backend.DType
-	op     backend.ReduceOp
-	widen  func([]float32, []uint16)
-	narrow func([]uint16, []float32)
-}
-
-func (c half) load(acc []float32, b []byte) { c.widen(acc, elems[uint16](b)) }
-
-func (c half) accumulate(acc []float32, b []byte) {
-	numeric.AccumulateHalf(c.d, c.op, acc, elems[uint16](b))
-}
-
-func (c half) store(b []byte, acc []float32) { c.narrow(elems[uint16](b), acc) }
 
 // elems views aligned bytes as elements of T.
 func elems[T numeric.Accumulator | uint16 | uint64](b []byte) []T {

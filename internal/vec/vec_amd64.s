@@ -1,0 +1,306 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The AVX2 loops of vec_amd64.go. Every routine handles n elements, n a
+// positive multiple of its block (16 elements; 4 words for the LL lines);
+// the Go caller does the rest.
+
+DATA bf16round<>+0(SB)/4, $0x00007fff
+DATA bf16one<>+0(SB)/4, $0x00000001
+DATA absmask<>+0(SB)/4, $0x7fffffff
+DATA f32inf<>+0(SB)/4, $0x7f800000
+DATA bf16quiet<>+0(SB)/4, $0x00000040
+DATA f16em<>+0(SB)/4, $0x00007fff
+DATA f16sign<>+0(SB)/4, $0x00008000
+DATA f16maxfinite<>+0(SB)/4, $0x0f7fffff
+DATA rebias<>+0(SB)/4, $0x77800000
+GLOBL bf16round<>(SB), RODATA|NOPTR, $4
+GLOBL bf16one<>(SB), RODATA|NOPTR, $4
+GLOBL absmask<>(SB), RODATA|NOPTR, $4
+GLOBL f32inf<>(SB), RODATA|NOPTR, $4
+GLOBL bf16quiet<>(SB), RODATA|NOPTR, $4
+GLOBL f16em<>(SB), RODATA|NOPTR, $4
+GLOBL f16sign<>(SB), RODATA|NOPTR, $4
+GLOBL f16maxfinite<>(SB), RODATA|NOPTR, $4
+GLOBL rebias<>(SB), RODATA|NOPTR, $4
+
+// func widenBF16AVX2(dst *float32, src *uint16, n int)
+TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+
+widenbf16loop:
+	VPMOVZXWD (SI), Y0
+	VPMOVZXWD 16(SI), Y1
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VMOVDQU   Y0, (DI)
+	VMOVDQU   Y1, 32(DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       widenbf16loop
+	VZEROUPPER
+	RET
+
+// NARROWBF16 rounds the eight float32 bit patterns in V to bfloat16 in the
+// low halves of V's dwords: x + 0x7fff + (x>>16 & 1), then >> 16; NaNs
+// (|x| > inf) become x>>16 | 0x40. Y10–Y14 hold the constants; Y1–Y3 are
+// clobbered.
+#define NARROWBF16(V) \
+	VPSRLD    $16, V, Y1; \
+	VPAND     Y11, Y1, Y2; \
+	VPADDD    Y10, V, Y3; \
+	VPADDD    Y2, Y3, Y3; \
+	VPSRLD    $16, Y3, Y3; \
+	VPOR      Y14, Y1, Y1; \
+	VPAND     Y12, V, Y2; \
+	VPCMPGTD  Y13, Y2, Y2; \
+	VPBLENDVB Y2, Y1, Y3, V
+
+// func narrowBF16AVX2(dst *uint16, src *float32, n int)
+TEXT ·narrowBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	SHRQ         $4, CX
+	VPBROADCASTD bf16round<>(SB), Y10
+	VPBROADCASTD bf16one<>(SB), Y11
+	VPBROADCASTD absmask<>(SB), Y12
+	VPBROADCASTD f32inf<>(SB), Y13
+	VPBROADCASTD bf16quiet<>(SB), Y14
+
+narrowbf16loop:
+	VMOVDQU   (SI), Y4
+	VMOVDQU   32(SI), Y5
+	NARROWBF16(Y4)
+	NARROWBF16(Y5)
+	VPACKUSDW Y5, Y4, Y4
+	VPERMQ    $0xd8, Y4, Y4
+	VMOVDQU   Y4, (DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       narrowbf16loop
+	VZEROUPPER
+	RET
+
+// WIDENF16 widens the eight float16 bit patterns in V's dwords to float32
+// as F16ToF32 does: the exponent and mantissa moved up 13 bits and
+// multiplied by 2^112 (exact; it normalises subnormals), infinities and
+// NaNs given an all-ones exponent instead, the sign put back. Y10–Y14 hold
+// the constants; Y1–Y3 are clobbered.
+#define WIDENF16(V) \
+	VPAND     Y10, V, Y1; \
+	VPAND     Y11, V, V; \
+	VPSLLD    $16, Y1, Y1; \
+	VPSLLD    $13, V, V; \
+	VMULPS    Y13, V, Y2; \
+	VPCMPGTD  Y12, V, Y3; \
+	VPOR      Y14, V, V; \
+	VPBLENDVB Y3, V, Y2, V; \
+	VPOR      Y1, V, V
+
+// func widenF16AVX2(dst *float32, src *uint16, n int)
+TEXT ·widenF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	SHRQ         $4, CX
+	VPBROADCASTD f16sign<>(SB), Y10
+	VPBROADCASTD f16em<>(SB), Y11
+	VPBROADCASTD f16maxfinite<>(SB), Y12
+	VPBROADCASTD rebias<>(SB), Y13
+	VPBROADCASTD f32inf<>(SB), Y14
+
+widenf16loop:
+	VPMOVZXWD (SI), Y4
+	VPMOVZXWD 16(SI), Y5
+	WIDENF16(Y4)
+	WIDENF16(Y5)
+	VMOVDQU   Y4, (DI)
+	VMOVDQU   Y5, 32(DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       widenf16loop
+	VZEROUPPER
+	RET
+
+// func narrowF16AVX2(dst *uint16, src *float32, n int)
+// VCVTPS2PH with immediate 0 rounds to nearest even whatever MXCSR says.
+TEXT ·narrowF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+
+narrowf16loop:
+	VMOVUPS   (SI), Y0
+	VMOVUPS   32(SI), Y1
+	VCVTPS2PH $0, Y0, X0
+	VCVTPS2PH $0, Y1, X1
+	VMOVDQU   X0, (DI)
+	VMOVDQU   X1, 16(DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       narrowf16loop
+	VZEROUPPER
+	RET
+
+// func addF32AVX2(acc *float32, x *float32, n int)
+TEXT ·addF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+
+addf32loop:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VADDPS  (SI), Y0, Y0
+	VADDPS  32(SI), Y1, Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     addf32loop
+	VZEROUPPER
+	RET
+
+// MAXNUM and MINNUM set A to maxNum(A, X) and minNum(A, X) as maxNum and
+// minNum in internal/numeric do: VMAXPS/VMINPS return their second source (A) when
+// either is NaN or both are zero, so equal operands take A AND X (max: +0
+// over -0) or A OR X (min: -0 over +0), and a NaN in A takes X. Y2–Y4 are
+// clobbered.
+#define MAXNUM(A, X) \
+	VMAXPS    A, X, Y2; \
+	VCMPPS    $0, X, A, Y3; \
+	VANDPS    X, A, Y4; \
+	VBLENDVPS Y3, Y4, Y2, Y2; \
+	VCMPPS    $3, A, A, Y3; \
+	VBLENDVPS Y3, X, Y2, A
+
+#define MINNUM(A, X) \
+	VMINPS    A, X, Y2; \
+	VCMPPS    $0, X, A, Y3; \
+	VORPS     X, A, Y4; \
+	VBLENDVPS Y3, Y4, Y2, Y2; \
+	VCMPPS    $3, A, A, Y3; \
+	VBLENDVPS Y3, X, Y2, A
+
+// func maxF32AVX2(acc *float32, x *float32, n int)
+TEXT ·maxF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+
+maxf32loop:
+	VMOVUPS (DI), Y0
+	VMOVUPS (SI), Y1
+	MAXNUM(Y0, Y1)
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     maxf32loop
+	VZEROUPPER
+	RET
+
+// func minF32AVX2(acc *float32, x *float32, n int)
+TEXT ·minF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+
+minf32loop:
+	VMOVUPS (DI), Y0
+	VMOVUPS (SI), Y1
+	MINNUM(Y0, Y1)
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     minf32loop
+	VZEROUPPER
+	RET
+
+DATA evens<>+0(SB)/4, $0
+DATA evens<>+4(SB)/4, $2
+DATA evens<>+8(SB)/4, $4
+DATA evens<>+12(SB)/4, $6
+DATA evens<>+16(SB)/4, $1
+DATA evens<>+20(SB)/4, $3
+DATA evens<>+24(SB)/4, $5
+DATA evens<>+28(SB)/4, $7
+GLOBL evens<>(SB), RODATA|NOPTR, $32
+
+// func toLinesAVX2(lines *uint64, words *uint64, n int, flag uint64)
+// Every 32-bit half of the payload words becomes one line word: zero
+// extended, with flag (already shifted up 32 bits) in its top half.
+TEXT ·toLinesAVX2(SB), NOSPLIT, $0-32
+	MOVQ         lines+0(FP), DI
+	MOVQ         words+8(FP), SI
+	MOVQ         n+16(FP), CX
+	MOVQ         flag+24(FP), X0
+	VPBROADCASTQ X0, Y0
+	SHRQ         $2, CX
+
+tolinesloop:
+	VPMOVZXDQ (SI), Y1
+	VPMOVZXDQ 16(SI), Y2
+	VPOR      Y0, Y1, Y1
+	VPOR      Y0, Y2, Y2
+	VMOVDQU   Y1, (DI)
+	VMOVDQU   Y2, 32(DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       tolinesloop
+	VZEROUPPER
+	RET
+
+// func fromLinesAVX2(words *uint64, lines *uint64, n int, flag uint64) bool
+// The inverse of toLinesAVX2: the bottom halves of the line words packed
+// into payload words; true if every line word's top half is flag's.
+TEXT ·fromLinesAVX2(SB), NOSPLIT, $0-33
+	MOVQ         words+0(FP), DI
+	MOVQ         lines+8(FP), SI
+	MOVQ         n+16(FP), CX
+	MOVQ         flag+24(FP), X0
+	VPBROADCASTQ X0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	VPSLLQ       $32, Y1, Y1
+	VPCMPEQD     Y7, Y7, Y7
+	VMOVDQU      evens<>(SB), Y6
+	SHRQ         $2, CX
+
+fromlinesloop:
+	VMOVDQU     (SI), Y2
+	VMOVDQU     32(SI), Y3
+	VPAND       Y1, Y2, Y4
+	VPAND       Y1, Y3, Y5
+	VPCMPEQQ    Y0, Y4, Y4
+	VPCMPEQQ    Y0, Y5, Y5
+	VPAND       Y4, Y7, Y7
+	VPAND       Y5, Y7, Y7
+	VPERMD      Y2, Y6, Y2
+	VPERMD      Y3, Y6, Y3
+	VINSERTI128 $1, X3, Y2, Y2
+	VMOVDQU     Y2, (DI)
+	ADDQ        $64, SI
+	ADDQ        $32, DI
+	DECQ        CX
+	JNZ         fromlinesloop
+	VPMOVMSKB   Y7, AX
+	CMPL        AX, $0xffffffff
+	SETEQ       ret+32(FP)
+	VZEROUPPER
+	RET
