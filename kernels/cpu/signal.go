@@ -25,10 +25,19 @@ import (
 // in separate processes a 20µs window left most waits sleeping through a
 // ~1ms timer wake-up (docs/PERFORMANCE.md: 1 KiB at world 2 took ~1.1ms per
 // call); 500µs brought it to ~8µs and did not slow 8 goroutine ranks on 2
-// cores.
+// cores. 500µs still let two ranks fall into step a call apart: a rank
+// that came more than 500µs late (a garbage collection, the host's work
+// between the bench's rows) found its peer asleep for a timer's ~1ms in
+// the next call, which made the peer wait past 500µs and sleep in turn,
+// call after call (a trace of the bench's first row at 1 KiB: 1.6–1.9 ms
+// per call for ten calls, then 3–7µs once both woke together; the row's
+// median replay 818µs). Spinning for 5ms, which a late host catches up
+// within, ended that (the same row 10–20µs, later rows unchanged); yielding
+// the thread on every other turn still leaves the core to whoever else
+// needs it.
 const (
 	spinYields = 50
-	spinFor    = 500 * time.Microsecond
+	spinFor    = 5 * time.Millisecond
 	minSleep   = time.Microsecond
 	maxSleep   = 50 * time.Microsecond
 )
