@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/intranode/intranode/internal/launch"
+	"github.com/intranode/intranode/internal/race"
 
 	_ "github.com/intranode/intranode/backend/fake"
 	"github.com/intranode/intranode/conformance"
@@ -15,6 +16,7 @@ import (
 func TestMain(m *testing.M) {
 	conformance.MaybeChild()
 	launch.QuietRaceExit()
+	race.ShareCores()
 	os.Exit(m.Run())
 }
 

@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 	}
 	// Plugins and ranks exit often here: no race-build sleep at exit.
 	launch.QuietRaceExit()
+	race.ShareCores()
 	dir, err := os.MkdirTemp("", "intranode-plugin-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/intranode/intranode/internal/launch"
+	"github.com/intranode/intranode/internal/race"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,6 +25,7 @@ func TestMain(m *testing.M) {
 	}
 	conformance.MaybeChild()
 	launch.QuietRaceExit()
+	race.ShareCores()
 	os.Exit(m.Run())
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/intranode/intranode/internal/launch"
+	"github.com/intranode/intranode/internal/race"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,6 +26,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runVictim(spec))
 	}
 	launch.QuietRaceExit()
+	race.ShareCores()
 	os.Exit(m.Run())
 }
 
