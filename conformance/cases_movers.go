@@ -136,9 +136,11 @@ func moverOnce(ctx context.Context, e *Env, c *collective.Comm, m moverCall) err
 		syncCtx, cancel = context.WithTimeout(callCtx, m.kernelDeadline+FaultGrace/2)
 		defer cancel()
 	}
-	before, err := out.read(ctx)
-	if err != nil {
-		return err
+	var before []byte // the output before the call, for a call that must fail
+	if m.untouched {
+		if before, err = out.read(ctx); err != nil {
+			return err
+		}
 	}
 	ctx = callCtx
 	switch m.op {
