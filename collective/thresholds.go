@@ -93,16 +93,22 @@ func (t Thresholds) Select(n int) Algo {
 // Our kernels beat NCCL at every size that fits the 10 MiB buffer at
 // worlds 2, 4 and 8, so beyond the buffer (None by capacity) is NCCL's.
 //
-// fake, world 2, float, 2-core development machine (docs/PERFORMANCE.md):
+// fake, world 2 processes, bf16, 2-core development machine, thirteenth
+// session (vector loops; the Go one-shot's LL path up to 1 KiB, push
+// above; `intranode bench --algo oneshot,twoshot,pipeline,auto --replays
+// 15`, two runs, docs/results/2026-11-26-session13-fake/bench-algos-*.txt;
+// the first row of a run, 1 KiB one-shot, carries the run's start-up):
 //
-//	bytes                 1K    4K    16K   64K   256K  1M
-//	oneshot goroutines    9.47  10.02 11.86 15.20 39.63 198.2
-//	twoshot goroutines    10.23 11.21 10.10 10.02 30.83 172.1
-//	oneshot processes     5.50  5.47  9.41  14.84 70.98 261.5
-//	twoshot processes     6.25  5.49  7.85  14.19 30.14 166.3
+//	bytes      1K         4K        16K         64K         256K          1M            4M
+//	oneshot    9.59/32.66 6.28/6.71 14.81/10.46 45.55/29.97 152.46/115.27 424.36/425.51 1909/1803
+//	twoshot    6.25/5.26  5.86/5.82 10.24/8.21  20.93/19.39 80.15/80.57   325.26/324.39 1335/1341
+//	pipeline   4.94/4.12  7.16/5.99 14.21/10.55 41.96/27.79 154.20/152.40 483.28/436.73 2420/1707
 //
 // Two-shot reads 1/world of each peer's buffer where one-shot reads all of
-// it; it wins from about 16 KiB.
+// it; it wins from 4 KiB. At 1 KiB the three are within the machine's
+// noise (a later run with 100 warm-up calls: one-shot 8.94, two-shot
+// 4.93; one with a collection before each row: 5.47 against 6.56); the
+// one-shot keeps 1 KiB, where it takes LL lines and no barrier.
 //
 // The data-movement collectives, cuda, world 2, 2×H100, graph replay, bf16,
 // µs per call, nccl-tests sizes, the Direct kernels (copy in, barrier, read
@@ -203,6 +209,8 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 	case backendName == "cuda":
 		never := map[Op]Window{OpReduceScatter: Never, OpAllGather: Never, OpBroadcast: Never, OpAllToAll: Never}
 		return Thresholds{OneShotMax: 256 << 10, Movers: never}
+	case backendName == "fake":
+		return Thresholds{OneShotMax: 1 << 10}
 	}
 	return Thresholds{OneShotMax: 16 << 10}
 }

@@ -28,19 +28,19 @@ func widenF16AVX2(dst *float32, src *uint16, n int)
 func narrowF16AVX2(dst *uint16, src *float32, n int)
 
 //go:noescape
-func addF32AVX2(acc *float32, x *float32, n int)
+func addF32AVX2(dst *float32, src *float32, n int)
 
 //go:noescape
-func maxF32AVX2(acc *float32, x *float32, n int)
+func maxF32AVX2(dst *float32, src *float32, n int)
 
 //go:noescape
-func minF32AVX2(acc *float32, x *float32, n int)
+func minF32AVX2(dst *float32, src *float32, n int)
 
 //go:noescape
-func toLinesAVX2(lines *uint64, words *uint64, n int, flag uint64)
+func toLinesAVX2(dst *uint64, src *uint64, n int, flag uint64)
 
 //go:noescape
-func fromLinesAVX2(words *uint64, lines *uint64, n int, flag uint64) bool
+func fromLinesAVX2(dst *uint64, src *uint64, n int, flag uint64) bool
 
 // prefix is how many of n elements a loop of this block takes here.
 func prefix(n, block int) int {

@@ -6,6 +6,26 @@
 // positive multiple of its block (16 elements; 4 words for the LL lines);
 // the Go caller does the rest.
 
+// ARGS loads a routine's arguments: dst into DI, src into SI and the
+// number of its loop's turns (n over its block, 1<<shift) into CX.
+#define ARGS(shift) \
+	MOVQ dst+0(FP), DI; \
+	MOVQ src+8(FP), SI; \
+	MOVQ n+16(FP), CX; \
+	SHRQ $shift, CX
+
+// NEXT advances both pointers by a turn's bytes and loops to label while
+// turns are left; DONE ends a routine.
+#define NEXT(srcStep, dstStep, label) \
+	ADDQ $srcStep, SI; \
+	ADDQ $dstStep, DI; \
+	DECQ CX; \
+	JNZ  label
+
+#define DONE \
+	VZEROUPPER; \
+	RET
+
 DATA bf16round<>+0(SB)/4, $0x00007fff
 DATA bf16one<>+0(SB)/4, $0x00000001
 DATA absmask<>+0(SB)/4, $0x7fffffff
@@ -27,10 +47,7 @@ GLOBL rebias<>(SB), RODATA|NOPTR, $4
 
 // func widenBF16AVX2(dst *float32, src *uint16, n int)
 TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	SHRQ $4, CX
+	ARGS(4)
 
 widenbf16loop:
 	VPMOVZXWD (SI), Y0
@@ -39,12 +56,8 @@ widenbf16loop:
 	VPSLLD    $16, Y1, Y1
 	VMOVDQU   Y0, (DI)
 	VMOVDQU   Y1, 32(DI)
-	ADDQ      $32, SI
-	ADDQ      $64, DI
-	DECQ      CX
-	JNZ       widenbf16loop
-	VZEROUPPER
-	RET
+	NEXT(32, 64, widenbf16loop)
+	DONE
 
 // NARROWBF16 rounds the eight float32 bit patterns in V to bfloat16 in the
 // low halves of V's dwords: x + 0x7fff + (x>>16 & 1), then >> 16; NaNs
@@ -63,10 +76,7 @@ widenbf16loop:
 
 // func narrowBF16AVX2(dst *uint16, src *float32, n int)
 TEXT ·narrowBF16AVX2(SB), NOSPLIT, $0-24
-	MOVQ         dst+0(FP), DI
-	MOVQ         src+8(FP), SI
-	MOVQ         n+16(FP), CX
-	SHRQ         $4, CX
+	ARGS(4)
 	VPBROADCASTD bf16round<>(SB), Y10
 	VPBROADCASTD bf16one<>(SB), Y11
 	VPBROADCASTD absmask<>(SB), Y12
@@ -81,12 +91,8 @@ narrowbf16loop:
 	VPACKUSDW Y5, Y4, Y4
 	VPERMQ    $0xd8, Y4, Y4
 	VMOVDQU   Y4, (DI)
-	ADDQ      $64, SI
-	ADDQ      $32, DI
-	DECQ      CX
-	JNZ       narrowbf16loop
-	VZEROUPPER
-	RET
+	NEXT(64, 32, narrowbf16loop)
+	DONE
 
 // WIDENF16 widens the eight float16 bit patterns in V's dwords to float32
 // as F16ToF32 does: the exponent and mantissa moved up 13 bits and
@@ -106,10 +112,7 @@ narrowbf16loop:
 
 // func widenF16AVX2(dst *float32, src *uint16, n int)
 TEXT ·widenF16AVX2(SB), NOSPLIT, $0-24
-	MOVQ         dst+0(FP), DI
-	MOVQ         src+8(FP), SI
-	MOVQ         n+16(FP), CX
-	SHRQ         $4, CX
+	ARGS(4)
 	VPBROADCASTD f16sign<>(SB), Y10
 	VPBROADCASTD f16em<>(SB), Y11
 	VPBROADCASTD f16maxfinite<>(SB), Y12
@@ -123,20 +126,13 @@ widenf16loop:
 	WIDENF16(Y5)
 	VMOVDQU   Y4, (DI)
 	VMOVDQU   Y5, 32(DI)
-	ADDQ      $32, SI
-	ADDQ      $64, DI
-	DECQ      CX
-	JNZ       widenf16loop
-	VZEROUPPER
-	RET
+	NEXT(32, 64, widenf16loop)
+	DONE
 
 // func narrowF16AVX2(dst *uint16, src *float32, n int)
 // VCVTPS2PH with immediate 0 rounds to nearest even whatever MXCSR says.
 TEXT ·narrowF16AVX2(SB), NOSPLIT, $0-24
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	SHRQ $4, CX
+	ARGS(4)
 
 narrowf16loop:
 	VMOVUPS   (SI), Y0
@@ -145,19 +141,12 @@ narrowf16loop:
 	VCVTPS2PH $0, Y1, X1
 	VMOVDQU   X0, (DI)
 	VMOVDQU   X1, 16(DI)
-	ADDQ      $64, SI
-	ADDQ      $32, DI
-	DECQ      CX
-	JNZ       narrowf16loop
-	VZEROUPPER
-	RET
+	NEXT(64, 32, narrowf16loop)
+	DONE
 
-// func addF32AVX2(acc *float32, x *float32, n int)
+// func addF32AVX2(dst *float32, src *float32, n int)
 TEXT ·addF32AVX2(SB), NOSPLIT, $0-24
-	MOVQ acc+0(FP), DI
-	MOVQ x+8(FP), SI
-	MOVQ n+16(FP), CX
-	SHRQ $4, CX
+	ARGS(4)
 
 addf32loop:
 	VMOVUPS (DI), Y0
@@ -166,12 +155,8 @@ addf32loop:
 	VADDPS  32(SI), Y1, Y1
 	VMOVUPS Y0, (DI)
 	VMOVUPS Y1, 32(DI)
-	ADDQ    $64, SI
-	ADDQ    $64, DI
-	DECQ    CX
-	JNZ     addf32loop
-	VZEROUPPER
-	RET
+	NEXT(64, 64, addf32loop)
+	DONE
 
 // MAXNUM and MINNUM set A to maxNum(A, X) and minNum(A, X) as maxNum and
 // minNum in internal/numeric do: VMAXPS/VMINPS return their second source (A) when
@@ -194,43 +179,29 @@ addf32loop:
 	VCMPPS    $3, A, A, Y3; \
 	VBLENDVPS Y3, X, Y2, A
 
-// func maxF32AVX2(acc *float32, x *float32, n int)
+// func maxF32AVX2(dst *float32, src *float32, n int)
 TEXT ·maxF32AVX2(SB), NOSPLIT, $0-24
-	MOVQ acc+0(FP), DI
-	MOVQ x+8(FP), SI
-	MOVQ n+16(FP), CX
-	SHRQ $3, CX
+	ARGS(3)
 
 maxf32loop:
 	VMOVUPS (DI), Y0
 	VMOVUPS (SI), Y1
 	MAXNUM(Y0, Y1)
 	VMOVUPS Y0, (DI)
-	ADDQ    $32, SI
-	ADDQ    $32, DI
-	DECQ    CX
-	JNZ     maxf32loop
-	VZEROUPPER
-	RET
+	NEXT(32, 32, maxf32loop)
+	DONE
 
-// func minF32AVX2(acc *float32, x *float32, n int)
+// func minF32AVX2(dst *float32, src *float32, n int)
 TEXT ·minF32AVX2(SB), NOSPLIT, $0-24
-	MOVQ acc+0(FP), DI
-	MOVQ x+8(FP), SI
-	MOVQ n+16(FP), CX
-	SHRQ $3, CX
+	ARGS(3)
 
 minf32loop:
 	VMOVUPS (DI), Y0
 	VMOVUPS (SI), Y1
 	MINNUM(Y0, Y1)
 	VMOVUPS Y0, (DI)
-	ADDQ    $32, SI
-	ADDQ    $32, DI
-	DECQ    CX
-	JNZ     minf32loop
-	VZEROUPPER
-	RET
+	NEXT(32, 32, minf32loop)
+	DONE
 
 DATA evens<>+0(SB)/4, $0
 DATA evens<>+4(SB)/4, $2
@@ -242,16 +213,13 @@ DATA evens<>+24(SB)/4, $5
 DATA evens<>+28(SB)/4, $7
 GLOBL evens<>(SB), RODATA|NOPTR, $32
 
-// func toLinesAVX2(lines *uint64, words *uint64, n int, flag uint64)
+// func toLinesAVX2(dst *uint64, src *uint64, n int, flag uint64)
 // Every 32-bit half of the payload words becomes one line word: zero
 // extended, with flag (already shifted up 32 bits) in its top half.
 TEXT ·toLinesAVX2(SB), NOSPLIT, $0-32
-	MOVQ         lines+0(FP), DI
-	MOVQ         words+8(FP), SI
-	MOVQ         n+16(FP), CX
+	ARGS(2)
 	MOVQ         flag+24(FP), X0
 	VPBROADCASTQ X0, Y0
-	SHRQ         $2, CX
 
 tolinesloop:
 	VPMOVZXDQ (SI), Y1
@@ -260,27 +228,20 @@ tolinesloop:
 	VPOR      Y0, Y2, Y2
 	VMOVDQU   Y1, (DI)
 	VMOVDQU   Y2, 32(DI)
-	ADDQ      $32, SI
-	ADDQ      $64, DI
-	DECQ      CX
-	JNZ       tolinesloop
-	VZEROUPPER
-	RET
+	NEXT(32, 64, tolinesloop)
+	DONE
 
-// func fromLinesAVX2(words *uint64, lines *uint64, n int, flag uint64) bool
+// func fromLinesAVX2(dst *uint64, src *uint64, n int, flag uint64) bool
 // The inverse of toLinesAVX2: the bottom halves of the line words packed
 // into payload words; true if every line word's top half is flag's.
 TEXT ·fromLinesAVX2(SB), NOSPLIT, $0-33
-	MOVQ         words+0(FP), DI
-	MOVQ         lines+8(FP), SI
-	MOVQ         n+16(FP), CX
+	ARGS(2)
 	MOVQ         flag+24(FP), X0
 	VPBROADCASTQ X0, Y0
 	VPCMPEQD     Y1, Y1, Y1
 	VPSLLQ       $32, Y1, Y1
 	VPCMPEQD     Y7, Y7, Y7
 	VMOVDQU      evens<>(SB), Y6
-	SHRQ         $2, CX
 
 fromlinesloop:
 	VMOVDQU     (SI), Y2
