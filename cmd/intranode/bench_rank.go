@@ -448,8 +448,8 @@ func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, see
 	}
 	// Collect the garbage of the checks and fills before the timed replays,
 	// as testing.B does before a benchmark: with the fake backend the
-	// kernels run in this process, and a collection in the middle of a
-	// replay stalled the first row of every size by 3-6 µs at 1-16 KiB.
+	// kernels run in this process, and a collection that falls in a replay
+	// is time the kernels did not take.
 	runtime.GC()
 	times := make([]time.Duration, 0, m.cfg.Replays)
 	for range m.cfg.Replays {
