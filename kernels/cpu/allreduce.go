@@ -330,10 +330,8 @@ func (k *allReduce) oneShot(out []byte) (bool, error) {
 }
 
 // oneShotLL is the one-shot's LL path: send the input as LL lines into
-// every peer's pad, wait for every peer's lines in this rank's pad, then
-// decode and reduce them a chunk at a time, in rank order (the whole
-// message is never copied out of the lines). No barrier; the epoch picks
-// the slot and the flag.
+// every peer's pad, receive every peer's lines from this rank's pad, reduce
+// in rank order. No barrier; the epoch picks the slot and the flag.
 func (k *allReduce) oneShotLL() error {
 	c := k.openLL()
 	for p := range k.world {
@@ -341,32 +339,20 @@ func (k *allReduce) oneShotLL() error {
 			c.send(p, k.in)
 		}
 	}
+	srcs := make([][]byte, k.world)
 	for q := range k.world {
-		if q != k.me {
-			if ok, err := c.await(q, k.n); !ok {
-				return err
-			}
+		if q == k.me {
+			srcs[q] = k.in
+			continue
 		}
+		got, ok, err := c.receive(q, k.n)
+		if !ok {
+			return err
+		}
+		srcs[q] = got
 	}
 	// No peer reads this rank's output or buffer: no aside needed.
-	srcs := make([][]byte, k.world)
-	chunk := min(llChunk, (k.n+15)&^15)
-	scratch := make([]byte, k.world*chunk)
-	for lo := 0; lo < k.n; lo += chunk {
-		hi := min(lo+chunk, k.n)
-		for q := range k.world {
-			if q == k.me {
-				srcs[q] = k.in[lo:hi]
-				continue
-			}
-			srcs[q] = scratch[q*chunk : q*chunk+hi-lo]
-			if err := c.decode(q, lo, srcs[q]); err != nil {
-				return err
-			}
-			c.release(q, lo, hi-lo) // while the lines are in cache
-		}
-		reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
-	}
+	reduce(k.a.DType, k.a.Op, k.out, srcs)
 	return nil
 }
 
@@ -391,11 +377,6 @@ func oneShotPath(n, world int) string {
 	}
 	return p
 }
-
-// llChunk is how many payload bytes of each peer the LL path decodes at a
-// time: a multiple of 16 (the line pairs) and of every element size, small
-// enough for every peer's chunk to stay in cache.
-const llChunk = 4 << 10
 
 // oneShotPush is the one-shot's push path: write the input into every
 // peer's push slot, barrier, reduce this rank's input and what the peers

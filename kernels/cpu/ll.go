@@ -128,14 +128,12 @@ func (c llCall) await(q, n int) (ok bool, err error) {
 	return true, nil
 }
 
-// decode copies payload bytes [lo, lo+len(dst)) of rank q's lines, which
-// await has seen arrive, into dst, checking each line's flags; lo is a
-// multiple of 8.
-func (c llCall) decode(q, lo int, dst []byte) error {
+// decode copies rank q's payload, which await has seen arrive, into dst,
+// checking each line's flags.
+func (c llCall) decode(q int, dst []byte) error {
 	l := c.l
-	first := lo / 8
 	nlines := (len(dst) + 7) / 8
-	off := kernels.LLLine(len(l.pads), c.s, q, l.me, first)
+	off := kernels.LLLine(len(l.pads), c.s, q, l.me, 0)
 	lines := elems[uint64](l.pads[l.me][off : off+16*nlines])
 	flag := uint64(c.f) << 32
 	k, ok := 0, true
@@ -159,19 +157,18 @@ func (c llCall) decode(q, lo int, dst []byte) error {
 	}
 	for j := range 2 * nlines {
 		if lines[j]&^0xffffffff != flag {
-			return fmt.Errorf("%s: rank %d: LL line %d from rank %d lacks flag %d", l.kernel, l.me, first+j/2, q, c.f)
+			return fmt.Errorf("%s: rank %d: LL line %d from rank %d lacks flag %d", l.kernel, l.me, j/2, q, c.f)
 		}
 	}
 	return nil
 }
 
-// release clears the lines of rank q's payload bytes [lo, lo+n) once
-// consumed (lo a multiple of 16, n padded up to 16), so that a line in a
-// slot is always of the call in progress: the flag's epoch byte repeats
-// every 256 calls, and a stale line of one of those would pass for a
-// differing call, or, with a 23-bit hash that matched, for data.
-func (c llCall) release(q, lo, n int) {
-	off := kernels.LLLine(len(c.l.pads), c.s, q, c.l.me, lo/8)
+// release clears rank q's n bytes of lines once consumed, so that a line
+// in a slot is always of the call in progress: the flag's epoch byte
+// repeats every 256 calls, and a stale line of one of those would pass for
+// a differing call, or, with a 23-bit hash that matched, for data.
+func (c llCall) release(q, n int) {
+	off := kernels.LLLine(len(c.l.pads), c.s, q, c.l.me, 0)
 	clear(c.l.pads[c.l.me][off : off+2*((n+15)&^15)])
 }
 
@@ -182,9 +179,9 @@ func (c llCall) receive(q, n int) (data []byte, ok bool, err error) {
 		return nil, false, err
 	}
 	data = make([]byte, n)
-	if err := c.decode(q, 0, data); err != nil {
+	if err := c.decode(q, data); err != nil {
 		return nil, false, err
 	}
-	c.release(q, 0, n)
+	c.release(q, n)
 	return data, true, nil
 }
