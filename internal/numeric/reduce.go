@@ -52,12 +52,23 @@ func Accumulate[T Accumulator](op backend.ReduceOp, acc, x []T) {
 // at a time into scratch that Accumulate then reduces (both vector loops
 // where the machine has them); without them, bfloat16 widens and reduces
 // in one Go loop (its widening is a shift). The choice of type and op is
-// made once per block, not per element. x must be at least as long as acc.
+// made once per block, not per element; the sum's vector loop widens and
+// adds in one pass. x must be at least as long as acc.
 //
 //go:norace
 //go:nocheckptr
 func AccumulateHalf(d backend.DType, op backend.ReduceOp, acc []float32, x []uint16) {
 	x = x[:len(acc)]
+	if op == backend.Sum {
+		// The sum's vector loop widens and adds in one pass.
+		var k int
+		if d == backend.Float16 {
+			k = vec.AccF16(acc, x)
+		} else if d == backend.BFloat16 {
+			k = vec.AccBF16(acc, x)
+		}
+		acc, x = acc[k:], x[k:]
+	}
 	switch {
 	case d != backend.Float16 && d != backend.BFloat16:
 		panic(fmt.Sprintf("numeric: AccumulateHalf of %v", d))
@@ -86,6 +97,32 @@ func AccumulateHalf(d backend.DType, op backend.ReduceOp, acc []float32, x []uin
 		}
 	default:
 		panic(fmt.Sprintf("numeric: invalid %v", op))
+	}
+}
+
+// SumHalfPair sets dst[i] to the sum of a[i] and b[i], float16 (d ==
+// Float16) or bfloat16 (d == BFloat16) bit patterns, widened exactly,
+// added in float32 and rounded once to nearest even: the bits AccumulateHalf
+// and the narrowing give, in one pass where the machine has the vector
+// loop. a and b must be at least as long as dst; dst may be a or b.
+//
+//go:norace
+//go:nocheckptr
+func SumHalfPair(d backend.DType, dst, a, b []uint16) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	switch d {
+	case backend.Float16:
+		k := vec.SumF16(dst, a, b)
+		for i := k; i < len(dst); i++ {
+			dst[i] = F32ToF16(F16ToF32(a[i]) + F16ToF32(b[i]))
+		}
+	case backend.BFloat16:
+		k := vec.SumBF16(dst, a, b)
+		for i := k; i < len(dst); i++ {
+			dst[i] = F32ToBF16(BF16ToF32(a[i]) + BF16ToF32(b[i]))
+		}
+	default:
+		panic(fmt.Sprintf("numeric: SumHalfPair of %v", d))
 	}
 }
 

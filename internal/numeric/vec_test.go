@@ -160,3 +160,49 @@ func TestAccumulateHalfMatchesScalar(t *testing.T) {
 		}
 	}
 }
+
+// TestSumHalfPairMatchesScalar adds pairs of 16-bit patterns of both
+// formats — random ones, every pattern against a few fixed partners (zeros,
+// ones, infinities, the largest finite, a NaN), and in place — and compares
+// with widening, adding and narrowing each element alone. Where the float32
+// sum is NaN only NaN-ness is held: which operand's payload x86 keeps is
+// not part of the contract.
+func TestSumHalfPairMatchesScalar(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var a, b []uint16
+	for range 3001 {
+		a, b = append(a, uint16(rng.Uint32())), append(b, uint16(rng.Uint32()))
+	}
+	for _, partner := range []uint16{0x0000, 0x8000, 0x3c00, 0x3f80, 0x7c00, 0x7f80, 0xfc00, 0xff80, 0x7bff, 0x7f7f, 0x7e00, 0x7fc1} {
+		for h := range 1 << 16 {
+			a, b = append(a, uint16(h)), append(b, partner)
+		}
+	}
+	for _, f := range formats {
+		d := backend.Float16
+		if f.name == "bfloat16" {
+			d = backend.BFloat16
+		}
+		check := func(got []uint16) {
+			t.Helper()
+			for i := range got {
+				s := f.toF32(a[i]) + f.toF32(b[i])
+				if s != s {
+					if w := f.toF32(got[i]); w == w {
+						require.Failf(t, "sum", "%s %#04x + %#04x = %#04x, want a NaN", f.name, a[i], b[i], got[i])
+					}
+					continue
+				}
+				if want := f.fromF32(s); got[i] != want {
+					require.Failf(t, "sum", "%s %#04x + %#04x = %#04x, scalar %#04x", f.name, a[i], b[i], got[i], want)
+				}
+			}
+		}
+		dst := make([]uint16, len(a))
+		SumHalfPair(d, dst, a, b)
+		check(dst)
+		inPlace := append([]uint16(nil), a...)
+		SumHalfPair(d, inPlace, inPlace, b)
+		check(inPlace)
+	}
+}

@@ -28,6 +28,18 @@ func widenF16AVX2(dst *float32, src *uint16, n int)
 func narrowF16AVX2(dst *uint16, src *float32, n int)
 
 //go:noescape
+func sumBF16AVX2(dst, a, b *uint16, n int)
+
+//go:noescape
+func sumF16AVX2(dst, a, b *uint16, n int)
+
+//go:noescape
+func accBF16AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
+func accF16AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
 func addF32AVX2(dst *float32, src *float32, n int)
 
 //go:noescape
@@ -90,6 +102,45 @@ func NarrowF16(dst []uint16, src []float32) int {
 	n := prefix(len(src), 16)
 	if n > 0 {
 		narrowF16AVX2(&dst[:n][0], &src[0], n)
+	}
+	return n
+}
+
+// SumBF16 sets dst[i] to the bfloat16 of float32(a[i]) + float32(b[i]),
+// rounded once as NarrowBF16 rounds, over a prefix of dst, whose length it
+// returns; a and b are at least as long as dst. dst may be a or b.
+func SumBF16(dst, a, b []uint16) int {
+	n := prefix(len(dst), 16)
+	if n > 0 {
+		sumBF16AVX2(&dst[0], &a[:n][0], &b[:n][0], n)
+	}
+	return n
+}
+
+// SumF16 is SumBF16 for binary16, rounded as NarrowF16 rounds.
+func SumF16(dst, a, b []uint16) int {
+	n := prefix(len(dst), 16)
+	if n > 0 {
+		sumF16AVX2(&dst[0], &a[:n][0], &b[:n][0], n)
+	}
+	return n
+}
+
+// AccBF16 sets acc[i] += float32(x[i]) for the bfloat16 patterns of x over
+// a prefix of acc, whose length it returns; len(x) >= len(acc).
+func AccBF16(acc []float32, x []uint16) int {
+	n := prefix(len(acc), 16)
+	if n > 0 {
+		accBF16AVX2(&acc[0], &x[:n][0], n)
+	}
+	return n
+}
+
+// AccF16 is AccBF16 for binary16 patterns (widened as WidenF16 does).
+func AccF16(acc []float32, x []uint16) int {
+	n := prefix(len(acc), 16)
+	if n > 0 {
+		accF16AVX2(&acc[0], &x[:n][0], n)
 	}
 	return n
 }

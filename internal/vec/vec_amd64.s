@@ -45,6 +45,35 @@ GLOBL f16sign<>(SB), RODATA|NOPTR, $4
 GLOBL f16maxfinite<>(SB), RODATA|NOPTR, $4
 GLOBL rebias<>(SB), RODATA|NOPTR, $4
 
+// ARGS3 loads a three-operand routine's arguments: dst into DI, its two
+// sources into SI and DX, and its loop's turns into CX.
+#define ARGS3(shift) \
+	MOVQ dst+0(FP), DI; \
+	MOVQ a+8(FP), SI; \
+	MOVQ b+16(FP), DX; \
+	MOVQ n+24(FP), CX; \
+	SHRQ $shift, CX
+
+// NEXT3 is NEXT with the second source advanced as the first.
+#define NEXT3(srcStep, dstStep, label) \
+	ADDQ $srcStep, DX; \
+	NEXT(srcStep, dstStep, label)
+
+// BF16CONSTS loads NARROWBF16's constants; F16CONSTS WIDENF16's.
+#define BF16CONSTS \
+	VPBROADCASTD bf16round<>(SB), Y10; \
+	VPBROADCASTD bf16one<>(SB), Y11; \
+	VPBROADCASTD absmask<>(SB), Y12; \
+	VPBROADCASTD f32inf<>(SB), Y13; \
+	VPBROADCASTD bf16quiet<>(SB), Y14
+
+#define F16CONSTS \
+	VPBROADCASTD f16sign<>(SB), Y10; \
+	VPBROADCASTD f16em<>(SB), Y11; \
+	VPBROADCASTD f16maxfinite<>(SB), Y12; \
+	VPBROADCASTD rebias<>(SB), Y13; \
+	VPBROADCASTD f32inf<>(SB), Y14
+
 // func widenBF16AVX2(dst *float32, src *uint16, n int)
 TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24
 	ARGS(4)
@@ -77,11 +106,7 @@ widenbf16loop:
 // func narrowBF16AVX2(dst *uint16, src *float32, n int)
 TEXT ·narrowBF16AVX2(SB), NOSPLIT, $0-24
 	ARGS(4)
-	VPBROADCASTD bf16round<>(SB), Y10
-	VPBROADCASTD bf16one<>(SB), Y11
-	VPBROADCASTD absmask<>(SB), Y12
-	VPBROADCASTD f32inf<>(SB), Y13
-	VPBROADCASTD bf16quiet<>(SB), Y14
+	BF16CONSTS
 
 narrowbf16loop:
 	VMOVDQU   (SI), Y4
@@ -113,11 +138,7 @@ narrowbf16loop:
 // func widenF16AVX2(dst *float32, src *uint16, n int)
 TEXT ·widenF16AVX2(SB), NOSPLIT, $0-24
 	ARGS(4)
-	VPBROADCASTD f16sign<>(SB), Y10
-	VPBROADCASTD f16em<>(SB), Y11
-	VPBROADCASTD f16maxfinite<>(SB), Y12
-	VPBROADCASTD rebias<>(SB), Y13
-	VPBROADCASTD f32inf<>(SB), Y14
+	F16CONSTS
 
 widenf16loop:
 	VPMOVZXWD (SI), Y4
@@ -142,6 +163,90 @@ narrowf16loop:
 	VMOVDQU   X0, (DI)
 	VMOVDQU   X1, 16(DI)
 	NEXT(64, 32, narrowf16loop)
+	DONE
+
+// func sumBF16AVX2(dst *uint16, a *uint16, b *uint16, n int)
+// dst = bfloat16(float32(a) + float32(b)), rounded once.
+TEXT ·sumBF16AVX2(SB), NOSPLIT, $0-32
+	ARGS3(4)
+	BF16CONSTS
+
+sumbf16loop:
+	VPMOVZXWD (SI), Y4
+	VPMOVZXWD 16(SI), Y5
+	VPMOVZXWD (DX), Y6
+	VPMOVZXWD 16(DX), Y7
+	VPSLLD    $16, Y4, Y4
+	VPSLLD    $16, Y5, Y5
+	VPSLLD    $16, Y6, Y6
+	VPSLLD    $16, Y7, Y7
+	VADDPS    Y6, Y4, Y4
+	VADDPS    Y7, Y5, Y5
+	NARROWBF16(Y4)
+	NARROWBF16(Y5)
+	VPACKUSDW Y5, Y4, Y4
+	VPERMQ    $0xd8, Y4, Y4
+	VMOVDQU   Y4, (DI)
+	NEXT3(32, 32, sumbf16loop)
+	DONE
+
+// func sumF16AVX2(dst *uint16, a *uint16, b *uint16, n int)
+// dst = float16(float32(a) + float32(b)), rounded once.
+TEXT ·sumF16AVX2(SB), NOSPLIT, $0-32
+	ARGS3(4)
+	F16CONSTS
+
+sumf16loop:
+	VPMOVZXWD (SI), Y4
+	VPMOVZXWD 16(SI), Y5
+	VPMOVZXWD (DX), Y6
+	VPMOVZXWD 16(DX), Y7
+	WIDENF16(Y4)
+	WIDENF16(Y5)
+	WIDENF16(Y6)
+	WIDENF16(Y7)
+	VADDPS    Y6, Y4, Y4
+	VADDPS    Y7, Y5, Y5
+	VCVTPS2PH $0, Y4, X4
+	VCVTPS2PH $0, Y5, X5
+	VMOVDQU   X4, (DI)
+	VMOVDQU   X5, 16(DI)
+	NEXT3(32, 32, sumf16loop)
+	DONE
+
+// func accBF16AVX2(dst *float32, src *uint16, n int)
+// dst += float32(src).
+TEXT ·accBF16AVX2(SB), NOSPLIT, $0-24
+	ARGS(4)
+
+accbf16loop:
+	VPMOVZXWD (SI), Y0
+	VPMOVZXWD 16(SI), Y1
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VADDPS    (DI), Y0, Y0
+	VADDPS    32(DI), Y1, Y1
+	VMOVUPS   Y0, (DI)
+	VMOVUPS   Y1, 32(DI)
+	NEXT(32, 64, accbf16loop)
+	DONE
+
+// func accF16AVX2(dst *float32, src *uint16, n int)
+// dst += float32(src).
+TEXT ·accF16AVX2(SB), NOSPLIT, $0-24
+	ARGS(4)
+	F16CONSTS
+
+accf16loop:
+	VPMOVZXWD (SI), Y4
+	VPMOVZXWD 16(SI), Y5
+	WIDENF16(Y4)
+	WIDENF16(Y5)
+	VADDPS    (DI), Y4, Y4
+	VADDPS    32(DI), Y5, Y5
+	VMOVUPS   Y4, (DI)
+	VMOVUPS   Y5, 32(DI)
+	NEXT(32, 64, accf16loop)
 	DONE
 
 // func addF32AVX2(dst *float32, src *float32, n int)

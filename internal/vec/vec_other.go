@@ -18,6 +18,18 @@ func WidenF16([]float32, []uint16) int { return 0 }
 // NarrowF16 does nothing in this build; it returns 0.
 func NarrowF16([]uint16, []float32) int { return 0 }
 
+// SumBF16 does nothing in this build; it returns 0.
+func SumBF16(_, _, _ []uint16) int { return 0 }
+
+// SumF16 does nothing in this build; it returns 0.
+func SumF16(_, _, _ []uint16) int { return 0 }
+
+// AccBF16 does nothing in this build; it returns 0.
+func AccBF16([]float32, []uint16) int { return 0 }
+
+// AccF16 does nothing in this build; it returns 0.
+func AccF16([]float32, []uint16) int { return 0 }
+
 // AddF32 does nothing in this build; it returns 0.
 func AddF32(_, _ []float32) int { return 0 }
 

@@ -81,6 +81,12 @@ func reduceDirect[T numeric.Accumulator](op backend.ReduceOp, dst []byte, srcs [
 // reduceHalf is reduce for float16 and bfloat16 (d), accumulated in
 // float32.
 func reduceHalf(d backend.DType, op backend.ReduceOp, dst []byte, srcs [][]byte) {
+	if op == backend.Sum && len(srcs) == 2 && aligned2(dst) && aligned2(srcs[0]) && aligned2(srcs[1]) {
+		// Two ranks' sum: widened, added and rounded in one pass, no
+		// accumulator.
+		numeric.SumHalfPair(d, elems[uint16](dst), elems[uint16](srcs[0]), elems[uint16](srcs[1]))
+		return
+	}
 	var accBuf [chunkElems]float32
 	var scratch alignedChunk
 	n := len(dst) / 2
@@ -110,6 +116,11 @@ func reduceHalf(d backend.DType, op backend.ReduceOp, dst []byte, srcs [][]byte)
 			copy(out, b)
 		}
 	}
+}
+
+// aligned2 reports whether b starts on a 2-byte boundary (an empty b does).
+func aligned2(b []byte) bool {
+	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%2 == 0
 }
 
 // alignedChunk is scratch space for a chunk whose bytes do not start on a
