@@ -74,19 +74,27 @@ GLOBL rebias<>(SB), RODATA|NOPTR, $4
 	VPBROADCASTD rebias<>(SB), Y13; \
 	VPBROADCASTD f32inf<>(SB), Y14
 
-// func widenBF16AVX2(dst *float32, src *uint16, n int)
-TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24
-	ARGS(4)
+// LOADW zero-extends the sixteen 16-bit patterns at P into the dwords of
+// A and B.
+#define LOADW(P, A, B) \
+	VPMOVZXWD (P), A; \
+	VPMOVZXWD 16(P), B
 
-widenbf16loop:
-	VPMOVZXWD (SI), Y0
-	VPMOVZXWD 16(SI), Y1
-	VPSLLD    $16, Y0, Y0
-	VPSLLD    $16, Y1, Y1
-	VMOVDQU   Y0, (DI)
-	VMOVDQU   Y1, 32(DI)
-	NEXT(32, 64, widenbf16loop)
-	DONE
+// BF16UP makes the bfloat16 patterns in A's and B's dwords float32.
+#define BF16UP(A, B) \
+	VPSLLD $16, A, A; \
+	VPSLLD $16, B, B
+
+// STOREF32 stores the sixteen float32 of A and B at DI; ACCF32 first adds
+// the sixteen already there.
+#define STOREF32(A, B) \
+	VMOVUPS A, (DI); \
+	VMOVUPS B, 32(DI)
+
+#define ACCF32(A, B) \
+	VADDPS (DI), A, A; \
+	VADDPS 32(DI), B, B; \
+	STOREF32(A, B)
 
 // NARROWBF16 rounds the eight float32 bit patterns in V to bfloat16 in the
 // low halves of V's dwords: x + 0x7fff + (x>>16 & 1), then >> 16; NaNs
@@ -103,21 +111,22 @@ widenbf16loop:
 	VPCMPGTD  Y13, Y2, Y2; \
 	VPBLENDVB Y2, Y1, Y3, V
 
-// func narrowBF16AVX2(dst *uint16, src *float32, n int)
-TEXT ·narrowBF16AVX2(SB), NOSPLIT, $0-24
-	ARGS(4)
-	BF16CONSTS
+// PUTBF16 rounds the sixteen float32 of A and B to bfloat16 (NARROWBF16)
+// and stores them at DI; PUTF16 rounds them to binary16 (VCVTPS2PH with
+// immediate 0 rounds to nearest even whatever MXCSR says), XA and XB
+// naming A's and B's low halves.
+#define PUTBF16(A, B) \
+	NARROWBF16(A); \
+	NARROWBF16(B); \
+	VPACKUSDW B, A, A; \
+	VPERMQ    $0xd8, A, A; \
+	VMOVDQU   A, (DI)
 
-narrowbf16loop:
-	VMOVDQU   (SI), Y4
-	VMOVDQU   32(SI), Y5
-	NARROWBF16(Y4)
-	NARROWBF16(Y5)
-	VPACKUSDW Y5, Y4, Y4
-	VPERMQ    $0xd8, Y4, Y4
-	VMOVDQU   Y4, (DI)
-	NEXT(64, 32, narrowbf16loop)
-	DONE
+#define PUTF16(A, B, XA, XB) \
+	VCVTPS2PH $0, A, XA; \
+	VCVTPS2PH $0, B, XB; \
+	VMOVDQU   XA, (DI); \
+	VMOVDQU   XB, 16(DI)
 
 // WIDENF16 widens the eight float16 bit patterns in V's dwords to float32
 // as F16ToF32 does: the exponent and mantissa moved up 13 bits and
@@ -135,33 +144,50 @@ narrowbf16loop:
 	VPBLENDVB Y3, V, Y2, V; \
 	VPOR      Y1, V, V
 
+// func widenBF16AVX2(dst *float32, src *uint16, n int)
+TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24
+	ARGS(4)
+
+widenbf16loop:
+	LOADW(SI, Y0, Y1)
+	BF16UP(Y0, Y1)
+	STOREF32(Y0, Y1)
+	NEXT(32, 64, widenbf16loop)
+	DONE
+
+// func narrowBF16AVX2(dst *uint16, src *float32, n int)
+TEXT ·narrowBF16AVX2(SB), NOSPLIT, $0-24
+	ARGS(4)
+	BF16CONSTS
+
+narrowbf16loop:
+	VMOVDQU (SI), Y4
+	VMOVDQU 32(SI), Y5
+	PUTBF16(Y4, Y5)
+	NEXT(64, 32, narrowbf16loop)
+	DONE
+
 // func widenF16AVX2(dst *float32, src *uint16, n int)
 TEXT ·widenF16AVX2(SB), NOSPLIT, $0-24
 	ARGS(4)
 	F16CONSTS
 
 widenf16loop:
-	VPMOVZXWD (SI), Y4
-	VPMOVZXWD 16(SI), Y5
+	LOADW(SI, Y4, Y5)
 	WIDENF16(Y4)
 	WIDENF16(Y5)
-	VMOVDQU   Y4, (DI)
-	VMOVDQU   Y5, 32(DI)
+	STOREF32(Y4, Y5)
 	NEXT(32, 64, widenf16loop)
 	DONE
 
 // func narrowF16AVX2(dst *uint16, src *float32, n int)
-// VCVTPS2PH with immediate 0 rounds to nearest even whatever MXCSR says.
 TEXT ·narrowF16AVX2(SB), NOSPLIT, $0-24
 	ARGS(4)
 
 narrowf16loop:
-	VMOVUPS   (SI), Y0
-	VMOVUPS   32(SI), Y1
-	VCVTPS2PH $0, Y0, X0
-	VCVTPS2PH $0, Y1, X1
-	VMOVDQU   X0, (DI)
-	VMOVDQU   X1, 16(DI)
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	PUTF16(Y0, Y1, X0, X1)
 	NEXT(64, 32, narrowf16loop)
 	DONE
 
@@ -172,21 +198,13 @@ TEXT ·sumBF16AVX2(SB), NOSPLIT, $0-32
 	BF16CONSTS
 
 sumbf16loop:
-	VPMOVZXWD (SI), Y4
-	VPMOVZXWD 16(SI), Y5
-	VPMOVZXWD (DX), Y6
-	VPMOVZXWD 16(DX), Y7
-	VPSLLD    $16, Y4, Y4
-	VPSLLD    $16, Y5, Y5
-	VPSLLD    $16, Y6, Y6
-	VPSLLD    $16, Y7, Y7
-	VADDPS    Y6, Y4, Y4
-	VADDPS    Y7, Y5, Y5
-	NARROWBF16(Y4)
-	NARROWBF16(Y5)
-	VPACKUSDW Y5, Y4, Y4
-	VPERMQ    $0xd8, Y4, Y4
-	VMOVDQU   Y4, (DI)
+	LOADW(SI, Y4, Y5)
+	LOADW(DX, Y6, Y7)
+	BF16UP(Y4, Y5)
+	BF16UP(Y6, Y7)
+	VADDPS Y6, Y4, Y4
+	VADDPS Y7, Y5, Y5
+	PUTBF16(Y4, Y5)
 	NEXT3(32, 32, sumbf16loop)
 	DONE
 
@@ -197,20 +215,15 @@ TEXT ·sumF16AVX2(SB), NOSPLIT, $0-32
 	F16CONSTS
 
 sumf16loop:
-	VPMOVZXWD (SI), Y4
-	VPMOVZXWD 16(SI), Y5
-	VPMOVZXWD (DX), Y6
-	VPMOVZXWD 16(DX), Y7
+	LOADW(SI, Y4, Y5)
+	LOADW(DX, Y6, Y7)
 	WIDENF16(Y4)
 	WIDENF16(Y5)
 	WIDENF16(Y6)
 	WIDENF16(Y7)
-	VADDPS    Y6, Y4, Y4
-	VADDPS    Y7, Y5, Y5
-	VCVTPS2PH $0, Y4, X4
-	VCVTPS2PH $0, Y5, X5
-	VMOVDQU   X4, (DI)
-	VMOVDQU   X5, 16(DI)
+	VADDPS Y6, Y4, Y4
+	VADDPS Y7, Y5, Y5
+	PUTF16(Y4, Y5, X4, X5)
 	NEXT3(32, 32, sumf16loop)
 	DONE
 
@@ -220,14 +233,9 @@ TEXT ·accBF16AVX2(SB), NOSPLIT, $0-24
 	ARGS(4)
 
 accbf16loop:
-	VPMOVZXWD (SI), Y0
-	VPMOVZXWD 16(SI), Y1
-	VPSLLD    $16, Y0, Y0
-	VPSLLD    $16, Y1, Y1
-	VADDPS    (DI), Y0, Y0
-	VADDPS    32(DI), Y1, Y1
-	VMOVUPS   Y0, (DI)
-	VMOVUPS   Y1, 32(DI)
+	LOADW(SI, Y0, Y1)
+	BF16UP(Y0, Y1)
+	ACCF32(Y0, Y1)
 	NEXT(32, 64, accbf16loop)
 	DONE
 
@@ -238,14 +246,10 @@ TEXT ·accF16AVX2(SB), NOSPLIT, $0-24
 	F16CONSTS
 
 accf16loop:
-	VPMOVZXWD (SI), Y4
-	VPMOVZXWD 16(SI), Y5
+	LOADW(SI, Y4, Y5)
 	WIDENF16(Y4)
 	WIDENF16(Y5)
-	VADDPS    (DI), Y4, Y4
-	VADDPS    32(DI), Y5, Y5
-	VMOVUPS   Y4, (DI)
-	VMOVUPS   Y5, 32(DI)
+	ACCF32(Y4, Y5)
 	NEXT(32, 64, accf16loop)
 	DONE
 
