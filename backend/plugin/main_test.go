@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,8 +55,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// hostMain opens the plugin, prints its pid, then exits without closing
-// anything ("exit") or waits to be killed ("wait").
+// hostMain opens the plugin, prints its pid, waits until its standard
+// input ends (the test has seen the plugin running), then exits without
+// closing anything ("exit") or waits to be killed ("wait").
 func hostMain(mode string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -69,6 +71,7 @@ func hostMain(mode string) int {
 		return 1
 	}
 	fmt.Printf("pid %d\n", b.PID())
+	_, _ = io.Copy(io.Discard, os.Stdin)
 	if mode == "wait" {
 		<-ctx.Done()
 	}
@@ -119,8 +122,10 @@ func alive(pid int) bool {
 	return ok && rest != "" && rest[0] != 'Z' && rest[0] != 'X'
 }
 
-// startHost runs the test binary as a throwaway host of the plugin at bin
-// and returns it with the plugin's pid.
+// startHost runs the test binary as a throwaway host of the plugin at bin,
+// checks that the plugin runs, lets the host go on (closes its standard
+// input: in "exit" mode it then exits at once) and returns it with the
+// plugin's pid.
 func startHost(t *testing.T, ctx context.Context, bin, mode string) (*exec.Cmd, int) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
@@ -128,11 +133,14 @@ func startHost(t *testing.T, ctx context.Context, bin, mode string) (*exec.Cmd, 
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	line, err := bufio.NewReader(out).ReadString('\n')
 	require.NoError(t, err, "the host printed no pid")
 	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "pid ")))
 	require.NoError(t, err, "host said %q", line)
 	require.True(t, alive(pid), "plugin %d is not running", pid)
+	require.NoError(t, in.Close())
 	return cmd, pid
 }
