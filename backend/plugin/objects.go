@@ -184,7 +184,7 @@ func (d *device) NewStream(ctx context.Context) (backend.Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stream{c: d.c, id: r.ID}, nil
+	return &stream{remote{c: d.c, id: r.ID}}, nil
 }
 
 // NewEvent creates an event in the plugin.
@@ -193,7 +193,7 @@ func (d *device) NewEvent(ctx context.Context, timing bool) (backend.Event, erro
 	if err != nil {
 		return nil, err
 	}
-	return &event{c: d.c, id: r.ID}, nil
+	return &event{remote{c: d.c, id: r.ID}}, nil
 }
 
 // LoadModule loads a module in the plugin: built-in modules by name, or an
@@ -203,7 +203,7 @@ func (d *device) LoadModule(ctx context.Context, src backend.ModuleSource) (back
 	if err != nil {
 		return nil, err
 	}
-	return &module{c: d.c, id: r.ID}, nil
+	return &module{remote{c: d.c, id: r.ID}}, nil
 }
 
 // Close closes the handle in the plugin (which reports what was left open)
@@ -251,6 +251,27 @@ func closeCall(c *conn, method string, id uint64) error {
 // call timeout.
 func (c *conn) background() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), c.timeout)
+}
+
+// callNow is call for a method that takes no context: bounded by the call
+// timeout.
+func callNow[Req, Resp any](c *conn, method string, req *Req) (*Resp, error) {
+	return callBounded[Req, Resp](context.Background(), c, method, req)
+}
+
+// remote is an object in the plugin: its connection and id, closed once.
+type remote struct {
+	c    *conn
+	id   uint64
+	once sync.Once
+	err  error
+}
+
+// closeOnce closes the object in the plugin with method; later calls
+// return the first's error.
+func (r *remote) closeOnce(method string) error {
+	r.once.Do(func() { r.err = closeCall(r.c, method, r.id) })
+	return r.err
 }
 
 // allocation is memory in the plugin.
@@ -332,12 +353,7 @@ func (h *hostAllocation) release() error {
 func (h *hostAllocation) unmap() error { return unmapShared(h.view) }
 
 // stream is a stream in the plugin.
-type stream struct {
-	c    *conn
-	id   uint64
-	once sync.Once
-	err  error
-}
+type stream struct{ remote }
 
 var _ backend.Stream = (*stream)(nil)
 
@@ -351,18 +367,14 @@ func (s *stream) Launch(fn backend.Function, cfg backend.LaunchConfig, args ...b
 	for i, a := range args {
 		wire[i] = wireArg{Size: a.Size(), Bits: a.U64()}
 	}
-	ctx, cancel := s.c.background()
-	defer cancel()
-	_, err := call[launchReq, empty](ctx, s.c, mLaunch, &launchReq{Stream: s.id, Func: f.id, Grid: cfg.Grid, Block: cfg.Block,
+	_, err := callNow[launchReq, empty](s.c, mLaunch, &launchReq{Stream: s.id, Func: f.id, Grid: cfg.Grid, Block: cfg.Block,
 		SharedMem: cfg.SharedMem, Early: cfg.Early, Args: wire})
 	return err
 }
 
 // CopyAsync enqueues a device-to-device copy.
 func (s *stream) CopyAsync(dst, src backend.DevicePtr, n int) error {
-	ctx, cancel := s.c.background()
-	defer cancel()
-	_, err := call[copyAsyncReq, empty](ctx, s.c, mCopyAsync, &copyAsyncReq{Stream: s.id, Dst: dst, Src: src, N: n})
+	_, err := callNow[copyAsyncReq, empty](s.c, mCopyAsync, &copyAsyncReq{Stream: s.id, Dst: dst, Src: src, N: n})
 	return err
 }
 
@@ -380,9 +392,7 @@ func (s *stream) Record(ev backend.Event) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.c.background()
-	defer cancel()
-	_, err = call[streamEventReq, empty](ctx, s.c, mRecord, &streamEventReq{Stream: s.id, Event: e.id})
+	_, err = callNow[streamEventReq, empty](s.c, mRecord, &streamEventReq{Stream: s.id, Event: e.id})
 	return err
 }
 
@@ -392,9 +402,7 @@ func (s *stream) WaitEvent(ev backend.Event) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.c.background()
-	defer cancel()
-	_, err = call[streamEventReq, empty](ctx, s.c, mWaitEvent, &streamEventReq{Stream: s.id, Event: e.id})
+	_, err = callNow[streamEventReq, empty](s.c, mWaitEvent, &streamEventReq{Stream: s.id, Event: e.id})
 	return err
 }
 
@@ -407,36 +415,24 @@ func (s *stream) Synchronize(ctx context.Context) error {
 
 // BeginCapture starts capturing in the plugin.
 func (s *stream) BeginCapture() error {
-	ctx, cancel := s.c.background()
-	defer cancel()
-	_, err := call[ref, empty](ctx, s.c, mBeginCapture, &ref{ID: s.id})
+	_, err := callNow[ref, empty](s.c, mBeginCapture, &ref{ID: s.id})
 	return err
 }
 
 // EndCapture returns the captured graph.
 func (s *stream) EndCapture() (backend.Graph, error) {
-	ctx, cancel := s.c.background()
-	defer cancel()
-	r, err := call[ref, ref](ctx, s.c, mEndCapture, &ref{ID: s.id})
+	r, err := callNow[ref, ref](s.c, mEndCapture, &ref{ID: s.id})
 	if err != nil {
 		return nil, err
 	}
-	return &graph{c: s.c, id: r.ID}, nil
+	return &graph{remote{c: s.c, id: r.ID}}, nil
 }
 
 // Close drains and releases the stream in the plugin.
-func (s *stream) Close() error {
-	s.once.Do(func() { s.err = closeCall(s.c, mCloseStream, s.id) })
-	return s.err
-}
+func (s *stream) Close() error { return s.closeOnce(mCloseStream) }
 
 // event is an event in the plugin.
-type event struct {
-	c    *conn
-	id   uint64
-	once sync.Once
-	err  error
-}
+type event struct{ remote }
 
 var _ backend.Event = (*event)(nil)
 
@@ -448,9 +444,7 @@ func (e *event) Synchronize(ctx context.Context) error {
 
 // Done asks the plugin whether the event completed.
 func (e *event) Done() (bool, error) {
-	ctx, cancel := e.c.background()
-	defer cancel()
-	r, err := call[ref, answer](ctx, e.c, mEventDone, &ref{ID: e.id})
+	r, err := callNow[ref, answer](e.c, mEventDone, &ref{ID: e.id})
 	if err != nil {
 		return false, err
 	}
@@ -463,9 +457,7 @@ func (e *event) Elapsed(start backend.Event) (time.Duration, error) {
 	if !ok || s == nil || s.c != e.c {
 		return 0, backend.Errorf(backend.CodeInvalidArgument, "plugin: elapsed from a %T that is not an event of this plugin", start)
 	}
-	ctx, cancel := e.c.background()
-	defer cancel()
-	r, err := call[elapsedReq, elapsedReply](ctx, e.c, mElapsed, &elapsedReq{Event: e.id, Start: s.id})
+	r, err := callNow[elapsedReq, elapsedReply](e.c, mElapsed, &elapsedReq{Event: e.id, Start: s.id})
 	if err != nil {
 		return 0, err
 	}
@@ -473,18 +465,10 @@ func (e *event) Elapsed(start backend.Event) (time.Duration, error) {
 }
 
 // Close releases the event in the plugin.
-func (e *event) Close() error {
-	e.once.Do(func() { e.err = closeCall(e.c, mCloseEvent, e.id) })
-	return e.err
-}
+func (e *event) Close() error { return e.closeOnce(mCloseEvent) }
 
 // graph is a captured graph in the plugin.
-type graph struct {
-	c    *conn
-	id   uint64
-	once sync.Once
-	err  error
-}
+type graph struct{ remote }
 
 var _ backend.Graph = (*graph)(nil)
 
@@ -494,33 +478,21 @@ func (g *graph) Launch(s backend.Stream) error {
 	if !ok || st == nil || st.c != g.c {
 		return backend.Errorf(backend.CodeInvalidArgument, "plugin: graph launch on a %T that is not a stream of this plugin", s)
 	}
-	ctx, cancel := g.c.background()
-	defer cancel()
-	_, err := call[graphLaunchReq, empty](ctx, g.c, mLaunchGraph, &graphLaunchReq{Graph: g.id, Stream: st.id})
+	_, err := callNow[graphLaunchReq, empty](g.c, mLaunchGraph, &graphLaunchReq{Graph: g.id, Stream: st.id})
 	return err
 }
 
 // Close releases the graph in the plugin.
-func (g *graph) Close() error {
-	g.once.Do(func() { g.err = closeCall(g.c, mCloseGraph, g.id) })
-	return g.err
-}
+func (g *graph) Close() error { return g.closeOnce(mCloseGraph) }
 
 // module is a module loaded in the plugin.
-type module struct {
-	c    *conn
-	id   uint64
-	once sync.Once
-	err  error
-}
+type module struct{ remote }
 
 var _ backend.Module = (*module)(nil)
 
 // Function looks a kernel up in the plugin.
 func (m *module) Function(name string) (backend.Function, error) {
-	ctx, cancel := m.c.background()
-	defer cancel()
-	r, err := call[functionReq, ref](ctx, m.c, mFunction, &functionReq{Module: m.id, Name: name})
+	r, err := callNow[functionReq, ref](m.c, mFunction, &functionReq{Module: m.id, Name: name})
 	if err != nil {
 		return nil, err
 	}
@@ -528,10 +500,7 @@ func (m *module) Function(name string) (backend.Function, error) {
 }
 
 // Close unloads the module in the plugin.
-func (m *module) Close() error {
-	m.once.Do(func() { m.err = closeCall(m.c, mCloseModule, m.id) })
-	return m.err
-}
+func (m *module) Close() error { return m.closeOnce(mCloseModule) }
 
 // function is a kernel of a module loaded in the plugin.
 type function struct {
