@@ -24,11 +24,9 @@ import (
 // gathered records are copied to pinned host memory. The records travel on
 // a communicator of their own among the same members (the path's check
 // communicator) and on a stream of their own, forked from the call's
-// stream before that step and not joined to it again: the call's stream
-// never waits for the records, so that a run of calls is not held back
-// by their checks and the two communicators' transfers overlap.
-// HostWork.Synchronize waits for the call's records first (an event per
-// slot, recorded once they are in host memory): a record
+// stream before that step and joined at the call's end, so that they cost
+// the call little time: the two communicators' transfers overlap.
+// HostWork.Synchronize waits for the records first: a record
 // that differs from this rank's is ErrMismatch, naming every member's
 // call; a member whose status word is set failed inside its host
 // (backend.ErrPeerFailed). Either fails the job's collectives, which aborts
@@ -217,6 +215,14 @@ func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, 
 	}
 	c.used[slot] = true
 	return &pendingCheck{c: c, slot: slot, gen: c.gen[slot], mine: rec, members: members, index: index}, nil
+}
+
+// join makes the work enqueued on s from now on wait for p's records.
+func (p *pendingCheck) join(s backend.Stream) error {
+	if err := s.WaitEvent(p.c.events[p.slot]); err != nil {
+		return fmt.Errorf("collective: host groups: call check: %w", err)
+	}
+	return nil
 }
 
 // judge waits for the records of p and compares them with this rank's:

@@ -478,6 +478,10 @@ func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall,
 	} else {
 		err = hier(e, check)
 	}
+	if err == nil && w.check != nil {
+		// The call ends when its check does too.
+		err = w.check.join(s)
+	}
 	if err != nil {
 		return nil, err
 	}
