@@ -296,7 +296,7 @@ func (k *allReduce) run() error {
 	case k.algo == kernels.Pipeline:
 		return k.pipeline()
 	}
-	out, ok, err := k.copyIn()
+	out, ok, err := k.copyIn(0, 0)
 	if !ok {
 		return err
 	}
@@ -435,12 +435,14 @@ func (k *allReduce) oneShotPush() error {
 }
 
 // copyIn copies the input into this rank's buffer (unless it is that
-// buffer) and meets every peer at the barrier; it returns where the result
-// goes: the output, or the aside buffer when the call has one. ok is false
-// when the barrier failed (err says why, or the status word does).
-func (k *allReduce) copyIn() (out []byte, ok bool, err error) {
-	if !same(k.in, k.bufs[k.me]) {
-		copy(k.bufs[k.me][:k.n], k.in)
+// buffer), all but bytes [skipLo, skipHi), which no peer reads, and meets
+// every peer at the barrier; it returns where the result goes: the
+// output, or the aside buffer when the call has one. ok is false when the
+// barrier failed (err says why, or the status word does).
+func (k *allReduce) copyIn(skipLo, skipHi int) (out []byte, ok bool, err error) {
+	if buf := k.bufs[k.me]; !same(k.in, buf) {
+		copy(buf[:skipLo], k.in[:skipLo])
+		copy(buf[skipHi:k.n], k.in[skipHi:])
 	}
 	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
 		return nil, false, err
@@ -453,17 +455,28 @@ func (k *allReduce) copyIn() (out []byte, ok bool, err error) {
 
 // twoShot: copy in, barrier, reduce this rank's slice into the output and
 // every peer's buffer, barrier, copy the other slices out of this rank's
-// own buffer. No closing barrier (see package kernels).
+// own buffer. No closing barrier (see package kernels). Unless the input
+// shares memory with this rank's buffer, its own slice is reduced straight
+// from the input, as the device kernels do: no peer reads that slice of
+// the buffer, so it is not copied in.
 func (k *allReduce) twoShot() error {
 	me := k.me
-	out, ok, err := k.copyIn()
+	lo, hi := k.slice(me)
+	fromInput := !overlaps(k.in, k.bufs[me])
+	skipLo, skipHi := 0, 0
+	if fromInput {
+		skipLo, skipHi = lo, hi
+	}
+	out, ok, err := k.copyIn(skipLo, skipHi)
 	if !ok {
 		return err
 	}
-	lo, hi := k.slice(me)
 	srcs := make([][]byte, k.world)
 	for r, b := range k.bufs {
 		srcs[r] = b[lo:hi]
+	}
+	if fromInput {
+		srcs[me] = k.in[lo:hi]
 	}
 	reduce(k.a.DType, k.a.Op, out[lo:hi], srcs)
 	for p, b := range k.bufs {
