@@ -86,14 +86,18 @@ GLOBL rebias<>(SB), RODATA|NOPTR, $4
 	VPSLLD $16, B, B
 
 // STOREF32 stores the sixteen float32 of A and B at DI; ACCF32 first adds
-// the sixteen already there.
+// them to the sixteen already there, those as the first operand (whose
+// NaN x86 keeps when both are NaN, as in the Go loops and addF32AVX2).
+// Y8 and Y9 are clobbered.
 #define STOREF32(A, B) \
 	VMOVUPS A, (DI); \
 	VMOVUPS B, 32(DI)
 
 #define ACCF32(A, B) \
-	VADDPS (DI), A, A; \
-	VADDPS 32(DI), B, B; \
+	VMOVUPS (DI), Y8; \
+	VMOVUPS 32(DI), Y9; \
+	VADDPS  A, Y8, A; \
+	VADDPS  B, Y9, B; \
 	STOREF32(A, B)
 
 // NARROWBF16 rounds the eight float32 bit patterns in V to bfloat16 in the
