@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"context"
 	"encoding/binary"
 	"testing"
 	"time"
@@ -18,6 +19,17 @@ type call struct {
 	op    backend.ReduceOp
 	count int
 	seq   uint32
+}
+
+// runCalls runs one all-reduce on every rank of world, rank r making call
+// callOf(r) from its input to its output, and returns each rank's error.
+func (g *group) runCalls(ctx context.Context, world int, callOf func(r int) call) map[int]error {
+	return runRanks(allRanks(world), func(r int) error {
+		c := callOf(r)
+		a := g.allReduceArgs(r, g.in[r], g.out[r], c.count, c.dtype, c.op)
+		a.Call = kernels.CallTag(c.seq, c.algo, uint64(c.count), c.dtype, c.op)
+		return AllReduce(c.algo, c.dtype)(ctx, g.mem, backend.LaunchConfig{}, a.Args())
+	})
 }
 
 func TestCallAgreement(t *testing.T) {
@@ -61,12 +73,7 @@ func TestCallAgreement(t *testing.T) {
 				}
 				return base
 			}
-			errs := runRanks(allRanks(tc.world), func(r int) error {
-				c := callOf(r)
-				a := g.allReduceArgs(r, g.in[r], g.out[r], c.count, c.dtype, c.op)
-				a.Call = kernels.CallTag(c.seq, c.algo, uint64(c.count), c.dtype, c.op)
-				return AllReduce(c.algo, c.dtype)(ctx, g.mem, backend.LaunchConfig{}, a.Args())
-			})
+			errs := g.runCalls(ctx, tc.world, callOf)
 			if tc.match {
 				g.requireClean(t, errs, tc.name)
 				return

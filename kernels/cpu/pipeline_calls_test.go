@@ -285,12 +285,7 @@ func TestPipelineCallAgreement(t *testing.T) {
 					g.outBytes[r][i] = guard
 				}
 			}
-			errs := runRanks(allRanks(tc.world), func(r int) error {
-				c := callOf(r)
-				a := g.allReduceArgs(r, g.in[r], g.out[r], c.count, c.dtype, c.op)
-				a.Call = kernels.CallTag(c.seq, c.algo, uint64(c.count), c.dtype, c.op)
-				return AllReduce(c.algo, c.dtype)(ctx, g.mem, backend.LaunchConfig{}, a.Args())
-			})
+			errs := g.runCalls(ctx, tc.world, callOf)
 			if tc.match {
 				g.requireClean(t, errs, tc.name)
 				return
