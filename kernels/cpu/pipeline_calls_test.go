@@ -230,50 +230,35 @@ func TestPipelineCallAgreement(t *testing.T) {
 	push2 := kernels.OneShotLLMax(2)/bf16.Size() + 64 // the one-shot's push path at world 2
 	push4 := kernels.OneShotLLMax(4)/bf16.Size() + 64 // and at world 4
 	base := call{algo: kernels.Pipeline, dtype: bf16, op: backend.Sum, count: two, seq: 7}
-	with := func(f func(*call)) call {
-		c := base
-		f(&c)
-		return c
-	}
-	cases := []struct {
-		name  string
-		world int
-		calls map[int]call // ranks not listed make base
-		match bool
-	}{
+	cases := []callCase{
 		{"same calls", 2, nil, true},
 		{"same calls world 4", 4, nil, true},
 		{"one-shot push of the same count", 2, map[int]call{
-			0: with(func(c *call) { c.count = push2 }),
-			1: with(func(c *call) { c.algo = kernels.OneShot; c.count = push2 })}, false},
+			0: base.with(func(c *call) { c.count = push2 }),
+			1: base.with(func(c *call) { c.algo = kernels.OneShot; c.count = push2 })}, false},
 		{"one-shot push of another count", 2, map[int]call{
-			1: with(func(c *call) { c.algo = kernels.OneShot; c.count = push2 })}, false},
-		{"count", 2, map[int]call{1: with(func(c *call) { c.count = two + 1 })}, false},
-		{"count of another step count", 2, map[int]call{1: with(func(c *call) { c.count = 100 })}, false},
-		{"op", 2, map[int]call{1: with(func(c *call) { c.op = backend.Max })}, false},
+			1: base.with(func(c *call) { c.algo = kernels.OneShot; c.count = push2 })}, false},
+		{"count", 2, map[int]call{1: base.with(func(c *call) { c.count = two + 1 })}, false},
+		{"count of another step count", 2, map[int]call{1: base.with(func(c *call) { c.count = 100 })}, false},
+		{"op", 2, map[int]call{1: base.with(func(c *call) { c.op = backend.Max })}, false},
 		{"dtype of the same bytes", 2, map[int]call{
-			1: with(func(c *call) { c.dtype = backend.Float32; c.count = two / 2 })}, false},
-		{"skipped call", 2, map[int]call{1: with(func(c *call) { c.seq = 8 })}, false},
+			1: base.with(func(c *call) { c.dtype = backend.Float32; c.count = two / 2 })}, false},
+		{"skipped call", 2, map[int]call{1: base.with(func(c *call) { c.seq = 8 })}, false},
 		{"two-shot", 2, map[int]call{
-			0: with(func(c *call) { c.count = 4096 }),
-			1: with(func(c *call) { c.algo = kernels.TwoShot; c.count = 4096 })}, false},
+			0: base.with(func(c *call) { c.count = 4096 }),
+			1: base.with(func(c *call) { c.algo = kernels.TwoShot; c.count = 4096 })}, false},
 		{"one of four makes a one-shot push call", 4, map[int]call{
-			0: with(func(c *call) { c.count = push4 }), 1: with(func(c *call) { c.count = push4 }),
-			2: with(func(c *call) { c.algo = kernels.OneShot; c.count = push4 }),
-			3: with(func(c *call) { c.count = push4 })}, false},
+			0: base.with(func(c *call) { c.count = push4 }), 1: base.with(func(c *call) { c.count = push4 }),
+			2: base.with(func(c *call) { c.algo = kernels.OneShot; c.count = push4 }),
+			3: base.with(func(c *call) { c.count = push4 })}, false},
 		{"one-shot LL", 2, map[int]call{
-			0: with(func(c *call) { c.count = 64 }),
-			1: with(func(c *call) { c.algo = kernels.OneShot; c.count = 64 })}, false},
+			0: base.with(func(c *call) { c.count = 64 }),
+			1: base.with(func(c *call) { c.algo = kernels.OneShot; c.count = 64 })}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
-			callOf := func(r int) call {
-				if c, ok := tc.calls[r]; ok {
-					return c
-				}
-				return base
-			}
+			callOf := callsOf(base, tc.calls)
 			size := 0
 			for r := range tc.world {
 				c := callOf(r)
@@ -291,19 +276,9 @@ func TestPipelineCallAgreement(t *testing.T) {
 				return
 			}
 			for r := range tc.world {
-				require.NoError(t, errs[r], "rank %d", r)
-				code, peer, ch := kernels.DecodeStatus(g.statusOf(r))
-				require.Equal(t, kernels.StatusMismatch, code, "rank %d: status code", r)
-				require.NotEqual(t, r, peer, "rank %d names itself", r)
+				ch := g.requireMismatch(t, errs[r], r, callOf(r))
 				require.Zero(t, ch, "rank %d: channel", r)
 				require.Equal(t, bytes.Repeat([]byte{guard}, size), g.outBytes[r], "rank %d wrote its output", r)
-				c := callOf(r)
-				rec := kernels.DecodeRecord(g.padBytes[r][kernels.RecordOffset:])
-				require.Equal(t, kernels.CallTag(c.seq, c.algo, uint64(c.count), c.dtype, c.op), rec.Call, "rank %d record", r)
-				require.Equal(t, uint64(c.count), rec.Count)
-				require.Equal(t, c.algo, rec.Algo())
-				require.Equal(t, c.dtype, rec.DType())
-				require.Equal(t, c.op, rec.Op())
 			}
 		})
 	}
