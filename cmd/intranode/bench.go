@@ -510,8 +510,12 @@ func writeTable(w io.Writer, cfg benchConfig, procs bool, openUS, rendezvousUS f
 			mode += "; no call check across hosts"
 		}
 	}
-	fmt.Fprintf(w, "# intranode bench: backend %s, world %d (%s), %s, iters %d, warmup %d, median of %d replays, buffer %d bytes\n",
-		cfg.Backend, cfg.World, mode, graph, cfg.Iters, cfg.Warmup, cfg.Replays, cfg.BufferSize)
+	spin := ""
+	if cfg.Hosts <= 1 {
+		spin = fmt.Sprintf(" (and up to %d untimed calls before the first row)", spinUpCalls)
+	}
+	fmt.Fprintf(w, "# intranode bench: backend %s, world %d (%s), %s, iters %d, warmup %d%s, median of %d replays, buffer %d bytes\n",
+		cfg.Backend, cfg.World, mode, graph, cfg.Iters, cfg.Warmup, spin, cfg.Replays, cfg.BufferSize)
 	fmt.Fprintf(w, "# first Rendezvous (topology, %d-byte symmetric buffer, exchange, mapping), every rank's device open first: %.1f ms, slowest rank\n",
 		cfg.BufferSize, rendezvousUS/1e3)
 	fmt.Fprintf(w, "# (before it, opening the device and so creating its driver context: %.1f ms, slowest rank)\n", openUS/1e3)
