@@ -196,7 +196,10 @@ func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, 
 	if err := s.WaitEvent(c.started[slot]); err != nil {
 		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
 	}
-	if err := s.CopyAsync(in, c.host.Ptr().Add(off), hostRecordSize); err != nil {
+	// The whole slot: this rank's record and zeros over the gathered ones,
+	// so that a member whose record does not arrive reads as none, not as
+	// the record of the slot's call checkSlots calls back.
+	if err := s.CopyAsync(in, c.host.Ptr().Add(off), c.slotBytes()); err != nil {
 		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
 	}
 	if status != 0 {
@@ -231,8 +234,10 @@ func (p *pendingCheck) join(s backend.Stream) error {
 // failed before the check; that error is the stream's); ErrMismatch naming
 // every member's call when they differ; backend.ErrPeerFailed when another
 // member's step inside its host failed; the wait's error when the records
-// did not arrive within ctx. A member without a record (its stream failed)
-// is left out.
+// did not arrive within ctx. A member whose record did not arrive (its
+// check stopped: its stream failed, or its engines were closed, before the
+// all-gather of the records) failed too (backend.ErrPeerFailed): its data
+// step may have run all the same and sent this rank stale data.
 // The wait holds no lock, so that Close can end a hung job.
 func (ih *interHost) judge(ctx context.Context, p *pendingCheck, hosts []string) error {
 	c := p.c
@@ -265,6 +270,7 @@ func (ih *interHost) judge(ctx context.Context, p *pendingCheck, hosts []string)
 		calls[i] = fmt.Sprintf("rank %d (%s) %v", r, hosts[r], rec)
 		switch {
 		case rec.seq == 0:
+			failed = append(failed, fmt.Sprintf("rank %d (%s): no record of its call arrived", r, hosts[r]))
 		case rec.call() != p.mine:
 			differ = append(differ, r)
 		case rec.status != 0 && i != p.index:
