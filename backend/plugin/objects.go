@@ -238,9 +238,7 @@ func closeCall(c *conn, method string, id uint64) error {
 	if c.closed.Load() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	_, err := call[ref, empty](ctx, c, method, &ref{ID: id})
+	_, err := callNow[ref, empty](c, method, &ref{ID: id})
 	if backend.CodeOf(err) == backend.CodeClosed && c.closed.Load() {
 		return nil
 	}

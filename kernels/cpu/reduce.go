@@ -81,7 +81,7 @@ func reduceDirect[T numeric.Accumulator](op backend.ReduceOp, dst []byte, srcs [
 // reduceHalf is reduce for float16 and bfloat16 (d), accumulated in
 // float32.
 func reduceHalf(d backend.DType, op backend.ReduceOp, dst []byte, srcs [][]byte) {
-	if op == backend.Sum && len(srcs) == 2 && aligned2(dst) && aligned2(srcs[0]) && aligned2(srcs[1]) {
+	if op == backend.Sum && len(srcs) == 2 && aligned(dst, 2) && aligned(srcs[0], 2) && aligned(srcs[1], 2) {
 		// Two ranks' sum: widened, added and rounded in one pass, no
 		// accumulator.
 		numeric.SumHalfPair(d, elems[uint16](dst), elems[uint16](srcs[0]), elems[uint16](srcs[1]))
@@ -118,11 +118,6 @@ func reduceHalf(d backend.DType, op backend.ReduceOp, dst []byte, srcs [][]byte)
 	}
 }
 
-// aligned2 reports whether b starts on a 2-byte boundary (an empty b does).
-func aligned2(b []byte) bool {
-	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%2 == 0
-}
-
 // alignedChunk is scratch space for a chunk whose bytes do not start on a
 // multiple of their element size.
 type alignedChunk [chunkElems*8 + 8]byte
@@ -140,7 +135,7 @@ func (a *alignedChunk) in(b []byte, size int) []byte {
 // out returns b itself and false if it is aligned to size, else an aligned
 // slice of the scratch space as long as b and true.
 func (a *alignedChunk) out(b []byte, size int) ([]byte, bool) {
-	if len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%uintptr(size) == 0 {
+	if aligned(b, uintptr(size)) {
 		return b, false
 	}
 	off := int(-uintptr(unsafe.Pointer(&a[0])) & 7)
