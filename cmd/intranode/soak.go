@@ -61,6 +61,9 @@ type soakReport struct {
 	Kind  string `json:"kind,omitempty"` // timeout, peer_failed, mismatch, closed, invalid, other
 	// ErrorAt is when the rank's error came (Unix nanoseconds).
 	ErrorAt int64 `json:"error_at,omitempty"`
+	// EndAt is when a rank without an error stopped making calls (Unix
+	// nanoseconds): a fault injected after it could not reach the rank.
+	EndAt int64 `json:"end_at,omitempty"`
 	// Setup says the error came while the rank was still forming its
 	// group (store, device, Rendezvous), bounded by soakSetupTimeout
 	// rather than by the call timeout.
@@ -161,7 +164,7 @@ func runSoak(ctx context.Context, args []string, s streams) error {
 		length := time.Until(end)
 		var faultAt time.Duration
 		if kind != chaosNone {
-			faultAt = *job/5 + time.Duration(rng.Int64N(int64(*job*4/5)))
+			faultAt = soakFaultAt(rng, *job, length)
 			length = min(length, faultAt+*timeout+2*time.Second)
 		}
 		cfg := soakConfig{Backend: c.backend, World: *world, Duration: length, Timeout: *timeout, BufferSize: bufBytes,
@@ -179,12 +182,25 @@ func runSoak(ctx context.Context, args []string, s streams) error {
 	return sum.print(s.Out)
 }
 
+// soakFaultAt draws when a job's fault comes, counted from the job's
+// launch: uniformly from a fifth of span to all of it, where span is job
+// or, for the soak's last job, the time left if that is shorter. The
+// ranks make calls for left once their group is formed, so a fault drawn
+// this way finds them still calling; one drawn from all of job could come
+// after the last job's ranks had stopped, and the survivors would be
+// blamed for not failing.
+func soakFaultAt(rng *rand.Rand, job, left time.Duration) time.Duration {
+	span := max(min(job, left), 5) // a fifth of it and the rest: both positive
+	return span/5 + time.Duration(rng.Int64N(int64(span*4/5)))
+}
+
 // soakResult is one job as the parent saw it.
 type soakResult struct {
 	kind     string // the chaos
 	victim   int
 	faultAt  time.Duration
 	injected time.Time // zero when no fault was injected (the job ended first)
+	late     bool      // the fault came after some survivor's last call
 	reports  map[int]soakReport
 	problems []string // wrong results, hangs, leaks, missing reports
 	toError  []time.Duration
@@ -202,6 +218,9 @@ func (j soakResult) line(n int) string {
 	fault := "no fault"
 	if !j.injected.IsZero() {
 		fault = fmt.Sprintf("%s rank %d at %v", j.kind, j.victim, j.faultAt.Round(time.Millisecond))
+		if j.late {
+			fault += " (after some ranks' last call)"
+		}
 	}
 	var lat []string
 	for _, d := range j.toError {
@@ -342,7 +361,11 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 			}
 		}
 		if rep.Error == "" && !j.injected.IsZero() && r != victim && (kind == chaosKill || kind == chaosStop) {
-			j.problems = append(j.problems, fmt.Sprintf("rank %d survived a %s of rank %d without an error", r, kind, victim))
+			if time.Unix(0, rep.EndAt).Before(j.injected) {
+				j.late = true // the fault came after this rank's last call: nothing to survive
+			} else {
+				j.problems = append(j.problems, fmt.Sprintf("rank %d survived a %s of rank %d without an error", r, kind, victim))
+			}
 		}
 	}
 	// The next job must start clean: the store's port closed and no
@@ -581,6 +604,7 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 			warm = rep.Calls > 1
 		}
 	}
+	rep.EndAt = time.Now().UnixNano()
 	rep.End = readResources()
 	return emit(rep)
 }
