@@ -34,19 +34,13 @@ func (d DType) Size() int {
 // Valid reports whether d is a known type.
 func (d DType) Valid() bool { return d.Size() != 0 }
 
+// dtypeNames are the String names, by value.
+var dtypeNames = [...]string{Float32: "float", Float16: "half", BFloat16: "bfloat16", Float64: "double", Int32: "int32"}
+
 // String returns the short name used on the command line and in tables.
 func (d DType) String() string {
-	switch d {
-	case Float32:
-		return "float"
-	case Float16:
-		return "half"
-	case BFloat16:
-		return "bfloat16"
-	case Float64:
-		return "double"
-	case Int32:
-		return "int32"
+	if d.Valid() {
+		return dtypeNames[d]
 	}
 	return fmt.Sprintf("dtype(%d)", uint32(d))
 }
@@ -78,15 +72,13 @@ const (
 	Min ReduceOp = 2
 )
 
+// reduceOpNames are the String names, by value.
+var reduceOpNames = [...]string{Sum: "sum", Max: "max", Min: "min"}
+
 // String returns the name used in tables ("sum", "max", "min").
 func (o ReduceOp) String() string {
-	switch o {
-	case Sum:
-		return "sum"
-	case Max:
-		return "max"
-	case Min:
-		return "min"
+	if o.Valid() {
+		return reduceOpNames[o]
 	}
 	return fmt.Sprintf("op(%d)", uint32(o))
 }

@@ -27,20 +27,15 @@ const (
 // Ops lists every collective operation.
 var Ops = []Op{OpAllReduce, OpReduceScatter, OpAllGather, OpBroadcast, OpAllToAll}
 
+// opNames are the String names, by value.
+var opNames = [...]string{OpAllReduce: "all_reduce", OpReduceScatter: "reduce_scatter", OpAllGather: "all_gather",
+	OpBroadcast: "broadcast", OpAllToAll: "alltoall"}
+
 // String is the operation's nccl-tests name: all_reduce, reduce_scatter,
 // all_gather, broadcast, alltoall.
 func (o Op) String() string {
-	switch o {
-	case OpAllReduce:
-		return "all_reduce"
-	case OpReduceScatter:
-		return "reduce_scatter"
-	case OpAllGather:
-		return "all_gather"
-	case OpBroadcast:
-		return "broadcast"
-	case OpAllToAll:
-		return "alltoall"
+	if int(o) < len(opNames) {
+		return opNames[o]
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

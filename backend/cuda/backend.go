@@ -261,7 +261,7 @@ func (b *Backend) MulticastSupported(ctx context.Context, i int) (bool, error) {
 		if errors.As(err, &de) && de.Result == resultInvalidValue {
 			return false, nil
 		}
-		return false, wrap(err, "cuda: device %d: multicast attribute", i)
+		return false, gpu.Wrap(err, "cuda: device %d: multicast attribute", i)
 	}
 	return v != 0, nil
 }
@@ -279,7 +279,7 @@ func (b *Backend) context(i int) (ctxHandle, error) {
 	}
 	c, err := ctxRetain(b.devices[i].ordinal)
 	if err != nil {
-		return 0, wrap(err, "cuda: device %d: retaining the primary context", i)
+		return 0, gpu.Wrap(err, "cuda: device %d: retaining the primary context", i)
 	}
 	b.ctxs[i] = c
 	return c, nil
@@ -302,7 +302,7 @@ func (b *Backend) Close() error {
 			continue
 		}
 		if err := ctxRelease(b.devices[i].ordinal); err != nil && first == nil {
-			first = wrap(err, "cuda: device %d: releasing the primary context", i)
+			first = gpu.Wrap(err, "cuda: device %d: releasing the primary context", i)
 		}
 	}
 	if b.nvml != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 )
 
@@ -114,22 +115,22 @@ func TestDriverErrors(t *testing.T) {
 		{700, backend.ErrInternal},
 		{999, backend.ErrInternal},
 	} {
-		de := &DriverError{Op: "cuTest", Result: c.result, Name: fmt.Sprintf("CUDA_ERROR_%d", c.result), Description: "described"}
-		err := wrap(de, "cuda: device %d: doing a thing", 3)
+		de := &DriverError{gpu.CallError{Op: "cuTest", Result: c.result, Name: fmt.Sprintf("CUDA_ERROR_%d", c.result), Description: "described"}}
+		err := gpu.Wrap(de, "cuda: device %d: doing a thing", 3)
 		require.ErrorIs(t, err, c.want, "result %d", c.result)
 		var got *DriverError
 		require.True(t, errors.As(err, &got))
 		require.Equal(t, c.result, got.Result)
 		require.Equal(t, fmt.Sprintf("cuda: device 3: doing a thing: cuTest: CUDA_ERROR_%d (%d): described", c.result, c.result), err.Error())
 	}
-	require.NoError(t, wrap(nil, "nothing"))
+	require.NoError(t, gpu.Wrap(nil, "nothing"))
 
 	// A code already attached wins over the driver result's.
-	inner := backend.Wrap(backend.CodeUnavailable, &DriverError{Op: "cuInit", Result: 999, Name: "CUDA_ERROR_UNKNOWN"}, "driver")
-	require.ErrorIs(t, wrap(inner, "outer"), backend.ErrUnavailable)
+	inner := backend.Wrap(backend.CodeUnavailable, &DriverError{gpu.CallError{Op: "cuInit", Result: 999, Name: "CUDA_ERROR_UNKNOWN"}}, "driver")
+	require.ErrorIs(t, gpu.Wrap(inner, "outer"), backend.ErrUnavailable)
 	// A plain error becomes internal.
-	require.ErrorIs(t, wrap(errors.New("boom"), "outer"), backend.ErrInternal)
-	require.Equal(t, "cuX: CUresult(7) (7)", (&DriverError{Op: "cuX", Result: 7, Name: "CUresult(7)"}).Error())
+	require.ErrorIs(t, gpu.Wrap(errors.New("boom"), "outer"), backend.ErrInternal)
+	require.Equal(t, "cuX: CUresult(7) (7)", (&DriverError{gpu.CallError{Op: "cuX", Result: 7, Name: "CUresult(7)"}}).Error())
 }
 
 func TestFormatUUID(t *testing.T) {

@@ -3,41 +3,24 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 )
 
-// DriverError is a failed CUDA driver call: the entry point and the CUresult
-// it returned. The backend's errors wrap it under a backend.Code; reach it
-// with errors.As to see the driver's own answer.
-type DriverError struct {
-	// Op is the driver entry point, e.g. "cuMemCreate".
-	Op string
-	// Result is the CUresult number.
-	Result int
-	// Name is the CUresult's name, e.g. "CUDA_ERROR_OUT_OF_MEMORY".
-	Name string
-	// Description is the driver's description of the result.
-	Description string
-}
+// DriverError is a failed CUDA driver call: the entry point (Op), the
+// CUresult it returned (Result), its name, e.g. "CUDA_ERROR_OUT_OF_MEMORY",
+// and the driver's description of it. The backend's errors wrap it under a
+// backend.Code; reach it with errors.As to see the driver's own answer.
+type DriverError struct{ gpu.CallError }
 
 func newDriverError(op string, r int) *DriverError {
 	name := resultName(r)
 	if name == "" {
 		name = fmt.Sprintf("CUresult(%d)", r)
 	}
-	return &DriverError{Op: op, Result: r, Name: name, Description: resultString(r)}
-}
-
-// Error formats the entry point, the result's name and number, and the
-// driver's description.
-func (e *DriverError) Error() string {
-	if e.Description == "" {
-		return fmt.Sprintf("%s: %s (%d)", e.Op, e.Name, e.Result)
-	}
-	return fmt.Sprintf("%s: %s (%d): %s", e.Op, e.Name, e.Result, e.Description)
+	return &DriverError{gpu.CallError{Op: op, Result: r, Name: name, Description: resultString(r)}}
 }
 
 // Code classifies the result for portable callers.
@@ -80,22 +63,4 @@ func codeForResult(r int) backend.Code {
 		return backend.CodeInvalidArgument
 	}
 	return backend.CodeInternal
-}
-
-// wrap attaches a backend code and a message to err; nil stays nil. The code
-// is the one err already carries, else its driver result's, else
-// CodeInternal.
-func wrap(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	code := backend.CodeOf(err)
-	var de *DriverError
-	if code == backend.CodeUnknown && errors.As(err, &de) {
-		code = de.Code()
-	}
-	if code == backend.CodeUnknown {
-		code = backend.CodeInternal
-	}
-	return backend.Wrap(code, err, fmt.Sprintf(format, args...))
 }

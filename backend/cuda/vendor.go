@@ -59,7 +59,7 @@ func (v vendor) OpenDevice(i int) (gpu.DeviceSetup, error) {
 	e := v.b.devices[i]
 	c, err := ctxRetain(e.ordinal)
 	if err != nil {
-		return gpu.DeviceSetup{}, wrap(err, "cuda: device %d: retaining the primary context", i)
+		return gpu.DeviceSetup{}, gpu.Wrap(err, "cuda: device %d: retaining the primary context", i)
 	}
 	ext := &deviceExt{ordinal: e.ordinal}
 	g, err := initMemory(i, ext)
@@ -76,7 +76,7 @@ func (v vendor) OpenDevice(i int) (gpu.DeviceSetup, error) {
 func initMemory(i int, ext *deviceExt) (int, error) {
 	attr := func(a int, what string) (int, error) {
 		v, err := deviceAttr(ext.ordinal, a)
-		return v, wrap(err, "cuda: device %d: %s attribute", i, what)
+		return v, gpu.Wrap(err, "cuda: device %d: %s attribute", i, what)
 	}
 	vmm, err := attr(attrVirtualMemory, "virtual memory management")
 	if err != nil {
@@ -91,7 +91,7 @@ func initMemory(i int, ext *deviceExt) (int, error) {
 		ext.vmmErr = backend.Errorf(backend.CodeNotSupported,
 			"cuda: device %d does not support shareable memory (virtual memory management %d, POSIX file descriptor handles %d)", i, vmm, fd)
 	} else if g, err = vmmGranularity(ext.ordinal, handleTypePOSIXFD); err != nil {
-		return 0, wrap(err, "cuda: device %d: allocation granularity", i)
+		return 0, gpu.Wrap(err, "cuda: device %d: allocation granularity", i)
 	}
 	mapped, err := attr(attrCanMapHostMemory, "host memory mapping")
 	if err != nil {

@@ -376,33 +376,22 @@ func (s *stream) CopyAsync(dst, src backend.DevicePtr, n int) error {
 	return err
 }
 
-func (s *stream) eventOf(ev backend.Event) (*event, error) {
+// withEvent calls method m with this stream and ev, an event of the same
+// plugin.
+func (s *stream) withEvent(m string, ev backend.Event) error {
 	e, ok := ev.(*event)
 	if !ok || e == nil || e.c != s.c {
-		return nil, backend.Errorf(backend.CodeInvalidArgument, "plugin: %T is not an event of this plugin", ev)
+		return backend.Errorf(backend.CodeInvalidArgument, "plugin: %T is not an event of this plugin", ev)
 	}
-	return e, nil
+	_, err := callNow[streamEventReq, empty](s.c, m, &streamEventReq{Stream: s.id, Event: e.id})
+	return err
 }
 
 // Record enqueues ev.
-func (s *stream) Record(ev backend.Event) error {
-	e, err := s.eventOf(ev)
-	if err != nil {
-		return err
-	}
-	_, err = callNow[streamEventReq, empty](s.c, mRecord, &streamEventReq{Stream: s.id, Event: e.id})
-	return err
-}
+func (s *stream) Record(ev backend.Event) error { return s.withEvent(mRecord, ev) }
 
 // WaitEvent makes later work wait for ev.
-func (s *stream) WaitEvent(ev backend.Event) error {
-	e, err := s.eventOf(ev)
-	if err != nil {
-		return err
-	}
-	_, err = callNow[streamEventReq, empty](s.c, mWaitEvent, &streamEventReq{Stream: s.id, Event: e.id})
-	return err
-}
+func (s *stream) WaitEvent(ev backend.Event) error { return s.withEvent(mWaitEvent, ev) }
 
 // Synchronize waits in the plugin until the queued work is done or ctx
 // ends; a plugin that dies meanwhile makes it fail at once.

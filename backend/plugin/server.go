@@ -112,6 +112,18 @@ func lookup[T any](s *server, id uint64, k objKind) (T, entry, error) {
 	return v, e, nil
 }
 
+// lookupPair looks up the two objects a request names: a of kind ka and b
+// of kind kb.
+func lookupPair[A, B any](s *server, a uint64, ka objKind, b uint64, kb objKind) (A, B, error) {
+	va, _, err := lookup[A](s, a, ka)
+	if err != nil {
+		var zero B
+		return va, zero, err
+	}
+	vb, _, err := lookup[B](s, b, kb)
+	return va, vb, err
+}
+
 // remove drops object id of kind k from the table and returns it.
 func (s *server) remove(id uint64, k objKind) (entry, error) {
 	s.mu.Lock()
@@ -319,11 +331,7 @@ func (s *server) closeModule(_ context.Context, req *ref) (*empty, error) {
 }
 
 func (s *server) launch(_ context.Context, req *launchReq) (*empty, error) {
-	st, _, err := lookup[backend.Stream](s, req.Stream, kindStream)
-	if err != nil {
-		return nil, err
-	}
-	fn, _, err := lookup[backend.Function](s, req.Func, kindFunction)
+	st, fn, err := lookupPair[backend.Stream, backend.Function](s, req.Stream, kindStream, req.Func, kindFunction)
 	if err != nil {
 		return nil, err
 	}
@@ -343,15 +351,7 @@ func (s *server) launch(_ context.Context, req *launchReq) (*empty, error) {
 }
 
 func (s *server) streamAndEvent(req *streamEventReq) (backend.Stream, backend.Event, error) {
-	st, _, err := lookup[backend.Stream](s, req.Stream, kindStream)
-	if err != nil {
-		return nil, nil, err
-	}
-	ev, _, err := lookup[backend.Event](s, req.Event, kindEvent)
-	if err != nil {
-		return nil, nil, err
-	}
-	return st, ev, nil
+	return lookupPair[backend.Stream, backend.Event](s, req.Stream, kindStream, req.Event, kindEvent)
 }
 
 func (s *server) endCapture(_ context.Context, req *ref) (*ref, error) {
@@ -372,11 +372,7 @@ func (s *server) endCapture(_ context.Context, req *ref) (*ref, error) {
 }
 
 func (s *server) elapsed(_ context.Context, req *elapsedReq) (*elapsedReply, error) {
-	ev, _, err := lookup[backend.Event](s, req.Event, kindEvent)
-	if err != nil {
-		return nil, err
-	}
-	start, _, err := lookup[backend.Event](s, req.Start, kindEvent)
+	ev, start, err := lookupPair[backend.Event, backend.Event](s, req.Event, kindEvent, req.Start, kindEvent)
 	if err != nil {
 		return nil, err
 	}
@@ -385,11 +381,7 @@ func (s *server) elapsed(_ context.Context, req *elapsedReq) (*elapsedReply, err
 }
 
 func (s *server) launchGraph(_ context.Context, req *graphLaunchReq) (*empty, error) {
-	g, _, err := lookup[backend.Graph](s, req.Graph, kindGraph)
-	if err != nil {
-		return nil, err
-	}
-	st, _, err := lookup[backend.Stream](s, req.Stream, kindStream)
+	g, st, err := lookupPair[backend.Graph, backend.Stream](s, req.Graph, kindGraph, req.Stream, kindStream)
 	if err != nil {
 		return nil, err
 	}

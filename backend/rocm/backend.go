@@ -358,7 +358,7 @@ func (b *Backend) LinkMatrix(ctx context.Context) (connectivity.Matrix, error) {
 	}
 	m, pairs, err := XGMIMatrix(b.smi, b.BusIDs())
 	if err != nil {
-		return connectivity.Matrix{}, wrap(err, "rocm: link matrix from %s", b.smi.Library())
+		return connectivity.Matrix{}, gpu.Wrap(err, "rocm: link matrix from %s", b.smi.Library())
 	}
 	b.mu.Lock()
 	b.links = pairs
@@ -401,7 +401,7 @@ func (b *Backend) Close() error {
 	}
 	err := b.rccl.Close()
 	if b.smi != nil {
-		err = errors.Join(err, wrap(b.smi.Close(), "rocm: closing %s", b.smi.Library()))
+		err = errors.Join(err, gpu.Wrap(b.smi.Close(), "rocm: closing %s", b.smi.Library()))
 	}
 	return err
 }

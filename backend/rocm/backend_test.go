@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 	"github.com/intranode/intranode/connectivity"
 	"github.com/intranode/intranode/kernels"
@@ -589,25 +590,25 @@ func TestHIPErrors(t *testing.T) {
 		{12345, backend.ErrInternal},
 	} {
 		he := newHIPError("hipTest", c.result, fmt.Sprintf("hipError%d", c.result), "described")
-		err := wrap(he, "rocm: device %d: doing a thing", 3)
+		err := gpu.Wrap(he, "rocm: device %d: doing a thing", 3)
 		require.ErrorIs(t, err, c.want, "result %d", c.result)
 		var got *HIPError
 		require.True(t, errors.As(err, &got))
 		require.Equal(t, c.result, got.Result)
 		require.Equal(t, fmt.Sprintf("rocm: device 3: doing a thing: hipTest: hipError%d (%d): described", c.result, c.result), err.Error())
 	}
-	require.NoError(t, wrap(nil, "nothing"))
+	require.NoError(t, gpu.Wrap(nil, "nothing"))
 	require.Equal(t, "hipX: hipErrorOutOfMemory (2)", newHIPError("hipX", 2, "", "").Error())
 	require.Equal(t, "hipX: hipError_t(77) (77)", newHIPError("hipX", 77, "", "").Error())
 	require.Equal(t, "hipX: hipErrorNoDevice (100)", newHIPError("hipX", 100, "hipErrorNoDevice", "hipErrorNoDevice").Error(),
 		"a description that repeats the name is dropped")
 	inner := backend.Wrap(backend.CodeUnavailable, newHIPError("hipInit", 999, "", ""), "runtime")
-	require.ErrorIs(t, wrap(inner, "outer"), backend.ErrUnavailable)
-	require.ErrorIs(t, wrap(errors.New("boom"), "outer"), backend.ErrInternal)
+	require.ErrorIs(t, gpu.Wrap(inner, "outer"), backend.ErrUnavailable)
+	require.ErrorIs(t, gpu.Wrap(errors.New("boom"), "outer"), backend.ErrInternal)
 	se := &SMIError{Library: "rocm-smi", Op: "rsmi_init", Status: 8, Description: "RSMI_STATUS_INIT_ERROR"}
 	require.Equal(t, "rocm-smi: rsmi_init: RSMI_STATUS_INIT_ERROR (status 8)", se.Error())
-	require.ErrorIs(t, wrap(se, "smi"), backend.ErrUnavailable)
-	require.ErrorIs(t, wrap(&SMIError{Library: "amdsmi", Op: "x", Status: smiNotSupported}, "smi"), backend.ErrNotSupported)
+	require.ErrorIs(t, gpu.Wrap(se, "smi"), backend.ErrUnavailable)
+	require.ErrorIs(t, gpu.Wrap(&SMIError{Library: "amdsmi", Op: "x", Status: smiNotSupported}, "smi"), backend.ErrNotSupported)
 }
 
 // TestDecodeParams checks that the fake runtime reads the all-reduce

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 )
 
 // hipError_t values the backend tests for by number. They are the same in
@@ -62,19 +63,11 @@ var hipErrorNames = map[int]string{
 	hipErrorUnknown:          "hipErrorUnknown",
 }
 
-// HIPError is a failed HIP runtime call: the entry point and the hipError_t
-// it returned. The backend's errors wrap it under a backend.Code; reach it
-// with errors.As to see the runtime's own answer.
-type HIPError struct {
-	// Op is the entry point, e.g. "hipMalloc".
-	Op string
-	// Result is the hipError_t number.
-	Result int
-	// Name is the result's name, e.g. "hipErrorOutOfMemory".
-	Name string
-	// Description is the runtime's description of the result.
-	Description string
-}
+// HIPError is a failed HIP runtime call: the entry point (Op), the
+// hipError_t it returned (Result), its name, e.g. "hipErrorOutOfMemory",
+// and the runtime's description of it. The backend's errors wrap it under
+// a backend.Code; reach it with errors.As to see the runtime's own answer.
+type HIPError struct{ gpu.CallError }
 
 // newHIPError names r with the given name and description, falling back to
 // hipErrorNames and then to the number.
@@ -88,16 +81,7 @@ func newHIPError(op string, r int, name, description string) *HIPError {
 	if description == name {
 		description = "" // ROCm 5 describes some results by their name
 	}
-	return &HIPError{Op: op, Result: r, Name: name, Description: description}
-}
-
-// Error formats the entry point, the result's name and number, and the
-// runtime's description.
-func (e *HIPError) Error() string {
-	if e.Description == "" {
-		return fmt.Sprintf("%s: %s (%d)", e.Op, e.Name, e.Result)
-	}
-	return fmt.Sprintf("%s: %s (%d): %s", e.Op, e.Name, e.Result, e.Description)
+	return &HIPError{gpu.CallError{Op: op, Result: r, Name: name, Description: description}}
 }
 
 // Code classifies the result for portable callers.
@@ -170,26 +154,3 @@ const smiNotSupported = 2
 // NotSupported reports whether the library said the query is not supported
 // on this device or driver.
 func (e *SMIError) NotSupported() bool { return e.Status == smiNotSupported }
-
-// wrap attaches a backend code and a message to err; nil stays nil. The code
-// is the one err already carries, else its HIP result's or SMI status's,
-// else CodeInternal.
-func wrap(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	code := backend.CodeOf(err)
-	if code == backend.CodeUnknown {
-		var he *HIPError
-		var se *SMIError
-		switch {
-		case errors.As(err, &he):
-			code = he.Code()
-		case errors.As(err, &se):
-			code = se.Code()
-		default:
-			code = backend.CodeInternal
-		}
-	}
-	return backend.Wrap(code, err, fmt.Sprintf(format, args...))
-}

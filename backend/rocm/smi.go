@@ -21,15 +21,13 @@ const (
 	LinkXGMI      LinkType = 2
 )
 
+// linkTypeNames are the String names, by value.
+var linkTypeNames = [...]string{LinkUndefined: "UNDEFINED", LinkPCIe: "PCIE", LinkXGMI: "XGMI"}
+
 // String names the type as rocm-smi --showtopotype does.
 func (t LinkType) String() string {
-	switch t {
-	case LinkPCIe:
-		return "PCIE"
-	case LinkXGMI:
-		return "XGMI"
-	case LinkUndefined:
-		return "UNDEFINED"
+	if t >= 0 && int(t) < len(linkTypeNames) {
+		return linkTypeNames[t]
 	}
 	return fmt.Sprintf("link type %d", int(t))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu"
 	"github.com/intranode/intranode/connectivity"
 )
 
@@ -252,7 +253,7 @@ func TestXGMIMatrixLibraryFailures(t *testing.T) {
 			var se *SMIError
 			require.ErrorAs(t, err, &se)
 			require.Equal(t, initError, se.Status)
-			require.ErrorIs(t, wrap(err, "rocm: link matrix"), backend.ErrUnavailable)
+			require.ErrorIs(t, gpu.Wrap(err, "rocm: link matrix"), backend.ErrUnavailable)
 		})
 	}
 }

@@ -59,7 +59,7 @@ func (v vendor) CheckFabric(i int) (bool, string, error) {
 func (v vendor) OpenDevice(i int) (gpu.DeviceSetup, error) {
 	mapped, err := v.DeviceAttribute(i, attrCanMapHostMemory)
 	if err != nil {
-		return gpu.DeviceSetup{}, wrap(err, "rocm: device %d: host memory mapping attribute", i)
+		return gpu.DeviceSetup{}, gpu.Wrap(err, "rocm: device %d: host memory mapping attribute", i)
 	}
 	if mapped == 0 {
 		return gpu.DeviceSetup{}, backend.Errorf(backend.CodeNotSupported, "rocm: device %d cannot map host memory", i)
@@ -67,7 +67,7 @@ func (v vendor) OpenDevice(i int) (gpu.DeviceSetup, error) {
 	g := ipcGranularity
 	if v.b.share.kind == backend.HandleFD {
 		if g, err = v.VMMGranularity(i, v.b.share.vmmType); err != nil {
-			return gpu.DeviceSetup{}, wrap(err, "rocm: device %d: allocation granularity of %s memory", i, v.b.share.vmmType)
+			return gpu.DeviceSetup{}, gpu.Wrap(err, "rocm: device %d: allocation granularity of %s memory", i, v.b.share.vmmType)
 		}
 	}
 	return gpu.DeviceSetup{Ctx: gpu.Ctx(i), Granularity: g}, nil
@@ -189,12 +189,12 @@ func (b *Backend) allocIPC(dev, size int) (*ipcBlock, error) {
 		p, err = b.hip.MallocShareable(dev, size, t)
 	}
 	if err != nil {
-		return nil, wrap(err, "rocm: device %d: allocating %d bytes of %s memory", dev, size, t)
+		return nil, gpu.Wrap(err, "rocm: device %d: allocating %d bytes of %s memory", dev, size, t)
 	}
 	h, err := b.hip.IPCGetHandle(dev, p)
 	if err != nil {
 		_ = b.hip.Free(gpu.Ctx(dev), p)
-		return nil, wrap(err, "rocm: device %d: exporting %d bytes of %s memory as an IPC handle", dev, size, t)
+		return nil, gpu.Wrap(err, "rocm: device %d: exporting %d bytes of %s memory as an IPC handle", dev, size, t)
 	}
 	blk := &ipcBlock{hip: b.hip, dev: dev, ptr: p, size: size, handle: h}
 	blk.refs.Store(1)
@@ -258,7 +258,7 @@ func (blk *ipcBlock) release() error {
 	if blk.refs.Add(-1) > 0 {
 		return nil
 	}
-	return wrap(blk.hip.Free(gpu.Ctx(blk.dev), blk.ptr), "rocm: device %d: freeing shareable memory at %#x", blk.dev, uint64(blk.ptr))
+	return gpu.Wrap(blk.hip.Free(gpu.Ctx(blk.dev), blk.ptr), "rocm: device %d: freeing shareable memory at %#x", blk.dev, uint64(blk.ptr))
 }
 
 // ipcExports maps the IPC handles this process exported to their blocks

@@ -32,6 +32,30 @@ func Wrap(err error, format string, args ...any) error {
 	return backend.Wrap(code, err, fmt.Sprintf(format, args...))
 }
 
+// CallError is a failed call of a vendor's API (the CUDA driver, the HIP
+// runtime): the entry point and the result number it returned. Each
+// backend's error type embeds it and adds the Code that classifies the
+// result.
+type CallError struct {
+	// Op is the entry point, e.g. "cuMemCreate" or "hipMalloc".
+	Op string
+	// Result is the result number (CUresult, hipError_t).
+	Result int
+	// Name is the result's name, e.g. "CUDA_ERROR_OUT_OF_MEMORY".
+	Name string
+	// Description is the vendor's description of the result.
+	Description string
+}
+
+// Error formats the entry point, the result's name and number, and the
+// vendor's description.
+func (e *CallError) Error() string {
+	if e.Description == "" {
+		return fmt.Sprintf("%s: %s (%d)", e.Op, e.Name, e.Result)
+	}
+	return fmt.Sprintf("%s: %s (%d): %s", e.Op, e.Name, e.Result, e.Description)
+}
+
 // LoaderErrorBufferSize is the room the C loaders (the driver's, the
 // collective library's, the SMI library's) give a failed load's reason.
 const LoaderErrorBufferSize = 1024
