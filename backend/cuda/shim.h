@@ -37,23 +37,7 @@ typedef CUresult gpu_result_t;
 #define GPU_CTX_T uintptr_t
 #include "../internal/gpu/shim_decl.h"
 
-// Loader. inu_load returns 0 on success, 1 when the library cannot be opened
-// and 2 when an entry point is missing; err then holds the reason.
-int inu_load(const char *path, char *err, size_t errlen);
-
-const char *inu_error_name(CUresult r);
-const char *inu_error_string(CUresult r);
-
-CUresult inu_init(void);
-CUresult inu_driver_version(int *version);
-CUresult inu_device_count(int *count);
 CUresult inu_device_get(int ordinal, int *dev);
-CUresult inu_device_name(int dev, char *buf, int len);
-CUresult inu_device_attr(int dev, int attr, int *value);
-CUresult inu_device_total_mem(int dev, size_t *bytes);
-CUresult inu_device_uuid(int dev, unsigned char *uuid);
-CUresult inu_device_pci_bus_id(int dev, char *buf, int len);
-CUresult inu_can_access_peer(int dev, int peer, int *can);
 
 CUresult inu_ctx_retain(int dev, uintptr_t *ctx);
 CUresult inu_ctx_release(int dev);

@@ -21,6 +21,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/backend/fake"
+	"github.com/intranode/intranode/internal/launch"
 )
 
 // The helper process is this test binary run again with helperEnv set.
@@ -310,4 +311,11 @@ func TestImportErrors(t *testing.T) {
 			require.ErrorContains(t, err, tc.msg)
 		})
 	}
+}
+
+// TestMain keeps the helper processes this package starts from sleeping a
+// second at exit in race builds.
+func TestMain(m *testing.M) {
+	launch.QuietRaceExit()
+	os.Exit(m.Run())
 }

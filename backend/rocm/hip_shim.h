@@ -92,27 +92,12 @@ typedef inh_result gpu_result_t;
 // with the CUDA backend's NCCL, under this backend's names.
 #include "../internal/gpu/ccl.h"
 
-// Loader. inh_load returns 0 on success, 1 when the library cannot be opened
-// and 2 when a required entry point is missing; err then holds the reason.
 // The virtual memory management and hipDeviceGetUuid entry points are
-// optional: inh_has_vmm and inh_has_uuid say whether they were found.
-int inh_load(const char *path, char *err, size_t errlen);
+// optional: inh_has_vmm and inh_has_uuid say whether inh_load found them.
 int inh_has_vmm(void);
 int inh_has_uuid(void);
 
-const char *inh_error_name(inh_result r);
-const char *inh_error_string(inh_result r);
-
-inh_result inh_init(void);
 inh_result inh_runtime_version(int *version);
-inh_result inh_driver_version(int *version);
-inh_result inh_device_count(int *count);
-inh_result inh_device_name(int dev, char *buf, int len);
-inh_result inh_device_pci_bus_id(int dev, char *buf, int len);
-inh_result inh_device_total_mem(int dev, size_t *bytes);
-inh_result inh_device_uuid(int dev, unsigned char *uuid);
-inh_result inh_device_attr(int dev, int attr, int *value);
-inh_result inh_can_access_peer(int dev, int peer, int *can);
 inh_result inh_enable_peer(int dev, int peer);
 
 inh_result inh_malloc(int dev, size_t n, unsigned int flags, int shareable, uint64_t *ptr, int *stage);

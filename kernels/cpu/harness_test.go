@@ -3,6 +3,7 @@ package cpu
 import (
 	"context"
 	"encoding/binary"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/race"
 	"github.com/intranode/intranode/kernels"
 )
 
@@ -170,4 +172,9 @@ func hcmExtra(r int) uint64 {
 		}
 	}
 	return kernels.PackHCM(quad, r^4, 0)
+}
+
+func TestMain(m *testing.M) {
+	race.ShareCores()
+	os.Exit(m.Run())
 }

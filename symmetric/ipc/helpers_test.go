@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/intranode/intranode/internal/launch"
 )
 
 // fakePIDBase keeps the pids of in-process channels (WithPID) clear of real
@@ -135,4 +137,11 @@ func shortCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// TestMain keeps the helper processes this package starts from sleeping a
+// second at exit in race builds.
+func TestMain(m *testing.M) {
+	launch.QuietRaceExit()
+	os.Exit(m.Run())
 }

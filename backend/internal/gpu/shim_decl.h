@@ -2,6 +2,23 @@
 // backend's shim header includes it after defining GPU_FN, GPU_CTX_T and
 // gpu_result_t (see shim_impl.h).
 
+// The loader and the entry points each backend writes over its own library
+// (shim.c, hip_shim.c), declared once. GPU_FN(load) returns 0 on success, 1
+// when the library cannot be opened and 2 when a required entry point is
+// missing; err then holds the reason.
+int GPU_FN(load)(const char *path, char *err, size_t errlen);
+const char *GPU_FN(error_name)(gpu_result_t r);
+const char *GPU_FN(error_string)(gpu_result_t r);
+gpu_result_t GPU_FN(init)(void);
+gpu_result_t GPU_FN(driver_version)(int *version);
+gpu_result_t GPU_FN(device_count)(int *count);
+gpu_result_t GPU_FN(device_name)(int dev, char *buf, int len);
+gpu_result_t GPU_FN(device_pci_bus_id)(int dev, char *buf, int len);
+gpu_result_t GPU_FN(device_total_mem)(int dev, size_t *bytes);
+gpu_result_t GPU_FN(device_uuid)(int dev, unsigned char *uuid);
+gpu_result_t GPU_FN(device_attr)(int dev, int attr, int *value);
+gpu_result_t GPU_FN(can_access_peer)(int dev, int peer, int *can);
+
 gpu_result_t GPU_FN(host_alloc)(GPU_CTX_T c, size_t n, void **host, uint64_t *dptr, int *stage);
 gpu_result_t GPU_FN(host_free)(GPU_CTX_T c, void *host);
 gpu_result_t GPU_FN(copy_htod)(GPU_CTX_T c, uint64_t dst, const void *src, size_t n, int *stage);
