@@ -48,50 +48,37 @@ const (
 // Algos lists the all-reduce kernel algorithms.
 var Algos = []Algo{OneShot, TwoShot, HCM, Pipeline}
 
+// algoNames are the String names, by value; algoKernels the kernels'
+// names (None has none; Direct's are the operations').
+var (
+	algoNames   = [...]string{None: "none", OneShot: "oneshot", TwoShot: "twoshot", HCM: "hcm", Pipeline: "pipeline", Direct: "direct"}
+	algoKernels = [...]kernels.Algo{OneShot: kernels.OneShot, TwoShot: kernels.TwoShot, HCM: kernels.HCM, Pipeline: kernels.Pipeline}
+)
+
 // String names the algorithm as tables and flags spell it.
 func (a Algo) String() string {
-	switch a {
-	case OneShot:
-		return "oneshot"
-	case TwoShot:
-		return "twoshot"
-	case HCM:
-		return "hcm"
-	case Pipeline:
-		return "pipeline"
-	case Direct:
-		return "direct"
+	if int(a) < len(algoNames) {
+		return algoNames[a]
 	}
 	return "none"
 }
 
-// ParseAlgo parses "none", "oneshot", "twoshot", "hcm" or "pipeline".
+// ParseAlgo parses "none", "oneshot", "twoshot", "hcm", "pipeline" or
+// "direct" (any case, dashes ignored).
 func ParseAlgo(s string) (Algo, error) {
-	switch strings.ToLower(strings.ReplaceAll(s, "-", "")) {
-	case "none":
-		return None, nil
-	case "oneshot":
-		return OneShot, nil
-	case "twoshot":
-		return TwoShot, nil
-	case "hcm":
-		return HCM, nil
-	case "pipeline":
-		return Pipeline, nil
-	case "direct":
-		return Direct, nil
+	k := strings.ToLower(strings.ReplaceAll(s, "-", ""))
+	for a, name := range algoNames {
+		if name == k {
+			return Algo(a), nil
+		}
 	}
 	return None, backend.Errorf(backend.CodeInvalidArgument, "unknown algorithm %q (none, oneshot, twoshot, hcm, pipeline, direct)", s)
 }
 
+// kernel is the all-reduce kernel of a (OneShot, TwoShot, HCM, Pipeline).
 func (a Algo) kernel() kernels.Algo {
-	switch a {
-	case OneShot:
-		return kernels.OneShot
-	case TwoShot:
-		return kernels.TwoShot
-	case Pipeline:
-		return kernels.Pipeline
+	if int(a) < len(algoKernels) && algoKernels[a] != "" {
+		return algoKernels[a]
 	}
 	return kernels.HCM
 }

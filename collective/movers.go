@@ -80,17 +80,15 @@ func (o Op) Elements(count, world int) (in, out int) {
 	return count, count
 }
 
+// opKernels are the operations' data-movement kernels (all-reduce has
+// none: its algorithms name them).
+var opKernels = [...]kernels.Algo{OpReduceScatter: kernels.ReduceScatter, OpAllGather: kernels.AllGather,
+	OpBroadcast: kernels.Broadcast, OpAllToAll: kernels.AllToAll}
+
 // kernel is the operation's data-movement kernel ("" for all-reduce).
 func (o Op) kernel() kernels.Algo {
-	switch o {
-	case OpReduceScatter:
-		return kernels.ReduceScatter
-	case OpAllGather:
-		return kernels.AllGather
-	case OpBroadcast:
-		return kernels.Broadcast
-	case OpAllToAll:
-		return kernels.AllToAll
+	if int(o) < len(opKernels) {
+		return opKernels[o]
 	}
 	return ""
 }

@@ -103,21 +103,15 @@ func allReduceMatrix(algo collective.Algo, d backend.DType) func(context.Context
 func allReduceOnce(ctx context.Context, e *Env, c *collective.Comm, algo collective.Algo, d backend.DType,
 	op backend.ReduceOp, count, seed int, outOfPlace bool) error {
 	dev := c.Device()
-	n := count * d.Size()
-	in, err := newGuarded(ctx, dev, n)
+	in, host, err := newPatterned(ctx, e, dev, d, count, seed)
 	if err != nil {
 		return err
 	}
 	defer in.close()
-	host := make([]byte, n)
-	numeric.Pattern(d, host, count, e.Rank, seed)
-	if err := in.write(ctx, host); err != nil {
-		return err
-	}
 	out := in
 	var opts []collective.CallOption
 	if outOfPlace {
-		if out, err = newGuarded(ctx, dev, n); err != nil {
+		if out, err = newGuarded(ctx, dev, len(host)); err != nil {
 			return err
 		}
 		defer out.close()

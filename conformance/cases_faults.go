@@ -21,7 +21,6 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/collective"
-	"github.com/intranode/intranode/internal/numeric"
 	"github.com/intranode/intranode/symmetric"
 	"github.com/intranode/intranode/symmetric/ipc"
 	"github.com/intranode/intranode/symmetric/store"
@@ -473,16 +472,11 @@ func caseStallAllReduce(ctx context.Context, e *Env) error {
 func kernelDeadlineAllReduce(ctx context.Context, e *Env, c *collective.Comm, algo collective.Algo, count int) error {
 	dev := c.Device()
 	d := backend.Float32
-	in, err := newGuarded(ctx, dev, count*d.Size())
+	in, _, err := newPatterned(ctx, e, dev, d, count, 1)
 	if err != nil {
 		return err
 	}
 	defer in.close()
-	host := make([]byte, count*d.Size())
-	numeric.Pattern(d, host, count, e.Rank, 1)
-	if err := in.write(ctx, host); err != nil {
-		return err
-	}
 	s, err := dev.NewStream(ctx)
 	if err != nil {
 		return err

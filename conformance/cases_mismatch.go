@@ -13,7 +13,6 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/collective"
-	"github.com/intranode/intranode/internal/numeric"
 )
 
 // The mismatched-calls fault: after a few calls that agree, ranks make one
@@ -159,17 +158,11 @@ func caseMismatchedCalls(ctx context.Context, e *Env) (err error) {
 // failed call left the buffer as it was.
 func mismatchedCall(ctx context.Context, e *Env, c *collective.Comm, s callShape) error {
 	dev := c.Device()
-	n := s.count * s.dtype.Size()
-	buf, err := newGuarded(ctx, dev, n)
+	buf, host, err := newPatterned(ctx, e, dev, s.dtype, s.count, 99)
 	if err != nil {
 		return err
 	}
 	defer buf.close()
-	host := make([]byte, n)
-	numeric.Pattern(s.dtype, host, s.count, e.Rank, 99)
-	if err := buf.write(ctx, host); err != nil {
-		return err
-	}
 	st, err := dev.NewStream(ctx)
 	if err != nil {
 		return err

@@ -86,6 +86,22 @@ func newGuarded(ctx context.Context, dev backend.Device, n int) (*guarded, error
 	return &guarded{dev: dev, alloc: a, n: n}, nil
 }
 
+// newPatterned is a guarded buffer of count elements of d holding this
+// rank's pattern for seed (numeric.Pattern), and that pattern on the host.
+func newPatterned(ctx context.Context, e *Env, dev backend.Device, d backend.DType, count, seed int) (*guarded, []byte, error) {
+	g, err := newGuarded(ctx, dev, count*d.Size())
+	if err != nil {
+		return nil, nil, err
+	}
+	host := make([]byte, count*d.Size())
+	numeric.Pattern(d, host, count, e.Rank, seed)
+	if err := g.write(ctx, host); err != nil {
+		_ = g.close()
+		return nil, nil, err
+	}
+	return g, host, nil
+}
+
 func (g *guarded) ptr() backend.DevicePtr { return g.alloc.Ptr().Add(canarySize) }
 
 func (g *guarded) write(ctx context.Context, b []byte) error {

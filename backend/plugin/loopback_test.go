@@ -29,6 +29,7 @@ func loopback(t *testing.T, opts ...fake.Option) *plugin.Backend {
 // TestConformanceLoopback runs the suite on the fake backend served over
 // go-plugin's in-process gRPC connection, ranks as goroutines.
 func TestConformanceLoopback(t *testing.T) {
+	t.Parallel() // mostly waiting on round trips: overlapped with the processes' run
 	conformance.RunTests(t, conformance.Config{
 		Open: func(context.Context) (backend.Backend, error) {
 			fb, err := fake.New()

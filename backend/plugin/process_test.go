@@ -39,6 +39,7 @@ func openPlugin(t *testing.T, n int) *plugin.Backend {
 // every rank is a separate process that starts its own plugin, and shared
 // memory travels rank → host → descriptor socket → plugin.
 func TestConformanceProcesses(t *testing.T) {
+	t.Parallel() // mostly waiting on round trips: overlapped with the loopback's run
 	bin := pluginBinary(t)
 	conformance.RunTests(t, conformance.Config{Backend: plugin.Name + ":" + bin, Mode: conformance.Processes,
 		Worlds: []int{2}, Quick: true, ChildArgs: []string{"-test.run=^$"}})

@@ -47,6 +47,7 @@ func TestConformanceSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the whole suite over etcd; run without -short")
 	}
+	t.Parallel() // overlapped with the lease tests, which wait out their TTLs
 	srv := startServer(t)
 	const timeout = 60 * time.Second
 	conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{2, 4}, Quick: true, Timeout: timeout,
