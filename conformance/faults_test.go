@@ -13,19 +13,20 @@ func onlyFaults(name string) bool { return strings.HasPrefix(name, "faults/") }
 
 // TestFakeFaults runs the faults group on the fake backend, a few trials of
 // each case with ranks as processes, within CI's budget: one second
-// deadlines, and a world of three so that a fault leaves more than one
-// survivor.
+// deadlines, a world of three so that a fault leaves more than one
+// survivor, and a case's two trials at once (they mostly wait out
+// deadlines; the load of the other is load the deadlines must withstand).
 func TestFakeFaults(t *testing.T) {
 	conformance.RunTests(t, conformance.Config{Backend: "fake", Mode: conformance.Processes, Worlds: []int{3},
-		Quick: true, ChildArgs: []string{"-test.run=^$"}, Faults: true, Trials: 2, FaultDeadline: time.Second,
-		Filter: onlyFaults})
+		Quick: true, ChildArgs: []string{"-test.run=^$"}, Faults: true, Trials: 2, FaultParallel: 2,
+		FaultDeadline: time.Second, Filter: onlyFaults})
 }
 
 // TestFakeFaultsGoroutines runs the cases that need no process of their
 // own (the stalls) with ranks as goroutines; the others skip.
 func TestFakeFaultsGoroutines(t *testing.T) {
 	conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{4}, Quick: true, Faults: true,
-		Trials: 2, FaultDeadline: time.Second, Filter: onlyFaults})
+		Trials: 2, FaultParallel: 2, FaultDeadline: time.Second, Filter: onlyFaults})
 }
 
 // TestFaultsAreOptIn checks that the default suite leaves the faults
