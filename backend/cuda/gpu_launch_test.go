@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 	"github.com/intranode/intranode/kernels"
 )
 
@@ -25,9 +26,7 @@ func TestGPUModuleAndLaunch(t *testing.T) {
 	require.ErrorIs(t, err, backend.ErrNotFound)
 
 	const words = 4097
-	a, err := d.Alloc(ctx, 4*words)
-	require.NoError(t, err)
-	closeLater(t, a)
+	a := gputest.Alloc(t, d, 4*words)
 	s := newStream(t, d)
 	cfg := backend.LaunchConfig{Grid: backend.D1((words + 255) / 256), Block: backend.D1(256)}
 	// fill_u32 takes (pointer, u32, u64): the u64 sits at offset 16, so a
@@ -86,12 +85,8 @@ func TestGPUStreamOrderingAndEvents(t *testing.T) {
 	d := openDevice(t, b, 0)
 	m := loadTestModule(t, d)
 	const words = 1 << 20
-	src, err := d.Alloc(ctx, 4*words)
-	require.NoError(t, err)
-	closeLater(t, src)
-	dst, err := d.Alloc(ctx, 4*words)
-	require.NoError(t, err)
-	closeLater(t, dst)
+	src := gputest.Alloc(t, d, 4*words)
+	dst := gputest.Alloc(t, d, 4*words)
 	s1, s2 := newStream(t, d), newStream(t, d)
 	start, err := d.NewEvent(ctx, true)
 	require.NoError(t, err)
@@ -142,9 +137,7 @@ func TestGPUGraphCaptureReplay(t *testing.T) {
 	d := openDevice(t, b, 0)
 	m := loadTestModule(t, d)
 	const words = 10000
-	a, err := d.Alloc(ctx, 4*words)
-	require.NoError(t, err)
-	closeLater(t, a)
+	a := gputest.Alloc(t, d, 4*words)
 	s := newStream(t, d)
 	cfg := backend.LaunchConfig{Grid: backend.D1((words + 255) / 256), Block: backend.D1(256)}
 	addOne := kernelFn(t, m, "add_one")
@@ -203,9 +196,7 @@ func TestGPUSynchronizeTimeout(t *testing.T) {
 	flag, err := d.AllocHost(context.Background(), 8)
 	require.NoError(t, err)
 	closeLater(t, flag)
-	out, err := d.Alloc(context.Background(), 4)
-	require.NoError(t, err)
-	closeLater(t, out)
+	out := gputest.Alloc(t, d, 4)
 	s := newStream(t, d)
 	release := func() {
 		atomic.StoreUint32((*uint32)(unsafe.Pointer(&flag.Bytes()[0])), 7)

@@ -28,9 +28,7 @@ func TestGPUAllocAndCopy(t *testing.T) {
 	ctx := timeout(t)
 	d := openDevice(t, b, 0)
 	const n = 1<<20 + 12
-	a, err := d.Alloc(ctx, n)
-	require.NoError(t, err)
-	closeLater(t, a)
+	a := gputest.Alloc(t, d, n)
 	require.Equal(t, n, a.Size())
 	require.NotZero(t, a.Ptr())
 
@@ -53,9 +51,7 @@ func TestGPUAllocAndCopy(t *testing.T) {
 		}
 	}
 
-	b2, err := d.Alloc(ctx, n)
-	require.NoError(t, err)
-	closeLater(t, b2)
+	b2 := gputest.Alloc(t, d, n)
 	s := newStream(t, d)
 	require.NoError(t, s.CopyAsync(b2.Ptr(), a.Ptr(), n))
 	require.NoError(t, s.Synchronize(ctx))
@@ -64,7 +60,7 @@ func TestGPUAllocAndCopy(t *testing.T) {
 	require.NoError(t, d.CopyFromDevice(ctx, got, a.Ptr()))
 	require.Equal(t, got, got2)
 
-	_, err = d.Alloc(ctx, 0)
+	_, err := d.Alloc(ctx, 0)
 	require.ErrorIs(t, err, backend.ErrInvalidArgument)
 	_, err = a.Export(backend.HandleFD)
 	require.ErrorIs(t, err, backend.ErrNotSupported)

@@ -253,12 +253,8 @@ func ncclRanks(t *testing.T, comms []*collective.Comm, bytes int) []*ncclRank {
 // newNCCLRank gives rank a stream and two buffers of bytes on d.
 func newNCCLRank(ctx context.Context, t *testing.T, rank int, d backend.Device, bytes int) *ncclRank {
 	t.Helper()
-	in, err := d.Alloc(ctx, bytes)
-	require.NoError(t, err)
-	closeLater(t, in)
-	o, err := d.Alloc(ctx, bytes)
-	require.NoError(t, err)
-	closeLater(t, o)
+	in := gputest.Alloc(t, d, bytes)
+	o := gputest.Alloc(t, d, bytes)
 	return &ncclRank{rank: rank, d: d, s: newStream(t, d), in: in, out: o}
 }
 

@@ -49,6 +49,15 @@ func CloseLater(t testing.TB, c interface{ Close() error }) {
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 }
 
+// Alloc allocates n bytes on d and closes them when the test ends.
+func Alloc(t testing.TB, d backend.Device, n int) backend.Allocation {
+	t.Helper()
+	a, err := d.Alloc(context.Background(), n)
+	require.NoError(t, err)
+	CloseLater(t, a)
+	return a
+}
+
 // RunChild runs the test named test in a fresh copy of this test binary
 // (a driver library is loaded once per process) with env added, and
 // checks that it passed; it returns the child's output.
@@ -73,12 +82,8 @@ func CheckRange(t *testing.T, b backend.Backend) {
 	d := OpenDevice(t, b, 0)
 	rc, ok := d.(backend.RangeChecker)
 	require.True(t, ok, "the device is a backend.RangeChecker")
-	other, err := OpenDevice(t, b, 0).Alloc(ctx, 8192)
-	require.NoError(t, err)
-	CloseLater(t, other)
-	a, err := d.Alloc(ctx, 4096)
-	require.NoError(t, err)
-	CloseLater(t, a)
+	other := Alloc(t, OpenDevice(t, b, 0), 8192)
+	a := Alloc(t, d, 4096)
 	h, err := d.AllocHost(ctx, 256)
 	require.NoError(t, err)
 	CloseLater(t, h)
