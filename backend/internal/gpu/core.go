@@ -350,33 +350,36 @@ func (c *Core) peerTransfer(i, j int) (string, error) {
 	}
 	defer func() { _ = v.Free(ci, local) }()
 	host := make([]byte, peerTestBytes)
-
-	// Write: device i copies into j's memory, read back on j.
-	if err := v.Memset(ci, local, peerWritePattern, peerTestBytes); err != nil {
-		return "", Wrap(err, "%s: peer check %d→%d: filling device %d", name, i, j, i)
+	// Write: device i copies into j's memory, read back on j. Read: device
+	// i copies j's memory into its own, read back on i.
+	type end struct {
+		ctx Ctx
+		ptr backend.DevicePtr
+		dev int
 	}
-	if err := v.CopyDtoD(ci, remote, local, peerTestBytes); err != nil {
-		return fmt.Sprintf("write from device %d to device %d failed: %v", i, j, err), nil
-	}
-	if err := v.CopyDtoH(cj, host, remote); err != nil {
-		return "", Wrap(err, "%s: peer check %d→%d: reading device %d", name, i, j, j)
-	}
-	if k := firstMismatch(host, peerWritePattern); k >= 0 {
-		return fmt.Sprintf("write from device %d read back wrong on device %d at byte %d", i, j, k), nil
-	}
-
-	// Read: device i copies j's memory into its own.
-	if err := v.Memset(cj, remote, peerReadPattern, peerTestBytes); err != nil {
-		return "", Wrap(err, "%s: peer check %d→%d: filling device %d", name, i, j, j)
-	}
-	if err := v.CopyDtoD(ci, local, remote, peerTestBytes); err != nil {
-		return fmt.Sprintf("read by device %d from device %d failed: %v", i, j, err), nil
-	}
-	if err := v.CopyDtoH(ci, host, local); err != nil {
-		return "", Wrap(err, "%s: peer check %d→%d: reading device %d", name, i, j, i)
-	}
-	if k := firstMismatch(host, peerReadPattern); k >= 0 {
-		return fmt.Sprintf("read by device %d from device %d came back wrong at byte %d", i, j, k), nil
+	onI, onJ := end{ci, local, i}, end{cj, remote, j}
+	for _, step := range []struct {
+		from, to     end // the copy's source and destination (device i runs it)
+		pattern      byte
+		failed, came string
+	}{
+		{onI, onJ, peerWritePattern, fmt.Sprintf("write from device %d to device %d", i, j),
+			fmt.Sprintf("write from device %d read back wrong on device %d", i, j)},
+		{onJ, onI, peerReadPattern, fmt.Sprintf("read by device %d from device %d", i, j),
+			fmt.Sprintf("read by device %d from device %d came back wrong", i, j)},
+	} {
+		if err := v.Memset(step.from.ctx, step.from.ptr, step.pattern, peerTestBytes); err != nil {
+			return "", Wrap(err, "%s: peer check %d→%d: filling device %d", name, i, j, step.from.dev)
+		}
+		if err := v.CopyDtoD(ci, step.to.ptr, step.from.ptr, peerTestBytes); err != nil {
+			return fmt.Sprintf("%s failed: %v", step.failed, err), nil
+		}
+		if err := v.CopyDtoH(step.to.ctx, host, step.to.ptr); err != nil {
+			return "", Wrap(err, "%s: peer check %d→%d: reading device %d", name, i, j, step.to.dev)
+		}
+		if k := firstMismatch(host, step.pattern); k >= 0 {
+			return fmt.Sprintf("%s at byte %d", step.came, k), nil
+		}
 	}
 	return "", nil
 }

@@ -138,18 +138,17 @@ func (s *Stream) event(ev backend.Event) (*event, error) {
 
 // Record enqueues ev.
 func (s *Stream) Record(ev backend.Event) error {
-	if err := s.Usable(); err != nil {
-		return err
-	}
-	e, err := s.event(ev)
-	if err != nil {
-		return err
-	}
-	return s.d.Wrap(s.d.v.EventRecord(s.d.ctx, e.h, s.h), "recording an event")
+	return s.withEvent(ev, "recording an event", func(e *event) error { return s.d.v.EventRecord(s.d.ctx, e.h, s.h) })
 }
 
 // WaitEvent makes later work on s wait for ev.
 func (s *Stream) WaitEvent(ev backend.Event) error {
+	return s.withEvent(ev, "waiting for an event", func(e *event) error { return s.d.v.StreamWaitEvent(s.d.ctx, s.h, e.h) })
+}
+
+// withEvent runs call with ev, an event of this device, on a usable
+// stream, and wraps its error as what.
+func (s *Stream) withEvent(ev backend.Event, what string, call func(*event) error) error {
 	if err := s.Usable(); err != nil {
 		return err
 	}
@@ -157,7 +156,7 @@ func (s *Stream) WaitEvent(ev backend.Event) error {
 	if err != nil {
 		return err
 	}
-	return s.d.Wrap(s.d.v.StreamWaitEvent(s.d.ctx, s.h, e.h), "waiting for an event")
+	return s.d.Wrap(call(e), "%s", what)
 }
 
 // Synchronize waits for the stream's work. With a context that can end it
