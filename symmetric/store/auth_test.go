@@ -215,7 +215,8 @@ func TestTCPAuthenticatedRawClient(t *testing.T) {
 // TestTCPSilentClientAfterChallenge checks that a client that stops after
 // the hello is cut off at the handshake deadline rather than held open.
 func TestTCPSilentClientAfterChallenge(t *testing.T) {
-	srv := newServer(t, WithSecret(jobSecret), WithTimeout(200*time.Millisecond))
+	srv := newServer(t, WithSecret(jobSecret), WithTimeout(200*time.Millisecond),
+		WithAdmission(Admission{HelloTimeout: 500 * time.Millisecond}))
 	c := rawDial(t, srv.Addr())
 	start := time.Now()
 	c.challenge()
