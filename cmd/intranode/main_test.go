@@ -76,6 +76,7 @@ func TestTopoEveryPreset(t *testing.T) {
 }
 
 func TestBenchInProcess(t *testing.T) {
+	t.Parallel()
 	out, stderr, code := runCLI(t, "bench", "--backend", "fake", "--procs=false", "-b", "8", "-e", "64K", "-f", "8",
 		"--iters", "3", "--warmup", "1", "--dtype", "float", "--inplace")
 	require.Equal(t, 0, code, stderr)
@@ -97,6 +98,7 @@ func TestBenchInProcess(t *testing.T) {
 }
 
 func TestBenchProcessesJSON(t *testing.T) {
+	t.Parallel()
 	out, stderr, code := runCLI(t, "bench", "--backend", "fake", "-b", "1K", "-e", "4K", "--iters", "2", "--warmup", "1",
 		"--algo", "auto", "--json")
 	require.Equal(t, 0, code, stderr)
@@ -111,6 +113,7 @@ func TestBenchProcessesJSON(t *testing.T) {
 }
 
 func TestBenchGraphCSV(t *testing.T) {
+	t.Parallel()
 	out, stderr, code := runCLI(t, "bench", "--backend", "fake", "--procs=false", "-b", "4K", "-e", "4K", "--iters", "4",
 		"--graph", "--csv", "--algo", "oneshot,twoshot")
 	require.Equal(t, 0, code, stderr)
@@ -124,6 +127,7 @@ func TestBenchGraphCSV(t *testing.T) {
 // bench, ranks as processes, and checks nccl-tests' sizes and bus
 // bandwidth factors in the JSON.
 func TestBenchEveryCollective(t *testing.T) {
+	t.Parallel()
 	out, stderr, code := runCLI(t, "bench", "--backend", "fake", "--world", "4", "-b", "4K", "-e", "4K", "--iters", "2",
 		"--warmup", "1", "--op", "all", "--algo", "direct,auto,nccl", "--json", "--inplace")
 	require.Equal(t, 0, code, stderr)
@@ -148,6 +152,7 @@ func TestBenchEveryCollective(t *testing.T) {
 // TestConformanceHosts runs the collectives across simulated hosts in
 // rank processes: 2 hosts of 2 and of 4 ranks, 4 hosts of 2.
 func TestConformanceHosts(t *testing.T) {
+	t.Parallel()
 	for _, hw := range [][2]string{{"2", "4,8"}, {"4", "8"}} {
 		out, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--quick", "--hosts", hw[0], "--world", hw[1],
 			"--run", "^hosts/")
@@ -163,6 +168,7 @@ func TestConformanceHosts(t *testing.T) {
 // TestBenchHosts: the collectives across 2 simulated hosts, every path,
 // each checked before it is timed; bad combinations are usage errors.
 func TestBenchHosts(t *testing.T) {
+	t.Parallel()
 	out, stderr, code := runCLI(t, "bench", "--backend", "fake", "--procs=false", "--hosts", "2", "--world", "4",
 		"--op", "all_reduce,reduce_scatter,all_gather", "-b", "1K", "-e", "4K", "--iters", "2", "--warmup", "1", "--replays", "1")
 	require.Equal(t, 0, code, stderr+out)
@@ -181,6 +187,7 @@ func TestBenchHosts(t *testing.T) {
 }
 
 func TestConformanceCommand(t *testing.T) {
+	t.Parallel()
 	out, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--procs=false", "--quick",
 		"--run", "^(rendezvous|symmetric)/", "--world", "2")
 	require.Equal(t, 0, code, stderr+out)
@@ -231,6 +238,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestBenchStoreURL(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		url   string
@@ -254,6 +262,7 @@ func TestBenchStoreURL(t *testing.T) {
 // TestBenchCPUProfile: --cpuprofile leaves a pprof profile (gzip-compressed
 // protobuf) from rank 0, in both modes.
 func TestBenchCPUProfile(t *testing.T) {
+	t.Parallel()
 	for _, procs := range []string{"--procs=false", "--procs=true"} {
 		path := filepath.Join(t.TempDir(), "cpu.prof")
 		_, stderr, code := runCLI(t, "bench", "--backend", "fake", procs, "-b", "1K", "-e", "1K",
@@ -267,6 +276,7 @@ func TestBenchCPUProfile(t *testing.T) {
 }
 
 func TestBenchSharedDevice(t *testing.T) {
+	t.Parallel()
 	out, stderr, code := runCLI(t, "bench", "--backend", "fake:devices=1", "--share-device", "--world", "2", "-b", "1K", "-e", "4K",
 		"--iters", "2", "--warmup", "1")
 	require.Equal(t, 0, code, stderr)
