@@ -18,15 +18,13 @@ const (
 // DTypes lists every supported type in ABI order.
 var DTypes = []DType{Float32, Float16, BFloat16, Float64, Int32}
 
-// Size is the element size in bytes.
+// dtypeSizes are the element sizes in bytes, by value.
+var dtypeSizes = [...]int{Float32: 4, Float16: 2, BFloat16: 2, Float64: 8, Int32: 4}
+
+// Size is the element size in bytes (0 for an unknown type).
 func (d DType) Size() int {
-	switch d {
-	case Float16, BFloat16:
-		return 2
-	case Float32, Int32:
-		return 4
-	case Float64:
-		return 8
+	if int(d) < len(dtypeSizes) {
+		return dtypeSizes[d]
 	}
 	return 0
 }

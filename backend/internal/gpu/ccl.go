@@ -181,34 +181,28 @@ var cclResultNames = []string{
 	"ncclTimeout",
 }
 
+// cclDataTypes and cclRedOps map element types and reductions to the
+// library's, by backend value.
+var (
+	cclDataTypes = [...]int{backend.Float32: cclFloat32, backend.Float16: cclFloat16, backend.BFloat16: cclBfloat16,
+		backend.Float64: cclFloat64, backend.Int32: cclInt32}
+	cclRedOps = [...]int{backend.Sum: cclSum, backend.Max: cclMax, backend.Min: cclMin}
+)
+
 // cclDataType maps an element type to the library's.
 func cclDataType(d backend.DType) (int, bool) {
-	switch d {
-	case backend.Float32:
-		return cclFloat32, true
-	case backend.Float16:
-		return cclFloat16, true
-	case backend.BFloat16:
-		return cclBfloat16, true
-	case backend.Float64:
-		return cclFloat64, true
-	case backend.Int32:
-		return cclInt32, true
+	if !d.Valid() {
+		return 0, false
 	}
-	return 0, false
+	return cclDataTypes[d], true
 }
 
 // cclRedOp maps a reduction to the library's.
 func cclRedOp(o backend.ReduceOp) (int, bool) {
-	switch o {
-	case backend.Sum:
-		return cclSum, true
-	case backend.Max:
-		return cclMax, true
-	case backend.Min:
-		return cclMin, true
+	if !o.Valid() {
+		return 0, false
 	}
-	return 0, false
+	return cclRedOps[o], true
 }
 
 // CCLError is a failed call of the library: the entry point and the
