@@ -301,25 +301,9 @@ func caseKillBarrier(ctx context.Context, e *Env) error {
 	p := e.Plan()
 	good := p.Rand.IntN(3)
 	delay := time.Duration(p.Rand.Int64N(int64(500 * time.Microsecond)))
-	if e.Rank != p.Victim {
-		c, err := faultComm(ctx, e, e.Store)
-		if err != nil {
-			return err
-		}
-		return survive(ctx, e, c, -1, barriers(c))
-	}
-	c, err := victimRendezvous(ctx, e)
-	if err != nil {
-		return err
-	}
-	for i := range good {
-		if a := try(ctx, "barrier", setupDeadline(e), func(ctx context.Context) error { return c.Barrier(ctx) }); a.err != nil {
-			return fmt.Errorf("the victim's barrier %d failed before it died: %w", i+1, a.err)
-		}
-	}
-	go func() { _ = c.Barrier(ctx) }()
-	time.Sleep(delay)
-	return die(e)
+	return killDuring(ctx, e, "barrier", good, delay, barriers, func(c *collective.Comm, _ int) func(context.Context) error {
+		return func(ctx context.Context) error { return c.Barrier(ctx) }
+	})
 }
 
 // caseKillAllReduce: after a few good all-reduces the victim starts one
@@ -329,26 +313,40 @@ func caseKillAllReduce(ctx context.Context, e *Env) error {
 	algo, count := faultAllReduce(p)
 	good := p.Rand.IntN(3)
 	delay := time.Duration(p.Rand.Int64N(int64(2 * time.Millisecond)))
-	if e.Rank != p.Victim {
+	return killDuring(ctx, e, "all-reduce", good, delay,
+		func(c *collective.Comm) func(int) (string, func(context.Context) error) {
+			return allReduces(e, c, algo, count)
+		},
+		func(c *collective.Comm, seed int) func(context.Context) error {
+			return func(ctx context.Context) error {
+				return allReduceOnce(ctx, e, c, algo, backend.Float32, backend.Sum, count, seed, false)
+			}
+		})
+}
+
+// killDuring runs a kill case: every survivor makes the calls of
+// survivors until one fails (survive); the victim rendezvouses, makes good
+// calls of call (seeds 1 to good), starts one more and dies delay later.
+func killDuring(ctx context.Context, e *Env, what string, good int, delay time.Duration,
+	survivors func(c *collective.Comm) func(int) (string, func(context.Context) error),
+	call func(c *collective.Comm, seed int) func(context.Context) error) error {
+	if e.Rank != e.Plan().Victim {
 		c, err := faultComm(ctx, e, e.Store)
 		if err != nil {
 			return err
 		}
-		return survive(ctx, e, c, -1, allReduces(e, c, algo, count))
+		return survive(ctx, e, c, -1, survivors(c))
 	}
 	c, err := victimRendezvous(ctx, e)
 	if err != nil {
 		return err
 	}
 	for i := range good {
-		a := try(ctx, "all-reduce", setupDeadline(e), func(ctx context.Context) error {
-			return allReduceOnce(ctx, e, c, algo, backend.Float32, backend.Sum, count, i+1, false)
-		})
-		if a.err != nil {
-			return fmt.Errorf("the victim's all-reduce %d failed before it died: %w", i+1, a.err)
+		if a := try(ctx, what, setupDeadline(e), call(c, i+1)); a.err != nil {
+			return fmt.Errorf("the victim's %s %d failed before it died: %w", what, i+1, a.err)
 		}
 	}
-	go func() { _ = allReduceOnce(ctx, e, c, algo, backend.Float32, backend.Sum, count, good+1, false) }()
+	go func() { _ = call(c, good+1)(ctx) }()
 	time.Sleep(delay)
 	return die(e)
 }
@@ -1010,35 +1008,19 @@ func caseKillMovers(ctx context.Context, e *Env) error {
 	m := faultMover(p, e.World)
 	good := p.Rand.IntN(3)
 	delay := time.Duration(p.Rand.Int64N(int64(2 * time.Millisecond)))
-	if e.Rank != p.Victim {
-		c, err := faultComm(ctx, e, e.Store)
-		if err != nil {
-			return err
-		}
-		return survive(ctx, e, c, -1, func(i int) (string, func(context.Context) error) {
-			if i == 0 {
-				return "rendezvous", c.Rendezvous
+	seeded := func(seed int) moverCall { m := m; m.seed = seed; return m }
+	return killDuring(ctx, e, m.op.String(), good, delay,
+		func(c *collective.Comm) func(int) (string, func(context.Context) error) {
+			return func(i int) (string, func(context.Context) error) {
+				if i == 0 {
+					return "rendezvous", c.Rendezvous
+				}
+				return fmt.Sprintf("call %d: %v", i, m), func(ctx context.Context) error { return moverOnce(ctx, e, c, seeded(i)) }
 			}
-			return fmt.Sprintf("call %d: %v", i, m), func(ctx context.Context) error {
-				m.seed = i
-				return moverOnce(ctx, e, c, m)
-			}
+		},
+		func(c *collective.Comm, seed int) func(context.Context) error {
+			return func(ctx context.Context) error { return moverOnce(ctx, e, c, seeded(seed)) }
 		})
-	}
-	c, err := victimRendezvous(ctx, e)
-	if err != nil {
-		return err
-	}
-	for i := range good {
-		m.seed = i + 1
-		if a := try(ctx, m.op.String(), setupDeadline(e), func(ctx context.Context) error { return moverOnce(ctx, e, c, m) }); a.err != nil {
-			return fmt.Errorf("the victim's %v %d failed before it died: %w", m.op, i+1, a.err)
-		}
-	}
-	m.seed = good + 1
-	go func() { _ = moverOnce(ctx, e, c, m) }()
-	time.Sleep(delay)
-	return die(e)
 }
 
 // caseStallMovers: the victim never makes the call. The kernel's own
