@@ -167,8 +167,8 @@ func skipReason(ctx context.Context, cfg Config, b backend.Backend, c Case, worl
 	if world < c.MinWorld {
 		return fmt.Sprintf("needs world >= %d", c.MinWorld)
 	}
-	if c.Hosts && (cfg.Hosts < 2 || world%cfg.Hosts != 0 || world/cfg.Hosts < 2) {
-		return fmt.Sprintf("runs across simulated hosts only: --hosts H with world a multiple of H, 2 or more ranks per host (hosts %d, world %d)", cfg.Hosts, world)
+	if c.Hosts && (cfg.Hosts < 2 || world%cfg.Hosts != 0) {
+		return fmt.Sprintf("runs across simulated hosts only: --hosts H with world a multiple of H (hosts %d, world %d)", cfg.Hosts, world)
 	}
 	if n, err := b.DeviceCount(ctx); err == nil && world > n && !cfg.ShareDevice && !b.Capabilities().Has(backend.CapOverlapDevices) {
 		return fmt.Sprintf("world %d needs %d devices, backend %s has %d", world, world, b.Name(), n)

@@ -43,4 +43,13 @@ func TestConformanceFaultsHosts(t *testing.T) {
 	require.Contains(t, out, "world 4  killed rank during an all-reduce, reduce-scatter or all-gather across simulated hosts: 3/3 trials")
 	require.Contains(t, out, "world 4  the last simulated host makes another call than the others (count, dtype, op or collective): 3/3 trials")
 	require.Contains(t, out, "2 passed, 0 failed")
+
+	// Hosts of one rank each: the call check alone stands between a
+	// mismatched or dead peer and a wrong result.
+	out, stderr, code = runCLI(t, "conformance", "--backend", "fake", "--faults", "--trials", "2",
+		"--hosts", "2", "--world", "2", "--run", "^faults/(kill|mismatch)-hosts$")
+	require.Equal(t, 0, code, stderr+out)
+	require.Contains(t, out, "world 2  killed rank during an all-reduce, reduce-scatter or all-gather across simulated hosts: 2/2 trials")
+	require.Contains(t, out, "world 2  the last simulated host makes another call than the others (count, dtype, op or collective): 2/2 trials")
+	require.Contains(t, out, "2 passed, 0 failed")
 }

@@ -153,7 +153,8 @@ func TestBenchEveryCollective(t *testing.T) {
 // rank processes: 2 hosts of 2 and of 4 ranks, 4 hosts of 2.
 func TestConformanceHosts(t *testing.T) {
 	t.Parallel()
-	for _, hw := range [][2]string{{"2", "4,8"}, {"4", "8"}} {
+	// 2 × 1: hosts of one rank each, every call the inter-host engine's.
+	for _, hw := range [][2]string{{"2", "2,4,8"}, {"4", "8"}} {
 		out, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--quick", "--hosts", hw[0], "--world", hw[1],
 			"--run", "^hosts/")
 		require.Equal(t, 0, code, stderr+out)
