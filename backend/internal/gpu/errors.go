@@ -50,10 +50,11 @@ type CallError struct {
 // Error formats the entry point, the result's name and number, and the
 // vendor's description.
 func (e *CallError) Error() string {
-	if e.Description == "" {
-		return fmt.Sprintf("%s: %s (%d)", e.Op, e.Name, e.Result)
+	s := fmt.Sprintf("%s: %s (%d)", e.Op, e.Name, e.Result)
+	if e.Description != "" {
+		s += ": " + e.Description
 	}
-	return fmt.Sprintf("%s: %s (%d): %s", e.Op, e.Name, e.Result, e.Description)
+	return s
 }
 
 // LoaderErrorBufferSize is the room the C loaders (the driver's, the

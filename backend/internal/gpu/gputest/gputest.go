@@ -38,9 +38,7 @@ func OpenBackend[B backend.Backend](t testing.TB, open func(context.Context) (B,
 func OpenDevice(t testing.TB, b backend.Backend, i int) backend.Device {
 	t.Helper()
 	d, err := b.Open(context.Background(), i)
-	require.NoError(t, err)
-	CloseLater(t, d)
-	return d
+	return opened(t, d, err)
 }
 
 // CloseLater closes c when the test ends and checks that it closed
@@ -53,9 +51,16 @@ func CloseLater(t testing.TB, c interface{ Close() error }) {
 func Alloc(t testing.TB, d backend.Device, n int) backend.Allocation {
 	t.Helper()
 	a, err := d.Alloc(context.Background(), n)
+	return opened(t, a, err)
+}
+
+// opened checks that v opened without err and closes it when the test
+// ends.
+func opened[T interface{ Close() error }](t testing.TB, v T, err error) T {
+	t.Helper()
 	require.NoError(t, err)
-	CloseLater(t, a)
-	return a
+	CloseLater(t, v)
+	return v
 }
 
 // RunChild runs the test named test in a fresh copy of this test binary
