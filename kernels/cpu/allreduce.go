@@ -471,17 +471,22 @@ func (k *allReduce) twoShot() error {
 	if !ok {
 		return err
 	}
+	// Reduce and push to the peers piece by piece, so that each push reads
+	// what the reduction has just written from the cache.
 	srcs := make([][]byte, k.world)
-	for r, b := range k.bufs {
-		srcs[r] = b[lo:hi]
-	}
-	if fromInput {
-		srcs[me] = k.in[lo:hi]
-	}
-	reduce(k.a.DType, k.a.Op, out[lo:hi], srcs)
-	for p, b := range k.bufs {
-		if p != me {
-			copy(b[lo:hi], out[lo:hi])
+	for c := lo; c < hi; c += pushPieceBytes {
+		e := min(c+pushPieceBytes, hi)
+		for r, b := range k.bufs {
+			srcs[r] = b[c:e]
+		}
+		if fromInput {
+			srcs[me] = k.in[c:e]
+		}
+		reduce(k.a.DType, k.a.Op, out[c:e], srcs)
+		for p, b := range k.bufs {
+			if p != me {
+				copy(b[c:e], out[c:e])
+			}
 		}
 	}
 	if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
@@ -500,6 +505,11 @@ func (k *allReduce) twoShot() error {
 	}
 	return nil
 }
+
+// pushPieceBytes is how much of its slice the two-shot reduces before
+// pushing it to the peers: a multiple of 16 bytes (the slices' alignment,
+// which the vector loops need) small enough to stay in a core's L2.
+const pushPieceBytes = 64 << 10
 
 // slice is rank r's two-shot slice in bytes.
 func (k *allReduce) slice(r int) (lo, hi int) {
