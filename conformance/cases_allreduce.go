@@ -138,13 +138,8 @@ func allReduceOnce(ctx context.Context, e *Env, c *collective.Comm, algo collect
 		return fmt.Errorf("%v %v %v: %w", algo, d, op, err)
 	}
 	if outOfPlace {
-		// The input must be untouched.
-		back, err := in.read(ctx)
-		if err != nil {
-			return err
-		}
-		if string(back) != string(host) {
-			return fmt.Errorf("%v out-of-place modified its input", algo)
+		if err := in.unchanged(ctx, host, algo); err != nil {
+			return fmt.Errorf("out of place: %w", err)
 		}
 		if err := in.checkCanaries(ctx); err != nil {
 			return fmt.Errorf("input: %w", err)

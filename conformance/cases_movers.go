@@ -195,12 +195,8 @@ func moverOnce(ctx context.Context, e *Env, c *collective.Comm, m moverCall) err
 		return fmt.Errorf("%v: %d of %d elements wrong; first at %v", m, wrong, outElems, first)
 	}
 	if m.outPlace {
-		back, err := in.read(ctx)
-		if err != nil {
+		if err := in.unchanged(ctx, host, m); err != nil {
 			return err
-		}
-		if string(back) != string(host) {
-			return fmt.Errorf("%v modified its input", m)
 		}
 	}
 	if err := in.checkCanaries(ctx); err != nil {

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -100,6 +101,19 @@ func newPatterned(ctx context.Context, e *Env, dev backend.Device, d backend.DTy
 		return nil, nil, err
 	}
 	return g, host, nil
+}
+
+// unchanged fails when the buffer no longer holds want (a call that must
+// leave its input alone wrote to it); what names the call.
+func (g *guarded) unchanged(ctx context.Context, want []byte, what fmt.Stringer) error {
+	back, err := g.read(ctx)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(back, want) {
+		return fmt.Errorf("%v modified its input", what)
+	}
+	return nil
 }
 
 func (g *guarded) ptr() backend.DevicePtr { return g.alloc.Ptr().Add(canarySize) }
