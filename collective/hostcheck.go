@@ -20,9 +20,8 @@ import (
 // from passing that rank's stale data to the other hosts. So right before
 // a HostGroups call's first step on the engine, every member of that step
 // puts a record of its call (sequence number, collective, count, dtype,
-// op, path) and its comm's status word so far into an all-gather, which
-// reads and writes pinned host memory mapped into the device (no copy to
-// the device and back). The records travel on
+// op, path) and its comm's status word so far into an all-gather, and the
+// gathered records are copied to pinned host memory. The records travel on
 // a communicator of their own among the same members (the path's check
 // communicator) and on a stream of their own, forked from the call's
 // stream before that step and joined at the call's end, so that they cost
@@ -93,12 +92,11 @@ func (r hostRecord) String() string {
 }
 
 // callCheck is a HostGroups' memory for the records: per slot, this rank's
-// record and the gathered ones, in pinned host memory that the device
-// reads and writes in place (mapped into its address space), so that the
-// check needs no copy to the device and back.
+// record and the gathered ones, in pinned host memory and on the device.
 type callCheck struct {
 	world   int // slot size: records of up to world members
 	host    backend.HostAllocation
+	dev     backend.Allocation
 	side    backend.Stream  // the records' stream
 	started []backend.Event // per slot, recorded on the call's stream before the check
 	events  []backend.Event // per slot, recorded on side after the gathered copy
@@ -119,6 +117,9 @@ func newCallCheck(ctx context.Context, d backend.Device, world int) (_ *callChec
 	}()
 	n := checkSlots * c.slotBytes()
 	if c.host, err = d.AllocHost(ctx, n); err != nil {
+		return nil, err
+	}
+	if c.dev, err = d.Alloc(ctx, n); err != nil {
 		return nil, err
 	}
 	if c.side, err = d.NewStream(ctx); err != nil {
@@ -144,8 +145,10 @@ func (c *callCheck) close() error {
 	for _, ev := range append(c.started, c.events...) {
 		errs = append(errs, ev.Close())
 	}
-	if c.host != nil {
-		errs = append(errs, c.host.Close())
+	for _, a := range []backend.Allocation{c.dev, c.host} {
+		if a != nil {
+			errs = append(errs, a.Close())
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -163,9 +166,8 @@ type pendingCheck struct {
 // enqueue starts the check of a call whose next step is on s, among
 // members: it waits for the slot's previous call, writes this rank's
 // record, and enqueues on the side stream, after the work on s so far, the
-// copy of the status word at status (when not 0) into it and the
-// all-gather of the records on e, from and into the mapped host memory.
-// Caller holds ih.mu.
+// copy of the status word at status (when not 0) into it, the all-gather
+// of the records on e and their copy to host memory. Caller holds ih.mu.
 func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, rec hostRecord, status backend.DevicePtr,
 	members []int, index int) (*pendingCheck, error) {
 	slot := c.next
@@ -183,17 +185,21 @@ func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, 
 	c.gen[slot]++
 	off := slot * c.slotBytes()
 	b := c.host.Bytes()[off : off+c.slotBytes()]
-	// This rank's record and zeros over the gathered ones, so that a
-	// member whose record does not arrive reads as none, not as the record
-	// of the slot's call checkSlots calls back.
 	clear(b)
 	rec.encode(b)
-	in, out := c.host.Ptr().Add(off), c.host.Ptr().Add(off+hostRecordSize)
+	in, out := c.dev.Ptr().Add(off), c.dev.Ptr().Add(off+hostRecordSize)
+	n := len(members) * hostRecordSize
 	if err := s.Record(c.started[slot]); err != nil {
 		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
 	}
 	s = c.side
 	if err := s.WaitEvent(c.started[slot]); err != nil {
+		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
+	}
+	// The whole slot: this rank's record and zeros over the gathered ones,
+	// so that a member whose record does not arrive reads as none, not as
+	// the record of the slot's call checkSlots calls back.
+	if err := s.CopyAsync(in, c.host.Ptr().Add(off), c.slotBytes()); err != nil {
 		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
 	}
 	if status != 0 {
@@ -202,6 +208,9 @@ func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, 
 		}
 	}
 	if err := e.AllGather(ctx, s, in, out, hostRecordSize/4, backend.Int32); err != nil {
+		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
+	}
+	if err := s.CopyAsync(c.host.Ptr().Add(off+hostRecordSize), out, n); err != nil {
 		return nil, fmt.Errorf("collective: host groups: call check: %w", err)
 	}
 	if err := s.Record(c.events[slot]); err != nil {

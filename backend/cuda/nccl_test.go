@@ -336,65 +336,6 @@ func TestGPUNCCLAllReduce(t *testing.T) {
 	}
 }
 
-// TestGPUInterHostMappedHostMemory: the inter-host engine (NCCL) reads
-// and writes pinned host memory mapped into the device in place, as the
-// call check of collective.HostGroups relies on (its records are gathered
-// from and into such memory, with no copy to the device and back): two
-// engines on GPUs 0 and 1 all-gather each rank's 24-byte record, and every
-// rank sees both records, over and over as the check's slots are reused.
-func TestGPUInterHostMappedHostMemory(t *testing.T) {
-	b := openGPU(t)
-	openNCCLGroup(t, b, true) // skips without 2 GPUs or NCCL
-	ctx := timeout(t)
-	st := store.NewMem()
-	defer func() { require.NoError(t, st.Close()) }()
-	const world, words = 2, 6
-	type rank struct {
-		e    collective.InterHost
-		s    backend.Stream
-		host backend.HostAllocation
-	}
-	ranks := make([]rank, world)
-	for r := range world {
-		d := openDevice(t, b, r)
-		e, err := b.NewInterHost(ctx, collective.InterHostConfig{Store: st, Name: "interhost/mapped", Rank: r, World: world, Device: r})
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, e.Close()) })
-		h, err := d.AllocHost(ctx, (1+world)*words*4)
-		require.NoError(t, err)
-		closeLater(t, h)
-		ranks[r] = rank{e: e, s: newStream(t, d), host: h}
-	}
-	record := func(r, round int) []byte {
-		rec := make([]byte, words*4)
-		for i := range words {
-			binary.LittleEndian.PutUint32(rec[4*i:], uint32(round*1000+r*10+i))
-		}
-		return rec
-	}
-	for round := range 50 {
-		require.NoError(t, eachRank(world, func(r int) error {
-			rk := ranks[r]
-			mem := rk.host.Bytes()
-			clear(mem)
-			copy(mem, record(r, round))
-			in := rk.host.Ptr()
-			if err := rk.e.AllGather(ctx, rk.s, in, in.Add(words*4), words, backend.Int32); err != nil {
-				return err
-			}
-			if err := rk.s.Synchronize(ctx); err != nil {
-				return err
-			}
-			for p := range world {
-				if got := mem[(1+p)*words*4 : (2+p)*words*4]; !bytes.Equal(got, record(p, round)) {
-					return fmt.Errorf("round %d: rank %d's record read %x, want %x", round, p, got, record(p, round))
-				}
-			}
-			return nil
-		}))
-	}
-}
-
 func TestGPUNCCLGraphCapture(t *testing.T) {
 	b := openGPU(t)
 	comms := openNCCLGroup(t, b, true)
