@@ -319,10 +319,10 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 				}
 			}
 			j.problems = append(j.problems, fmt.Sprintf("rank %d %s but hung closing (killed at the job's deadline): %s; %s",
-				r, what, rep.Error, hungStacks(res.Output)))
+				r, what, rep.Error, launch.HungStacks(res.Output)))
 			continue
 		case res.TimedOut:
-			j.problems = append(j.problems, fmt.Sprintf("rank %d hung (killed at the job's deadline); %s", r, hungStacks(res.Output)))
+			j.problems = append(j.problems, fmt.Sprintf("rank %d hung (killed at the job's deadline); %s", r, launch.HungStacks(res.Output)))
 			continue
 		case kind == chaosKill && r == victim && !j.injected.IsZero():
 			continue // killed: no report expected
@@ -613,39 +613,3 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 // Rendezvous once every rank has its device (starting a process and a
 // driver context takes a second or so on a GPU host, longer under -race).
 func soakSetupTimeout(cfg soakConfig) time.Duration { return cfg.Timeout + 5*time.Second }
-
-// hungStacks condenses the goroutine dump a Go rank writes when the
-// deadline's SIGQUIT ends it: the goroutines that run this module's code,
-// each as its state and its frames, innermost first, without file lines.
-func hungStacks(output string) string {
-	const module = "github.com/intranode/intranode/"
-	var out []string
-	for _, block := range strings.Split(output, "\n\n") {
-		lines := strings.Split(strings.TrimSpace(block), "\n")
-		if len(lines) < 2 || !strings.HasPrefix(lines[0], "goroutine ") || !strings.Contains(block, module) {
-			continue
-		}
-		var frames []string
-		for _, l := range lines[1:] {
-			if strings.HasPrefix(l, "\t") || strings.HasPrefix(l, "created by ") {
-				continue
-			}
-			if i := strings.LastIndex(l, "("); i > 0 {
-				l = l[:i]
-			}
-			frames = append(frames, strings.TrimPrefix(l, module))
-			if len(frames) == 8 {
-				break
-			}
-		}
-		state := strings.TrimSuffix(strings.TrimPrefix(lines[0], "goroutine "), ":")
-		out = append(out, state+": "+strings.Join(frames, " < "))
-		if len(out) == 4 {
-			break
-		}
-	}
-	if len(out) == 0 {
-		return "no stack of this module's code in its output"
-	}
-	return "stacks: " + strings.Join(out, " | ")
-}

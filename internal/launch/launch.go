@@ -254,3 +254,39 @@ func Rank() (int, bool) {
 	r, err := strconv.Atoi(v)
 	return r, err == nil
 }
+
+// HungStacks condenses the goroutine dump a Go rank process writes when
+// the deadline's SIGQUIT ends it (Config.Deadline): the goroutines that run this module's code,
+// each as its state and its frames, innermost first, without file lines.
+func HungStacks(output string) string {
+	const module = "github.com/intranode/intranode/"
+	var out []string
+	for _, block := range strings.Split(output, "\n\n") {
+		lines := strings.Split(strings.TrimSpace(block), "\n")
+		if len(lines) < 2 || !strings.HasPrefix(lines[0], "goroutine ") || !strings.Contains(block, module) {
+			continue
+		}
+		var frames []string
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(l, "\t") || strings.HasPrefix(l, "created by ") {
+				continue
+			}
+			if i := strings.LastIndex(l, "("); i > 0 {
+				l = l[:i]
+			}
+			frames = append(frames, strings.TrimPrefix(l, module))
+			if len(frames) == 8 {
+				break
+			}
+		}
+		state := strings.TrimSuffix(strings.TrimPrefix(lines[0], "goroutine "), ":")
+		out = append(out, state+": "+strings.Join(frames, " < "))
+		if len(out) == 4 {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return "no stack of this module's code in its output"
+	}
+	return "stacks: " + strings.Join(out, " | ")
+}

@@ -158,3 +158,38 @@ func TestBadWorld(t *testing.T) {
 	_, err := launch.Run(context.Background(), launch.Config{World: 0})
 	require.Error(t, err)
 }
+
+// TestHungStacks: a hung rank's dump condensed to the goroutines in this
+// module's code.
+func TestHungStacks(t *testing.T) {
+	const dump = `SIGQUIT: quit
+PC=0x4711 m=0 sigcode=0
+
+goroutine 1 gp=0xc000002380 m=nil [syscall, 2 minutes]:
+runtime.cgocall(0x9b2a40, 0xc0001a5c30)
+	/usr/local/go/src/runtime/cgocall.go:167 +0x4b
+github.com/intranode/intranode/backend/cuda._Cfunc_inu_nccl_abort(0x1, 0x2)
+	_cgo_gotypes.go:512 +0x47
+github.com/intranode/intranode/backend/cuda.(*ncclComm).release.func1()
+	/src/backend/cuda/nccl.go:426 +0x35
+created by github.com/intranode/intranode/backend/cuda.(*ncclComm).release in goroutine 7
+	/src/backend/cuda/nccl.go:424 +0x9e
+
+goroutine 5 gp=0xc000003340 m=nil [chan receive]:
+os/signal.loop()
+	/usr/local/go/src/os/signal/signal_unix.go:23 +0x13
+`
+	for _, tc := range []struct {
+		name, output, want string
+	}{
+		{"a rank in a C call", dump, "stacks: 1 gp=0xc000002380 m=nil [syscall, 2 minutes]: runtime.cgocall < " +
+			"backend/cuda._Cfunc_inu_nccl_abort < backend/cuda.(*ncclComm).release.func1"},
+		{"no Go dump", "killed\n", "no stack of this module's code in its output"},
+		{"only the runtime's goroutines", "goroutine 5 [chan receive]:\nos/signal.loop()\n\t/x.go:1\n",
+			"no stack of this module's code in its output"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, launch.HungStacks(tc.output))
+		})
+	}
+}
