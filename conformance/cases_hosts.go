@@ -47,17 +47,23 @@ func simulatedDevice(e *Env) *int {
 
 // joinSimulated joins this rank to the job's simulated hosts, each rank
 // on its own device, and requires every rank to have joined its host's
-// group and the job to span e.Hosts groups.
+// group and the job to span e.Hosts groups. With one rank per host there
+// is no group to join: JoinHosts excludes each rank as the only one on its
+// host (collective.ErrWorldSize), every collective is then the inter-host
+// engine's, as on hosts of one GPU, and any other exclusion still fails.
 func joinSimulated(ctx context.Context, e *Env, buffer int, timeout time.Duration) (*collective.HostGroups, error) {
 	h, err := collective.JoinHosts(ctx, e.Store, e.Rank, e.World, collective.Options{Backend: e.Backend,
 		Hostname: SimulatedHost(e.Rank, e.World, e.Hosts), Device: simulatedDevice(e), BufferSize: buffer, Timeout: timeout})
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case !h.AllJoined() && e.World > e.Hosts:
-		// (With one rank per host there are no groups to join: every
-		// collective is the inter-host engine's, as on hosts of one GPU.)
-		err = fmt.Errorf("not every rank joined its host's group: %v", h.Excluded)
+	}
+	alone := e.World == e.Hosts
+	unexpected := slices.DeleteFunc(slices.Clone(h.Excluded), func(x *collective.RankError) bool {
+		return alone && errors.Is(x, collective.ErrWorldSize)
+	})
+	switch {
+	case len(unexpected) > 0:
+		err = fmt.Errorf("not every rank joined its host's group: %v", unexpected)
 	case len(h.Groups) != e.Hosts:
 		err = fmt.Errorf("the ranks formed %d host groups, want %d (simulated hosts: %d)", len(h.Groups), e.Hosts, e.Hosts)
 	}

@@ -442,11 +442,13 @@ func processOutcome(x launch.Result) rankOutcome {
 	}
 	o.killed, o.hung = x.Killed, x.TimedOut
 	if x.Err != nil {
-		detail := tail(strings.TrimSpace(text), 4000)
+		var detail string
 		if x.TimedOut {
 			// The end of a hung rank's goroutine dump is the runtime's
-			// own goroutines: say where this module's code waited.
+			// own goroutines: say first where this module's code waited.
 			detail = launch.HungStacks(text) + "\n" + tail(strings.TrimSpace(text), 1000)
+		} else {
+			detail = tail(strings.TrimSpace(text), 4000)
 		}
 		o.err = fmt.Errorf("rank %d process: %w\n%s", x.Rank, x.Err, detail)
 	}

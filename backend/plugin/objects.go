@@ -245,12 +245,6 @@ func closeCall(c *conn, method string, id uint64) error {
 	return err
 }
 
-// background is the context of a method that takes none: bounded by the
-// call timeout.
-func (c *conn) background() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), c.timeout)
-}
-
 // callNow is call for a method that takes no context: bounded by the call
 // timeout.
 func callNow[Req, Resp any](c *conn, method string, req *Req) (*Resp, error) {
@@ -295,7 +289,9 @@ func (a *allocation) Size() int { return a.size }
 // Export exports the allocation in the plugin; a descriptor comes back on
 // the descriptor socket and is the caller's to close.
 func (a *allocation) Export(kind backend.HandleKind) (backend.Handle, error) {
-	ctx, cancel := a.c.background()
+	// One bound for the call and the descriptor's arrival: Export takes no
+	// context.
+	ctx, cancel := a.c.bound(context.Background())
 	defer cancel()
 	r, err := call[exportReq, exportReply](ctx, a.c, mExport, &exportReq{ID: a.id, Kind: kind})
 	if err != nil {

@@ -256,8 +256,9 @@ func Rank() (int, bool) {
 }
 
 // HungStacks condenses the goroutine dump a Go rank process writes when
-// the deadline's SIGQUIT ends it (Config.Deadline): the goroutines that run this module's code,
-// each as its state and its frames, innermost first, without file lines.
+// the deadline's SIGQUIT ends it (Config.Deadline): the goroutines that
+// run this module's code, each as its state and its frames, innermost
+// first, without file lines.
 func HungStacks(output string) string {
 	const module = "github.com/intranode/intranode/"
 	var out []string
