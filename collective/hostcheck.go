@@ -102,7 +102,6 @@ type callCheck struct {
 	events  []backend.Event // per slot, recorded on side after the gathered copy
 	used    []bool          // slots whose event has been recorded
 	gen     []uint64        // per slot, the calls that held it
-	seq     uint32
 	next    int
 }
 
@@ -177,11 +176,6 @@ func (c *callCheck) enqueue(ctx context.Context, s backend.Stream, e InterHost, 
 		}
 	}
 	c.next = (c.next + 1) % checkSlots
-	c.seq++
-	if c.seq == 0 {
-		c.seq = 1
-	}
-	rec.seq = c.seq
 	c.gen[slot]++
 	off := slot * c.slotBytes()
 	b := c.host.Bytes()[off : off+c.slotBytes()]
@@ -262,28 +256,44 @@ func (ih *interHost) judge(ctx context.Context, p *pendingCheck, hosts []string)
 	if decodeHostRecord(b[p.index*hostRecordSize:]).seq == 0 {
 		return nil
 	}
-	calls := make([]string, len(p.members))
+	recs := make([]hostRecord, len(p.members))
+	why := make([]string, len(p.members))
+	for i := range p.members {
+		if recs[i] = decodeHostRecord(b[i*hostRecordSize:]); recs[i].seq == 0 {
+			why[i] = "no record of its call arrived"
+		}
+	}
+	return verdict(p.index, p.mine, p.members, recs, why, hosts)
+}
+
+// verdict compares the records of a call's members (global ranks, in the
+// check's order; this rank is members[me]) with this rank's record mine:
+// nil when they agree; ErrMismatch naming every member's call when one
+// differs; backend.ErrPeerFailed when a member's record is missing (why
+// says why) or carries a status word, that is, its step inside its host
+// failed.
+func verdict(me int, mine hostRecord, members []int, recs []hostRecord, why []string, hosts []string) error {
+	calls := make([]string, len(members))
 	var differ []int
 	var failed []string
-	for i, r := range p.members {
-		rec := decodeHostRecord(b[i*hostRecordSize:])
+	for i, r := range members {
+		rec := recs[i]
 		calls[i] = fmt.Sprintf("rank %d (%s) %v", r, hosts[r], rec)
 		switch {
-		case rec.seq == 0:
-			failed = append(failed, fmt.Sprintf("rank %d (%s): no record of its call arrived", r, hosts[r]))
-		case rec.call() != p.mine:
+		case why[i] != "":
+			failed = append(failed, fmt.Sprintf("rank %d (%s): %s", r, hosts[r], why[i]))
+		case rec.call() != mine:
 			differ = append(differ, r)
-		case rec.status != 0 && i != p.index:
+		case rec.status != 0 && i != me:
 			failed = append(failed, symmetric.StatusWordError(rec.status, fmt.Sprintf("rank %d (%s) inside its host", r, hosts[r])).Error())
 		}
 	}
-	me := p.members[p.index]
 	switch {
 	case len(differ) > 0:
 		return fmt.Errorf("%w across hosts: rank %d sees ranks %v differ from its own call; %s", ErrMismatch,
-			me, differ, strings.Join(calls, "; "))
+			members[me], differ, strings.Join(calls, "; "))
 	case len(failed) > 0:
-		return backend.Errorf(backend.CodePeerFailed, "collective: host groups: rank %d's %v: %s", me, p.mine, strings.Join(failed, "; "))
+		return backend.Errorf(backend.CodePeerFailed, "collective: host groups: rank %d's %v: %s", members[me], mine, strings.Join(failed, "; "))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -141,6 +142,124 @@ func TestJudge(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, tt.want)
+		})
+	}
+}
+
+// formMeshes forms the call check's mesh among world ranks (goroutines)
+// meeting in one store.
+func formMeshes(t *testing.T, ctx context.Context, world int) []*checkMesh {
+	t.Helper()
+	st := store.NewMem()
+	t.Cleanup(func() { st.Close() })
+	ms := make([]*checkMesh, world)
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Go(func() { ms[r], errs[r] = formMesh(ctx, st, r, world) })
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	return ms
+}
+
+// TestCheckMesh: records sent on the mesh reach every rank and are judged
+// there: agreeing records pass, a differing one is ErrMismatch naming
+// both calls, a record not sent times out, a rank whose connection closed
+// before sending fails (backend.ErrPeerFailed), and a record overwritten
+// by a call meshRing calls later is not judged.
+func TestCheckMesh(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	const world = 3
+	hosts := []string{"h0", "h1", "h2"}
+	ms := formMeshes(t, ctx, world)
+	rec := func(seq uint32, count uint64) hostRecord {
+		return hostRecord{seq: seq, op: OpAllReduce, dtype: backend.BFloat16, red: backend.Sum, path: pathFlat, count: count}
+	}
+	judgeAll := func(seq uint32, counts ...uint64) []error {
+		errs := make([]error, world)
+		for r, m := range ms {
+			if r < len(counts) && counts[r] != 0 {
+				m.send(ctx, rec(seq, counts[r]))
+			}
+		}
+		for r, m := range ms {
+			if r < len(counts) && counts[r] != 0 {
+				jctx, jcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				errs[r] = m.judge(jctx, rec(seq, counts[r]), hosts)
+				jcancel()
+			}
+		}
+		return errs
+	}
+	require.NoError(t, errors.Join(judgeAll(1, 8, 8, 8)...))
+	for r, err := range judgeAll(2, 8, 8, 9) {
+		require.ErrorIs(t, err, ErrMismatch, "rank %d", r)
+		require.ErrorContains(t, err, "rank 1 (h1) call 2: all_reduce of 8 bfloat16 sum, flat; rank 2 (h2) call 2: all_reduce of 9 bfloat16 sum, flat")
+	}
+	// Rank 2 makes no call 3: the others wait for its record until their deadline.
+	for r, err := range judgeAll(3, 8, 8)[:2] {
+		require.ErrorIs(t, err, backend.ErrTimeout, "rank %d", r)
+		require.ErrorContains(t, err, "ranks [2] sent no record of call 3", "rank %d", r)
+	}
+	// A record overwritten by a later call's is not judged.
+	ms[1].send(ctx, rec(4+meshRing, 8))
+	ms[2].send(ctx, rec(4+meshRing, 8))
+	require.Eventually(t, func() bool {
+		ms[0].mu.Lock()
+		defer ms[0].mu.Unlock()
+		return ms[0].ring[1][4%meshRing].seq == 4+meshRing && ms[0].ring[2][4%meshRing].seq == 4+meshRing
+	}, 10*time.Second, time.Millisecond)
+	require.NoError(t, ms[0].judge(ctx, rec(4, 8), hosts))
+	// Rank 2 leaves: rank 0's next call fails at once, naming it.
+	require.NoError(t, ms[2].close())
+	ms[1].send(ctx, rec(5, 8))
+	err := ms[0].judge(ctx, rec(5, 8), hosts)
+	require.ErrorIs(t, err, backend.ErrPeerFailed)
+	require.ErrorContains(t, err, "rank 2 (h2): its records stopped before its call 5: its connection closed")
+	for _, m := range ms[:2] {
+		require.NoError(t, m.close())
+	}
+}
+
+// TestCheckMeshAdmit: the listener admits a peer only with a hello that
+// carries the listener's token and the peer's own, once per peer; anyone
+// else's connection is closed without an answer.
+func TestCheckMeshAdmit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ms := formMeshes(t, ctx, 3)
+	defer func() {
+		for _, m := range ms {
+			require.NoError(t, m.close())
+		}
+	}()
+	m := ms[0]
+	wrongToken := m.hello(0, 1)
+	wrongToken[len(wrongToken)-1]++
+	for name, hello := range map[string][]byte{
+		"the peer's token wrong":   wrongToken,
+		"to another rank":          m.hello(2, 1),
+		"from itself":              m.hello(0, 0),
+		"a peer already connected": m.hello(0, 1),
+		"short":                    m.hello(0, 1)[:10],
+		"another protocol's magic": append([]byte("XXXX"), m.hello(0, 1)[4:]...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv, cli := net.Pipe()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				m.admit(srv, time.Now().Add(time.Second))
+			}()
+			go func() {
+				_, _ = cli.Write(hello)
+			}()
+			_, err := cli.Read(make([]byte, 1))
+			require.Error(t, err) // closed, never answered
+			<-done
+			require.NoError(t, cli.Close())
 		})
 	}
 }

@@ -505,6 +505,63 @@ func TestHostGroupsDeadRank(t *testing.T) {
 	}
 }
 
+// TestHostGroupsClosedRank: a rank of the second host closes its groups
+// after a good call, and the others call again. Each of them fails with
+// backend.ErrPeerFailed naming that rank, whose call check's connection
+// closed before its record of the call arrived, well before its deadline
+// (the call's data step, which would wait for that rank, is aborted), on
+// both paths. Each rank has a device of its own, so that the fake's
+// loopback engine does not hold the call at its launch (as it does for
+// ranks that share a device; NCCL's calls never wait at enqueueing).
+func TestHostGroupsClosedRank(t *testing.T) {
+	const world, gone = 4, 3
+	for _, flat := range []bool{false, true} {
+		t.Run(fmt.Sprintf("flat=%v", flat), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			b, err := fake.New(fake.WithDevices(world))
+			require.NoError(t, err)
+			st := store.NewMem()
+			t.Cleanup(func() { b.Close() })
+			t.Cleanup(func() { st.Close() })
+			groups := joinAll(t, ctx, st, world, func(r int) collective.Options {
+				return collective.Options{Backend: b, Hostname: fmt.Sprintf("h%d", r/2), Device: &r, BufferSize: 64 << 10,
+					Timeout: 20 * time.Second}
+			})
+			var wg sync.WaitGroup
+			errs := make([]error, world)
+			for r, h := range groups {
+				if flat {
+					h.Flat = map[collective.Op][]collective.Window{collective.OpAllReduce: {{}}}
+				}
+				wg.Go(func() { errs[r] = hostCall(ctx, h, collective.OpAllReduce, backend.Float32, 64, 1, false) })
+			}
+			wg.Wait()
+			require.NoError(t, errors.Join(errs...))
+			require.NoError(t, groups[gone].Close())
+			for r, h := range groups {
+				if r != gone {
+					wg.Go(func() {
+						cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+						defer ccancel()
+						errs[r] = hostCall(cctx, h, collective.OpAllReduce, backend.Float32, 4096, 2, false)
+					})
+				}
+			}
+			wg.Wait()
+			for r, err := range errs {
+				if r == gone {
+					continue
+				}
+				// (Rank 2, on the closed rank's host, also waits inside it
+				// until its deadline, for its kernel waiting for rank 3.)
+				require.ErrorIs(t, err, backend.ErrPeerFailed, "rank %d", r)
+				require.ErrorContains(t, err, "rank 3 (h1): its records stopped before its call 2", "rank %d", r)
+			}
+		})
+	}
+}
+
 // TestDefaultHostFlat pins the measured windows of the flat path on CUDA
 // (DefaultHostFlat): reduce-scatter and all-gather flat below 32 KiB, the
 // all-reduce flat from 32 KiB to 128 KiB, the reduce-scatter from 128 KiB
@@ -566,6 +623,8 @@ func TestHostGroupsMismatchAcrossHosts(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		flat     bool
+		flatTo   int  // with flat: the all-reduce flat up to this many bytes only
+		warm     bool // h0's and h1's calls made by all ranks first, forming both engines
 		noCheck  bool
 		h0, h1   call
 		contains string
@@ -574,25 +633,32 @@ func TestHostGroupsMismatchAcrossHosts(t *testing.T) {
 			contains: "(h1) call 1: all_reduce of 1002 float sum, hierarchical"},
 		{name: "flat/collective", flat: true, h0: call{collective.OpAllReduce, 64}, h1: call{collective.OpAllGather, 16},
 			contains: "rank 3 (h1) call 1: all_gather of 16 float, flat"},
+		// The hosts' sizes put them on different paths, so on different
+		// engines: the mesh's records still meet. (Both engines are formed
+		// first: the fake's loopback engine forms at a call's enqueueing.)
+		{name: "paths/flat-and-hierarchical", flat: true, flatTo: 4 << 10, warm: true, h0: call{collective.OpAllReduce, 64},
+			h1: call{collective.OpAllReduce, 2048}, contains: "rank 0 (h0) call 3: all_reduce of 64 float sum, flat; " +
+				"rank 1 (h0) call 3: all_reduce of 64 float sum, flat; rank 2 (h1) call 3: all_reduce of 2048 float sum, hierarchical"},
 		{name: "unchecked/count", noCheck: true, h0: call{collective.OpAllReduce, 1000}, h1: call{collective.OpAllReduce, 1002}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
-			b, err := fake.New(fake.WithDevices(2))
+			// A device per rank: see TestHostGroupsClosedRank.
+			b, err := fake.New(fake.WithDevices(world))
 			require.NoError(t, err)
 			st := store.NewMem()
 			t.Cleanup(func() { b.Close() })
 			t.Cleanup(func() { st.Close() })
 			groups := joinAll(t, ctx, st, world, func(r int) collective.Options {
-				return collective.Options{Backend: b, Hostname: hostOf(r), BufferSize: 64 << 10, Timeout: 2 * time.Second}
+				return collective.Options{Backend: b, Hostname: hostOf(r), Device: &r, BufferSize: 64 << 10, Timeout: 2 * time.Second}
 			})
 			errs := make([]error, world)
 			took := make([]time.Duration, world)
 			var wg sync.WaitGroup
 			for r, h := range groups {
 				if tc.flat {
-					h.Flat = map[collective.Op][]collective.Window{collective.OpAllReduce: {{}}, collective.OpAllGather: {{}}}
+					h.Flat = map[collective.Op][]collective.Window{collective.OpAllReduce: {{Max: tc.flatTo}}, collective.OpAllGather: {{}}}
 				}
 				h.NoCallCheck = tc.noCheck
 				c := tc.h0
@@ -600,6 +666,14 @@ func TestHostGroupsMismatchAcrossHosts(t *testing.T) {
 					c = tc.h1
 				}
 				wg.Go(func() {
+					for _, w := range []call{tc.h0, tc.h1} {
+						if !tc.warm {
+							break
+						}
+						if errs[r] = hostCall(ctx, h, w.op, backend.Float32, w.count, 1, false); errs[r] != nil {
+							return
+						}
+					}
 					cctx, ccancel := context.WithTimeout(ctx, deadline)
 					defer ccancel()
 					start := time.Now()

@@ -172,9 +172,15 @@ type interHost struct {
 	scratch []backend.Allocation
 	// own is the device a rank without a comm opened (Device).
 	own backend.Device
-	// check holds the records of the call check (hostcheck.go), made on
-	// the first call that crosses hosts.
+	// check holds the records of the call check's all-gather on the
+	// engines (hostcheck.go), made on the first call that needs it.
 	check *callCheck
+	// mesh carries the call check between the hosts' CPUs in a job of at
+	// most MeshMaxRanks ranks (hostmesh.go), formed on the first checked
+	// call.
+	mesh *checkMesh
+	// seq numbers the checked calls, from 1.
+	seq uint32
 	// aborts are the engine aborts that fail started; Close waits for them.
 	aborts []chan error
 }
@@ -315,7 +321,9 @@ type HostWork struct {
 	h      *HostGroups
 	stream backend.Stream
 	e      InterHost     // nil on one host
-	check  *pendingCheck // nil on one host or with NoCallCheck
+	check  *pendingCheck // the records' all-gather: nil on one host, with NoCallCheck or on the mesh's flat calls
+	mesh   *checkMesh    // the mesh the record mine went on: nil on one host, with NoCallCheck or in a larger job
+	mine   hostRecord
 }
 
 // Synchronize waits for the collective and reports its failures: the call
@@ -326,11 +334,20 @@ type HostWork struct {
 // for the work, which it may have left hanging.
 func (w *HostWork) Synchronize(ctx context.Context) error {
 	var errs []error
-	mismatch := false
-	if w.check != nil {
+	failed := false
+	if w.mesh != nil {
+		// Any failure of the mesh's check fails the job: a mismatch, a
+		// peer gone or silent past the deadline leaves the data hanging.
+		if cerr := w.mesh.judge(ctx, w.mine, w.h.Hosts); cerr != nil {
+			errs = append(errs, cerr)
+			failed = true
+			w.h.fail(cerr)
+		}
+	}
+	if w.check != nil && !failed {
 		if cerr := w.h.ih.judge(ctx, w.check, w.h.Hosts); cerr != nil {
 			errs = append(errs, cerr)
-			if mismatch = errors.Is(cerr, ErrMismatch); mismatch {
+			if failed = errors.Is(cerr, ErrMismatch); failed {
 				w.h.fail(cerr)
 			}
 		}
@@ -344,7 +361,7 @@ func (w *HostWork) Synchronize(ctx context.Context) error {
 			errs = append(errs, serr)
 		}
 	}
-	if w.e != nil && !mismatch { // a mismatch has closed the engine
+	if w.e != nil && !failed { // a failed check has closed the engine
 		if eerr := w.e.Err(); eerr != nil {
 			errs = append(errs, eerr)
 		}
@@ -372,12 +389,21 @@ func (h *HostGroups) fail(err error) {
 		ih.err = err
 	}
 	engines := ih.takeEngines()
-	if len(engines) == 0 {
+	mesh := ih.mesh
+	ih.mesh = nil
+	if len(engines) == 0 && mesh == nil {
 		return
 	}
 	done := make(chan error, 1)
 	ih.aborts = append(ih.aborts, done)
-	go func() { done <- closeAll(engines) }()
+	go func() {
+		err := closeAll(engines)
+		if mesh != nil {
+			// The peers waiting for this rank's records learn it is gone.
+			err = errors.Join(err, mesh.close())
+		}
+		done <- err
+	}()
 }
 
 // takeEngines removes the engines formed so far and returns them; the
@@ -465,11 +491,11 @@ func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall,
 		return nil, err
 	}
 	w := &HostWork{h: h, stream: s, e: e}
-	check := func() (err error) {
-		if !h.NoCallCheck {
-			w.check, err = h.checkCall(ctx, s, p, c)
+	check := func() error {
+		if h.NoCallCheck {
+			return nil
 		}
-		return err
+		return h.checkCall(ctx, s, p, c, w)
 	}
 	if p == pathFlat {
 		if err = check(); err == nil {
@@ -488,36 +514,63 @@ func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall,
 	return w, nil
 }
 
-// checkCall starts the call check of c (hostcheck.go) beside the call's
-// next step on s, on path p's check communicator; on the hierarchical path
-// the records carry the comm's status word.
-func (h *HostGroups) checkCall(ctx context.Context, s backend.Stream, p hostPath, c hostCall) (*pendingCheck, error) {
-	d, err := h.Device(ctx)
-	if err != nil {
-		return nil, err
-	}
-	e, err := h.engine(ctx, p, true)
-	if err != nil {
-		return nil, err
-	}
+// checkCall starts the call check of c for w, right before the call's
+// next step on s: in a job of at most MeshMaxRanks ranks, this rank's
+// record goes to every rank on the mesh (hostmesh.go); in a larger one,
+// and on the hierarchical path to carry the comm's status word, the
+// records are all-gathered on path p's check communicator beside that
+// step (hostcheck.go).
+func (h *HostGroups) checkCall(ctx context.Context, s backend.Stream, p hostPath, c hostCall, w *HostWork) error {
 	ih := h.ih
+	onMesh := h.World <= MeshMaxRanks
+	var e InterHost
+	var d backend.Device
+	if !onMesh || p == pathHier {
+		var err error
+		if d, err = h.Device(ctx); err != nil {
+			return err
+		}
+		if e, err = h.engine(ctx, p, true); err != nil {
+			return err
+		}
+	}
 	members := ih.members(p)
 	ih.mu.Lock()
 	defer ih.mu.Unlock()
 	if ih.err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCommFailed, ih.err)
+		return fmt.Errorf("%w: %w", ErrCommFailed, ih.err)
+	}
+	if onMesh && ih.mesh == nil {
+		m, err := formMesh(ctx, ih.job, h.Rank, h.World)
+		if err != nil {
+			return err
+		}
+		ih.mesh = m
+	}
+	if ih.seq++; ih.seq == 0 {
+		ih.seq = 1
+	}
+	rec := hostRecord{seq: ih.seq, op: c.op, dtype: c.dtype, red: c.red, path: p, count: uint64(c.count)}
+	if onMesh {
+		ih.mesh.send(ctx, rec)
+		w.mesh, w.mine = ih.mesh, rec
+		if p != pathHier {
+			return nil
+		}
 	}
 	if ih.check == nil {
+		var err error
 		if ih.check, err = newCallCheck(ctx, d, h.World); err != nil {
-			return nil, fmt.Errorf("collective: host groups: memory for the call check: %w", err)
+			return fmt.Errorf("collective: host groups: memory for the call check: %w", err)
 		}
 	}
 	var status backend.DevicePtr
 	if p == pathHier {
 		status = h.Comm.statusWord()
 	}
-	rec := hostRecord{op: c.op, dtype: c.dtype, red: c.red, path: p, count: uint64(c.count)}
-	return ih.check.enqueue(ctx, s, e, rec, status, members, slices.Index(members, h.Rank))
+	var err error
+	w.check, err = ih.check.enqueue(ctx, s, e, rec, status, members, slices.Index(members, h.Rank))
+	return err
 }
 
 // local is c on the one host's Comm.
@@ -701,6 +754,10 @@ func (h *HostGroups) closeInterHost() error {
 	if ih.check != nil {
 		errs = append(errs, ih.check.close())
 		ih.check = nil
+	}
+	if ih.mesh != nil {
+		errs = append(errs, ih.mesh.close())
+		ih.mesh = nil
 	}
 	for _, a := range ih.scratch {
 		errs = append(errs, a.Close())
