@@ -327,24 +327,34 @@ type HostWork struct {
 }
 
 // Synchronize waits for the collective and reports its failures: the call
-// check across hosts (ErrMismatch), the Comm's kernels' and the inter-host
-// engine's. A mismatch, or a wait that ends at ctx's deadline with the work
-// still running, fails the job's collectives and aborts the engines, whose
-// kernels have no deadline of their own; a mismatch does so before waiting
-// for the work, which it may have left hanging.
+// check across hosts (ErrMismatch; backend.ErrPeerFailed for a member gone
+// or failed inside its host), the Comm's kernels' and the inter-host
+// engine's. A mismatch, a member gone, or a wait that ends at ctx's
+// deadline with the work still running, fails the job's collectives and
+// aborts the engines, whose kernels have no deadline of their own. A
+// mismatch does so before waiting for the work, which it may have left
+// hanging; a member gone, after the wait (bounded by ctx): the abort frees
+// device memory, which waits for the kernels inside the host that wait out
+// their deadline for the gone member, and would hold up the wait past ctx.
 func (w *HostWork) Synchronize(ctx context.Context) error {
 	var errs []error
-	failed := false
-	if w.mesh != nil {
-		// Any failure of the mesh's check fails the job: a mismatch, a
-		// peer gone or silent past the deadline leaves the data hanging.
-		if cerr := w.mesh.judge(ctx, w.mine, w.h.Hosts); cerr != nil {
+	failed, lost := false, false
+	judged := func(cerr error) {
+		switch {
+		case cerr == nil:
+		case errors.Is(cerr, ErrMismatch):
 			errs = append(errs, cerr)
 			failed = true
 			w.h.fail(cerr)
+		default:
+			errs = append(errs, cerr)
+			lost = true
 		}
 	}
-	if w.check != nil && !failed {
+	if w.mesh != nil {
+		judged(w.mesh.judge(ctx, w.mine, w.h.Hosts))
+	}
+	if w.check != nil && !failed && !lost {
 		if cerr := w.h.ih.judge(ctx, w.check, w.h.Hosts); cerr != nil {
 			errs = append(errs, cerr)
 			if failed = errors.Is(cerr, ErrMismatch); failed {
@@ -361,7 +371,7 @@ func (w *HostWork) Synchronize(ctx context.Context) error {
 			errs = append(errs, serr)
 		}
 	}
-	if w.e != nil && !failed { // a failed check has closed the engine
+	if w.e != nil && !failed { // a mismatch has closed the engine
 		if eerr := w.e.Err(); eerr != nil {
 			errs = append(errs, eerr)
 		}
@@ -370,7 +380,7 @@ func (w *HostWork) Synchronize(ctx context.Context) error {
 		return nil
 	}
 	out := errors.Join(errs...)
-	if err != nil && ctx.Err() != nil {
+	if lost || (err != nil && ctx.Err() != nil) {
 		w.h.fail(out)
 	}
 	return out
