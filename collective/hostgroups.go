@@ -100,7 +100,7 @@ type HostGroups struct {
 	// across hosts take the inter-host engine across every rank instead
 	// of the hierarchical path; a size in none of its collective's
 	// windows, or a collective with none, goes hierarchical. JoinHosts sets
-	// DefaultHostFlat() on CUDA, nil elsewhere. Every rank must hold the
+	// DefaultHostFlat(World) on CUDA, nil elsewhere. Every rank must hold the
 	// same windows.
 	Flat map[Op][]Window
 	// NoCallCheck turns off the call check across hosts: by default,
@@ -265,7 +265,7 @@ func JoinHosts(ctx context.Context, st store.Store, rank, world int, opts Option
 		h.ih.b, h.ih.dev = h.Comm.b, h.Comm.Device().Index()
 	}
 	if h.ih.b != nil && h.ih.b.Name() == "cuda" {
-		h.Flat = DefaultHostFlat()
+		h.Flat = DefaultHostFlat(world)
 	}
 
 	if err := h.agree(ctx, ex); err != nil {

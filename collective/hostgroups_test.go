@@ -564,41 +564,49 @@ func TestHostGroupsClosedRank(t *testing.T) {
 
 // TestDefaultHostFlat pins the measured windows of the flat path on CUDA
 // (DefaultHostFlat): reduce-scatter and all-gather flat below 32 KiB, the
-// all-reduce flat from 32 KiB to 128 KiB, the reduce-scatter from 128 KiB
-// to 512 KiB, every collective from DefaultFlatFrom on; hierarchical
-// elsewhere.
+// all-reduce flat from 32 KiB to 128 KiB (and below, in a job whose call
+// check runs on the mesh), the reduce-scatter from 128 KiB to 512 KiB,
+// every collective from DefaultFlatFrom on; hierarchical elsewhere.
 func TestDefaultHostFlat(t *testing.T) {
-	flat := collective.DefaultHostFlat()
 	tests := []struct {
 		op    collective.Op
 		bytes int
+		world int // 0: both a job on the mesh and a larger one
 		want  bool
 	}{
-		{collective.OpAllReduce, 1 << 10, false},
-		{collective.OpAllReduce, 16 << 10, false},
-		{collective.OpAllReduce, 32 << 10, true},
-		{collective.OpAllReduce, 64 << 10, true},
-		{collective.OpAllReduce, 128 << 10, false},
-		{collective.OpAllReduce, 16 << 20, false},
-		{collective.OpAllReduce, collective.DefaultFlatFrom, true},
-		{collective.OpReduceScatter, 1, true},
-		{collective.OpReduceScatter, 32<<10 - 1, true},
-		{collective.OpReduceScatter, 32 << 10, false},
-		{collective.OpReduceScatter, 64 << 10, false},
-		{collective.OpReduceScatter, 128 << 10, true},
-		{collective.OpReduceScatter, 256 << 10, true},
-		{collective.OpReduceScatter, 512 << 10, false},
-		{collective.OpAllGather, 16 << 10, true},
-		{collective.OpAllGather, 1 << 20, false},
-		{collective.OpAllGather, 256 << 20, true},
-		{collective.OpBroadcast, 1 << 10, false},
+		{collective.OpAllReduce, 1 << 10, collective.MeshMaxRanks, true},
+		{collective.OpAllReduce, 16 << 10, 4, true},
+		{collective.OpAllReduce, 1 << 10, collective.MeshMaxRanks + 1, false},
+		{collective.OpAllReduce, 16 << 10, 32, false},
+		{collective.OpAllReduce, 32 << 10, 0, true},
+		{collective.OpAllReduce, 64 << 10, 0, true},
+		{collective.OpAllReduce, 128 << 10, 0, false},
+		{collective.OpAllReduce, 16 << 20, 0, false},
+		{collective.OpAllReduce, collective.DefaultFlatFrom, 0, true},
+		{collective.OpReduceScatter, 1, 0, true},
+		{collective.OpReduceScatter, 32<<10 - 1, 0, true},
+		{collective.OpReduceScatter, 32 << 10, 0, false},
+		{collective.OpReduceScatter, 64 << 10, 0, false},
+		{collective.OpReduceScatter, 128 << 10, 0, true},
+		{collective.OpReduceScatter, 256 << 10, 0, true},
+		{collective.OpReduceScatter, 512 << 10, 0, false},
+		{collective.OpAllGather, 16 << 10, 0, true},
+		{collective.OpAllGather, 1 << 20, 0, false},
+		{collective.OpAllGather, 256 << 20, 0, true},
+		{collective.OpBroadcast, 1 << 10, 0, false},
 	}
 	for _, tt := range tests {
-		got := false
-		for _, w := range flat[tt.op] {
-			got = got || w.Contains(tt.bytes)
+		worlds := []int{tt.world}
+		if tt.world == 0 {
+			worlds = []int{4, 64}
 		}
-		require.Equal(t, tt.want, got, "%v %d bytes", tt.op, tt.bytes)
+		for _, world := range worlds {
+			got := false
+			for _, w := range collective.DefaultHostFlat(world)[tt.op] {
+				got = got || w.Contains(tt.bytes)
+			}
+			require.Equal(t, tt.want, got, "%v %d bytes, world %d", tt.op, tt.bytes, world)
+		}
 	}
 }
 

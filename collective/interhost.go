@@ -221,21 +221,30 @@ func (h *HostGroups) Device(ctx context.Context) (backend.Device, error) {
 const DefaultFlatFrom = 32 << 20
 
 // DefaultHostFlat returns the sizes HostGroups' collectives on CUDA send
-// flat: from DefaultFlatFrom on, and below it where flat NCCL was
-// measured faster (4×H200 as 2 simulated hosts × 2 GPUs, three runs,
-// docs/MULTIHOST.md): reduce-scatter and all-gather below 32 KiB, where one
-// NCCL call's latency beats three steps' (1–16 KiB: flat 29–39 µs against
-// 38–51), and the all-reduce from 32 KiB to 128 KiB (64 KiB: flat 122 µs
-// against 135–139; hierarchical 2–2.6× faster at 1–16 KiB and from
-// 256 KiB), and the reduce-scatter from 128 KiB to 512 KiB (256 KiB: flat
-// faster by 7–17% in six runs of six on 4×H100 with the call check, and in
-// two of two on 4×H200 without it). The bounds between measured sizes are
-// their geometric means.
-func DefaultHostFlat() map[Op][]Window {
+// flat in a job of world ranks: from DefaultFlatFrom on, and below it
+// where flat NCCL was measured faster over simulated hosts with the call
+// check on (the default): reduce-scatter and all-gather below 32 KiB,
+// where one NCCL call's latency beats three steps' (4×H200 as 2 hosts × 2,
+// 1–16 KiB: flat 29–39 µs against 38–51), the reduce-scatter from 128 KiB
+// to 512 KiB (256 KiB: flat faster by 7–17% in six runs of six on 4×H100),
+// and the all-reduce from 32 KiB to 128 KiB (64 KiB: flat 122 µs against
+// 135–139). In a job of at most MeshMaxRanks ranks the all-reduce is flat
+// below 32 KiB too: there the check of a flat call runs on the CPUs while a
+// hierarchical call still all-gathers its status words on the engine, and
+// flat won at 1–4 KiB in five runs of six and at 16 KiB in two of three
+// (4×H100 as 2 × 2, flat 77–93 µs against 81–103; docs/MULTIHOST.md). In a
+// larger job both paths gather their records on the engine, as all jobs
+// did when the hierarchical path was measured faster at 1–16 KiB. The
+// bounds between measured sizes are their geometric means.
+func DefaultHostFlat(world int) map[Op][]Window {
 	large := Window{Min: DefaultFlatFrom}
 	small := Window{Min: 0, Max: 32<<10 - 1}
+	allReduce := Window{Min: 32 << 10, Max: 128<<10 - 1}
+	if world <= MeshMaxRanks {
+		allReduce.Min = 0
+	}
 	return map[Op][]Window{
-		OpAllReduce:     {{Min: 32 << 10, Max: 128<<10 - 1}, large},
+		OpAllReduce:     {allReduce, large},
 		OpReduceScatter: {small, {Min: 128 << 10, Max: 512<<10 - 1}, large},
 		OpAllGather:     {small, large},
 	}
