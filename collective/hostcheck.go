@@ -33,6 +33,10 @@ import (
 // the engines, so that a data step left hanging ends at once instead of at
 // the deadline. The records cost one small all-gather per call
 // (HostGroups.NoCallCheck turns it off).
+//
+// In a job of at most MeshMaxRanks ranks the records travel between the
+// CPUs instead (hostmesh.go), and the all-gather here serves only the
+// hierarchical calls, for their status words.
 
 // hostRecordSize is the bytes of one member's record in the all-gather:
 // the call (16 bytes), the status word (4) and padding.
