@@ -331,8 +331,10 @@ func hostCall(ctx context.Context, h *collective.HostGroups, op collective.Op, d
 
 // simulatedHosts joins world ranks (goroutines) of one fake backend with
 // the given number of devices into host groups, rank r telling host
-// hostOf(r); the backend and store outlive the groups.
-func simulatedHosts(t *testing.T, ctx context.Context, devices, world int, hostOf func(int) string) ([]*collective.HostGroups, *store.Mem) {
+// hostOf(r), its options as tweaks leave them; the backend and store
+// outlive the groups.
+func simulatedHosts(t *testing.T, ctx context.Context, devices, world int, hostOf func(int) string,
+	tweaks ...func(r int, o *collective.Options)) ([]*collective.HostGroups, *store.Mem) {
 	t.Helper()
 	b, err := fake.New(fake.WithDevices(devices))
 	require.NoError(t, err)
@@ -341,9 +343,18 @@ func simulatedHosts(t *testing.T, ctx context.Context, devices, world int, hostO
 	t.Cleanup(func() { b.Close() })
 	t.Cleanup(func() { st.Close() })
 	return joinAll(t, ctx, st, world, func(r int) collective.Options {
-		return collective.Options{Backend: b, Hostname: hostOf(r), BufferSize: 64 << 10, Timeout: 20 * time.Second}
+		o := collective.Options{Backend: b, Hostname: hostOf(r), BufferSize: 64 << 10, Timeout: 20 * time.Second}
+		for _, tweak := range tweaks {
+			tweak(r, &o)
+		}
+		return o
 	}), st
 }
+
+// ownDevice gives rank r device r (simulatedHosts' tweak): the fake's
+// loopback engine then does not hold a call at its launch, as it does for
+// ranks that share a device (NCCL's calls never wait at enqueueing).
+func ownDevice(r int, o *collective.Options) { o.Device = &r }
 
 // TestHostGroupsCollectives: all-reduce, reduce-scatter and all-gather
 // across simulated hosts of the fake (the loopback inter-host double
@@ -510,24 +521,14 @@ func TestHostGroupsDeadRank(t *testing.T) {
 // backend.ErrPeerFailed naming that rank, whose call check's connection
 // closed before its record of the call arrived, well before its deadline
 // (the call's data step, which would wait for that rank, is aborted), on
-// both paths. Each rank has a device of its own, so that the fake's
-// loopback engine does not hold the call at its launch (as it does for
-// ranks that share a device; NCCL's calls never wait at enqueueing).
+// both paths. Each rank has a device of its own (ownDevice).
 func TestHostGroupsClosedRank(t *testing.T) {
 	const world, gone = 4, 3
 	for _, flat := range []bool{false, true} {
 		t.Run(fmt.Sprintf("flat=%v", flat), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
-			b, err := fake.New(fake.WithDevices(world))
-			require.NoError(t, err)
-			st := store.NewMem()
-			t.Cleanup(func() { b.Close() })
-			t.Cleanup(func() { st.Close() })
-			groups := joinAll(t, ctx, st, world, func(r int) collective.Options {
-				return collective.Options{Backend: b, Hostname: fmt.Sprintf("h%d", r/2), Device: &r, BufferSize: 64 << 10,
-					Timeout: 20 * time.Second}
-			})
+			groups, _ := simulatedHosts(t, ctx, world, world, func(r int) string { return fmt.Sprintf("h%d", r/2) }, ownDevice)
 			var wg sync.WaitGroup
 			errs := make([]error, world)
 			for r, h := range groups {
@@ -652,15 +653,8 @@ func TestHostGroupsMismatchAcrossHosts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
-			// A device per rank: see TestHostGroupsClosedRank.
-			b, err := fake.New(fake.WithDevices(world))
-			require.NoError(t, err)
-			st := store.NewMem()
-			t.Cleanup(func() { b.Close() })
-			t.Cleanup(func() { st.Close() })
-			groups := joinAll(t, ctx, st, world, func(r int) collective.Options {
-				return collective.Options{Backend: b, Hostname: hostOf(r), Device: &r, BufferSize: 64 << 10, Timeout: 2 * time.Second}
-			})
+			groups, _ := simulatedHosts(t, ctx, world, world, hostOf, ownDevice,
+				func(_ int, o *collective.Options) { o.Timeout = 2 * time.Second })
 			errs := make([]error, world)
 			took := make([]time.Duration, world)
 			var wg sync.WaitGroup
