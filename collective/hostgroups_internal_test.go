@@ -156,7 +156,7 @@ func formMeshes(t *testing.T, ctx context.Context, world int) []*checkMesh {
 	errs := make([]error, world)
 	var wg sync.WaitGroup
 	for r := range world {
-		wg.Go(func() { ms[r], errs[r] = formMesh(ctx, st, r, world) })
+		wg.Go(func() { ms[r], errs[r] = formMesh(ctx, st, r, world, time.Minute) })
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
@@ -181,7 +181,7 @@ func TestCheckMesh(t *testing.T) {
 		errs := make([]error, world)
 		for r, m := range ms {
 			if r < len(counts) && counts[r] != 0 {
-				m.send(ctx, rec(seq, counts[r]))
+				m.send(ctx, rec(seq, counts[r]), time.Second)
 			}
 		}
 		for r, m := range ms {
@@ -204,8 +204,8 @@ func TestCheckMesh(t *testing.T) {
 		require.ErrorContains(t, err, "ranks [2] sent no record of call 3", "rank %d", r)
 	}
 	// A record overwritten by a later call's is not judged.
-	ms[1].send(ctx, rec(4+meshRing, 8))
-	ms[2].send(ctx, rec(4+meshRing, 8))
+	ms[1].send(ctx, rec(4+meshRing, 8), time.Second)
+	ms[2].send(ctx, rec(4+meshRing, 8), time.Second)
 	require.Eventually(t, func() bool {
 		ms[0].mu.Lock()
 		defer ms[0].mu.Unlock()
@@ -214,7 +214,7 @@ func TestCheckMesh(t *testing.T) {
 	require.NoError(t, ms[0].judge(ctx, rec(4, 8), hosts))
 	// Rank 2 leaves: rank 0's next call fails at once, naming it.
 	require.NoError(t, ms[2].close())
-	ms[1].send(ctx, rec(5, 8))
+	ms[1].send(ctx, rec(5, 8), time.Second)
 	err := ms[0].judge(ctx, rec(5, 8), hosts)
 	require.ErrorIs(t, err, backend.ErrPeerFailed)
 	require.ErrorContains(t, err, "rank 2 (h2): its records stopped before its call 5: its connection closed")

@@ -563,6 +563,38 @@ func TestHostGroupsClosedRank(t *testing.T) {
 	}
 }
 
+// TestHostGroupsWaitWithoutDeadline: after a good call, a rank of the
+// second host makes no more; the others call again, flat, with a context
+// that has no deadline. Each
+// fails with a timeout naming that rank, Options.Timeout bounding the
+// wait for its record (the engine's kernels have no deadline of their
+// own).
+func TestHostGroupsWaitWithoutDeadline(t *testing.T) {
+	const world, absent = 4, 3
+	groups, _ := simulatedHosts(t, t.Context(), world, world, func(r int) string { return fmt.Sprintf("h%d", r/2) }, ownDevice,
+		func(_ int, o *collective.Options) { o.Timeout = 3 * time.Second })
+	var wg sync.WaitGroup
+	errs := make([]error, world)
+	for r, h := range groups { // the first call, by all, forms the engine
+		h.Flat = map[collective.Op][]collective.Window{collective.OpAllGather: {{}}}
+		wg.Go(func() { errs[r] = hostCall(t.Context(), h, collective.OpAllGather, backend.Float32, 64, 1, false) })
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	for r, h := range groups {
+		if r != absent {
+			wg.Go(func() { errs[r] = hostCall(t.Context(), h, collective.OpAllGather, backend.Float32, 64, 2, false) })
+		}
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if r != absent {
+			require.ErrorIs(t, err, backend.ErrTimeout, "rank %d", r)
+			require.ErrorContains(t, err, "ranks [3] sent no record of call 2", "rank %d", r)
+		}
+	}
+}
+
 // TestDefaultHostFlat pins the measured windows of the flat path on CUDA
 // (DefaultHostFlat): reduce-scatter and all-gather flat below 32 KiB, the
 // all-reduce flat from 32 KiB to 128 KiB (and below, in a job whose call

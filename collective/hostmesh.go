@@ -88,8 +88,13 @@ type checkMesh struct {
 }
 
 // formMesh connects rank to every other of world ranks, meeting them in
-// st; ctx bounds it.
-func formMesh(ctx context.Context, st store.Store, rank, world int) (_ *checkMesh, err error) {
+// st; ctx bounds it, or timeout when ctx has no deadline.
+func formMesh(ctx context.Context, st store.Store, rank, world int, timeout time.Duration) (_ *checkMesh, err error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	m := &checkMesh{rank: rank, out: make([]net.Conn, world), in: make([]net.Conn, world),
 		ring: make([][]hostRecord, world), gone: make([]error, world), arrived: make(chan struct{}),
 		joined: make(chan struct{}), waiting: world - 1}
@@ -135,10 +140,7 @@ func formMesh(ctx context.Context, st store.Store, rank, world int) (_ *checkMes
 	if world == 1 {
 		close(m.joined)
 	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(DefaultTimeout)
-	}
+	deadline, _ := ctx.Deadline()
 	m.wg.Go(func() { m.accept(deadline) })
 	errs := make([]error, world)
 	var dials sync.WaitGroup
@@ -344,13 +346,18 @@ func (m *checkMesh) lose(r int, err error) {
 	}
 }
 
-// send writes rec to every peer, bounded by ctx's deadline. A peer that
-// cannot be written to is dropped: it has gone, and its own records stop
-// too. Caller holds interHost.mu.
-func (m *checkMesh) send(ctx context.Context, rec hostRecord) {
+// send writes rec to every peer, bounded by ctx's deadline, else by
+// timeout from now (a peer that stopped reading fills its socket's buffer
+// after some thousands of records). A peer that cannot be written to is
+// dropped: it has gone, and its own records stop too. Caller holds
+// interHost.mu.
+func (m *checkMesh) send(ctx context.Context, rec hostRecord, timeout time.Duration) {
 	var b [hostRecordSize]byte
 	rec.encode(b[:])
-	dl, _ := ctx.Deadline()
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(timeout)
+	}
 	for r, c := range m.out {
 		if c == nil {
 			continue

@@ -345,7 +345,14 @@ type HostWork struct {
 // hanging; a member gone, after the wait (bounded by ctx): the abort frees
 // device memory, which waits for the kernels inside the host that wait out
 // their deadline for the gone member, and would hold up the wait past ctx.
+// Without a deadline in ctx, the wait is bounded by Options.Timeout: the
+// engine's kernels have none of their own.
 func (w *HostWork) Synchronize(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok && w.h.ih != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.h.ih.timeout)
+		defer cancel()
+	}
 	var errs []error
 	failed, lost := false, false
 	judged := func(cerr error) {
@@ -560,7 +567,7 @@ func (h *HostGroups) checkCall(ctx context.Context, s backend.Stream, p hostPath
 		return fmt.Errorf("%w: %w", ErrCommFailed, ih.err)
 	}
 	if onMesh && ih.mesh == nil {
-		m, err := formMesh(ctx, ih.job, h.Rank, h.World)
+		m, err := formMesh(ctx, ih.job, h.Rank, h.World, ih.timeout)
 		if err != nil {
 			return err
 		}
@@ -571,7 +578,7 @@ func (h *HostGroups) checkCall(ctx context.Context, s backend.Stream, p hostPath
 	}
 	rec := hostRecord{seq: ih.seq, op: c.op, dtype: c.dtype, red: c.red, path: p, count: uint64(c.count)}
 	if onMesh {
-		ih.mesh.send(ctx, rec)
+		ih.mesh.send(ctx, rec, ih.timeout)
 		w.mesh, w.mine = ih.mesh, rec
 		if p != pathHier {
 			return nil
