@@ -154,53 +154,27 @@ func roundF64(v float64, ebits, mbits uint) uint64 {
 }
 
 // F16sToF32s widens src into dst; dst must be at least as long as src.
-//
-//go:norace
-//go:nocheckptr
-func F16sToF32s(dst []float32, src []uint16) {
-	dst = dst[:len(src)]
-	k := vec.WidenF16(dst, src)
-	dst, src = dst[k:], src[k:]
-	for i, h := range src {
-		dst[i] = F16ToF32(h)
-	}
-}
+func F16sToF32s(dst []float32, src []uint16) { convert(dst, src, vec.WidenF16, F16ToF32) }
 
 // F32sToF16s rounds src into dst; dst must be at least as long as src.
-//
-//go:norace
-//go:nocheckptr
-func F32sToF16s(dst []uint16, src []float32) {
-	dst = dst[:len(src)]
-	k := vec.NarrowF16(dst, src)
-	dst, src = dst[k:], src[k:]
-	for i, f := range src {
-		dst[i] = F32ToF16(f)
-	}
-}
+func F32sToF16s(dst []uint16, src []float32) { convert(dst, src, vec.NarrowF16, F32ToF16) }
 
 // BF16sToF32s widens src into dst; dst must be at least as long as src.
-//
-//go:norace
-//go:nocheckptr
-func BF16sToF32s(dst []float32, src []uint16) {
-	dst = dst[:len(src)]
-	k := vec.WidenBF16(dst, src)
-	dst, src = dst[k:], src[k:]
-	for i, b := range src {
-		dst[i] = math.Float32frombits(uint32(b) << 16)
-	}
-}
+func BF16sToF32s(dst []float32, src []uint16) { convert(dst, src, vec.WidenBF16, BF16ToF32) }
 
 // F32sToBF16s rounds src into dst; dst must be at least as long as src.
+func F32sToBF16s(dst []uint16, src []float32) { convert(dst, src, vec.NarrowBF16, F32ToBF16) }
+
+// convert converts src into dst: the vector loop bulk does what it can
+// (it returns how many elements), one converts the rest.
 //
 //go:norace
 //go:nocheckptr
-func F32sToBF16s(dst []uint16, src []float32) {
+func convert[D, S any](dst []D, src []S, bulk func([]D, []S) int, one func(S) D) {
 	dst = dst[:len(src)]
-	k := vec.NarrowBF16(dst, src)
+	k := bulk(dst, src)
 	dst, src = dst[k:], src[k:]
-	for i, f := range src {
-		dst[i] = F32ToBF16(f)
+	for i, x := range src {
+		dst[i] = one(x)
 	}
 }
