@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -34,22 +35,18 @@ func TestConformanceFaultsUsage(t *testing.T) {
 }
 
 // TestConformanceFaultsHosts: the fault cases across simulated hosts, in
-// rank processes that must each be told their host (a world of 4 as 2
-// hosts of 2): a killed rank and hosts whose calls differ.
+// rank processes that must each be told their host: a killed rank and
+// hosts whose calls differ, with 2 hosts of 2 ranks and 2 hosts of one
+// (where the call check alone stands between a mismatched or dead peer
+// and a wrong result).
 func TestConformanceFaultsHosts(t *testing.T) {
-	out, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--faults", "--trials", "3",
-		"--hosts", "2", "--world", "4", "--run", "^faults/(kill|mismatch)-hosts$")
-	require.Equal(t, 0, code, stderr+out)
-	require.Contains(t, out, "world 4  killed rank during an all-reduce, reduce-scatter or all-gather across simulated hosts: 3/3 trials")
-	require.Contains(t, out, "world 4  the last simulated host makes another call than the others (count, dtype, op or collective): 3/3 trials")
-	require.Contains(t, out, "2 passed, 0 failed")
-
-	// Hosts of one rank each: the call check alone stands between a
-	// mismatched or dead peer and a wrong result.
-	out, stderr, code = runCLI(t, "conformance", "--backend", "fake", "--faults", "--trials", "2",
-		"--hosts", "2", "--world", "2", "--run", "^faults/(kill|mismatch)-hosts$")
-	require.Equal(t, 0, code, stderr+out)
-	require.Contains(t, out, "world 2  killed rank during an all-reduce, reduce-scatter or all-gather across simulated hosts: 2/2 trials")
-	require.Contains(t, out, "world 2  the last simulated host makes another call than the others (count, dtype, op or collective): 2/2 trials")
-	require.Contains(t, out, "2 passed, 0 failed")
+	for _, tc := range []struct{ world, trials string }{{"4", "3"}, {"2", "2"}} {
+		out, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--faults", "--trials", tc.trials,
+			"--hosts", "2", "--world", tc.world, "--run", "^faults/(kill|mismatch)-hosts$")
+		require.Equal(t, 0, code, stderr+out)
+		trials := fmt.Sprintf(": %s/%s trials", tc.trials, tc.trials)
+		require.Contains(t, out, "world "+tc.world+"  killed rank during an all-reduce, reduce-scatter or all-gather across simulated hosts"+trials)
+		require.Contains(t, out, "world "+tc.world+"  the last simulated host makes another call than the others (count, dtype, op or collective)"+trials)
+		require.Contains(t, out, "2 passed, 0 failed")
+	}
 }
