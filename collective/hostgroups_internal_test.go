@@ -263,3 +263,35 @@ func TestCheckMeshAdmit(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkMeshSend: one call's record written to every other rank of the
+// mesh, on the calling thread, for jobs of 2, 4, 8 and MeshMaxRanks ranks.
+func BenchmarkMeshSend(b *testing.B) {
+	for _, world := range []int{2, 4, 8, MeshMaxRanks} {
+		b.Run(fmt.Sprintf("world=%d", world), func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			st := store.NewMem()
+			defer st.Close()
+			ms := make([]*checkMesh, world)
+			errs := make([]error, world)
+			var wg sync.WaitGroup
+			for r := range world {
+				wg.Go(func() { ms[r], errs[r] = formMesh(ctx, st, r, world, time.Minute) })
+			}
+			wg.Wait()
+			require.NoError(b, errors.Join(errs...))
+			defer func() {
+				for _, m := range ms {
+					_ = m.close()
+				}
+			}()
+			rec := hostRecord{op: OpAllReduce, dtype: backend.BFloat16, red: backend.Sum, path: pathFlat, count: 8}
+			b.ResetTimer()
+			for i := range b.N {
+				rec.seq = uint32(i + 1)
+				ms[0].send(ctx, rec, time.Second)
+			}
+		})
+	}
+}

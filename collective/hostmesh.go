@@ -22,8 +22,9 @@ import (
 // The call check's mesh. In a job of at most MeshMaxRanks ranks, the
 // records of the call check across hosts (hostcheck.go) travel between
 // the hosts' CPUs rather than through the devices: every rank holds a TCP
-// connection to every other, and writes the record of each call that
-// crosses hosts to each of them when the call is enqueued.
+// connection to every other, and the record of each call that crosses
+// hosts is queued when the call is enqueued; the mesh's writer sends it to
+// each peer (as many queued records as there are in one write).
 // HostWork.Synchronize compares the records that arrived with its own.
 // Against the records' all-gather on the inter-host engine this costs the
 // devices nothing (at 2 hosts × 1 GPU that all-gather, with its copies,
@@ -44,8 +45,8 @@ import (
 // Each connection carries records one way, from the dialer.
 
 // MeshMaxRanks is the largest job whose call check runs on the mesh:
-// each call writes its record to every other rank, on the calling
-// thread, so a larger job checks on the inter-host engine instead.
+// each call's record is written to every other rank, so a larger job
+// checks on the inter-host engine instead.
 const MeshMaxRanks = 16
 
 // meshRing is how many calls' records the mesh keeps per peer: a call
@@ -74,8 +75,12 @@ type checkMesh struct {
 	rank  int
 	cards []meshCard
 	ln    net.Listener
-	out   []net.Conn // by rank: where this rank writes its records; caller holds interHost.mu
+	out   []net.Conn // by rank: where this rank writes its records; the writer's once formed
 	wg    sync.WaitGroup
+	// outq holds the records queued for the writer (write); writing is
+	// closed when the writer has ended. Both nil until the mesh is formed.
+	outq    chan hostRecord
+	writing chan struct{}
 
 	mu      sync.Mutex
 	in      []net.Conn     // by rank: the connections its records arrive on
@@ -168,6 +173,8 @@ func formMesh(ctx context.Context, st store.Store, rank, world int, timeout time
 	}
 	// Every peer is in: nobody else may connect.
 	_ = m.ln.Close()
+	m.outq, m.writing = make(chan hostRecord, meshRing), make(chan struct{})
+	go m.write(timeout)
 	return m, nil
 }
 
@@ -346,26 +353,63 @@ func (m *checkMesh) lose(r int, err error) {
 	}
 }
 
-// send writes rec to every peer, bounded by ctx's deadline, else by
-// timeout from now (a peer that stopped reading fills its socket's buffer
-// after some thousands of records). A peer that cannot be written to is
-// dropped: it has gone, and its own records stop too. Caller holds
-// interHost.mu.
+// send queues rec for every peer: at once, unless the writer is behind by
+// meshRing records (a peer that stopped reading holds it up to timeout a
+// write), then bounded by ctx's deadline, else by timeout; a record that
+// cannot be queued by then is dropped, and the peers miss it. Caller
+// holds interHost.mu.
 func (m *checkMesh) send(ctx context.Context, rec hostRecord, timeout time.Duration) {
-	var b [hostRecordSize]byte
-	rec.encode(b[:])
-	dl, ok := ctx.Deadline()
-	if !ok {
-		dl = time.Now().Add(timeout)
+	select {
+	case m.outq <- rec:
+		return
+	default:
 	}
-	for r, c := range m.out {
-		if c == nil {
-			continue
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	select {
+	case m.outq <- rec:
+	case <-ctx.Done():
+	}
+}
+
+// write sends the queued records to every peer until outq closes: all
+// that are queued, up to 64, in one write per peer, each write bounded by
+// timeout. A peer that cannot be written to is dropped: it has gone, and
+// its own records stop too.
+func (m *checkMesh) write(timeout time.Duration) {
+	defer close(m.writing)
+	buf := make([]byte, 0, 64*hostRecordSize)
+	add := func(rec hostRecord) {
+		buf = buf[:len(buf)+hostRecordSize]
+		rec.encode(buf[len(buf)-hostRecordSize:])
+	}
+	for rec := range m.outq {
+		buf = buf[:0]
+		add(rec)
+	more:
+		for len(buf) < cap(buf) {
+			select {
+			case rec, ok := <-m.outq:
+				if !ok {
+					break more
+				}
+				add(rec)
+			default:
+				break more
+			}
 		}
-		_ = c.SetWriteDeadline(dl)
-		if _, err := c.Write(b[:]); err != nil {
-			_ = c.Close()
-			m.out[r] = nil
+		for r, c := range m.out {
+			if c == nil {
+				continue
+			}
+			_ = c.SetWriteDeadline(time.Now().Add(timeout))
+			if _, err := c.Write(buf); err != nil {
+				_ = c.Close()
+				m.out[r] = nil
+			}
 		}
 	}
 }
@@ -415,8 +459,14 @@ func (m *checkMesh) judge(ctx context.Context, mine hostRecord, hosts []string) 
 	}
 }
 
-// close ends every connection and waits for the readers.
+// close sends what is queued, ends every connection and waits for the
+// writer and the readers. Caller holds interHost.mu, or owns m alone.
 func (m *checkMesh) close() error {
+	if m.outq != nil {
+		close(m.outq)
+		<-m.writing
+		m.outq = nil
+	}
 	m.mu.Lock()
 	m.closed = true
 	conns := append([]net.Conn(nil), m.in...)
