@@ -265,7 +265,7 @@ func TestCheckMeshAdmit(t *testing.T) {
 }
 
 // BenchmarkMeshSend: one call's record written to every other rank of the
-// mesh, on the calling thread, for jobs of 2, 4, 8 and MeshMaxRanks ranks.
+// mesh (the caller's side: queued for the writer), for jobs of 2, 4, 8 and MeshMaxRanks ranks.
 func BenchmarkMeshSend(b *testing.B) {
 	for _, world := range []int{2, 4, 8, MeshMaxRanks} {
 		b.Run(fmt.Sprintf("world=%d", world), func(b *testing.B) {
