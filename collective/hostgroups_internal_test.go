@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -294,4 +295,36 @@ func BenchmarkMeshSend(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestCheckMeshStuckPeer: a call that finds the writer's queue full gives
+// up at its deadline instead of waiting for the writer (the peers miss
+// that record); a peer that stops reading holds the writer up to its
+// write timeout, then is dropped (its connection closed).
+func TestCheckMeshStuckPeer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	mine, stuck := net.Pipe() // nobody reads stuck
+	defer stuck.Close()
+	m := &checkMesh{out: []net.Conn{nil, mine}, outq: make(chan hostRecord, meshRing), writing: make(chan struct{})}
+	rec := hostRecord{op: OpAllGather, dtype: backend.Int32, path: pathFlat, count: 1}
+	// The queue full (the writer not started yet): a call gives up at its
+	// deadline.
+	for i := range meshRing {
+		rec.seq = uint32(i + 1)
+		m.send(ctx, rec, time.Minute)
+	}
+	short, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer scancel()
+	rec.seq++
+	m.send(short, rec, time.Minute)
+	require.ErrorIs(t, short.Err(), context.DeadlineExceeded)
+	// The writer's first write to the peer that does not read blocks.
+	go m.write(300 * time.Millisecond)
+	// Close waits for the writer: its blocked write times out, the peer is
+	// dropped, the rest of the queue goes nowhere.
+	require.NoError(t, m.close())
+	require.Nil(t, m.out[1])
+	_, err := stuck.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF)
 }
