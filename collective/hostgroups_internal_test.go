@@ -149,7 +149,7 @@ func TestJudge(t *testing.T) {
 
 // formMeshes forms the call check's mesh among world ranks (goroutines)
 // meeting in one store.
-func formMeshes(t *testing.T, ctx context.Context, world int) []*checkMesh {
+func formMeshes(t testing.TB, ctx context.Context, world int) []*checkMesh {
 	t.Helper()
 	st := store.NewMem()
 	t.Cleanup(func() { st.Close() })
@@ -272,16 +272,7 @@ func BenchmarkMeshSend(b *testing.B) {
 		b.Run(fmt.Sprintf("world=%d", world), func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			st := store.NewMem()
-			defer st.Close()
-			ms := make([]*checkMesh, world)
-			errs := make([]error, world)
-			var wg sync.WaitGroup
-			for r := range world {
-				wg.Go(func() { ms[r], errs[r] = formMesh(ctx, st, r, world, time.Minute) })
-			}
-			wg.Wait()
-			require.NoError(b, errors.Join(errs...))
+			ms := formMeshes(b, ctx, world)
 			defer func() {
 				for _, m := range ms {
 					_ = m.close()
