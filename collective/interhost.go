@@ -354,21 +354,16 @@ func (w *HostWork) Synchronize(ctx context.Context) error {
 		defer cancel()
 	}
 	var errs []error
-	failed, lost := false, false
-	judged := func(cerr error) {
-		switch {
-		case cerr == nil:
-		case errors.Is(cerr, ErrMismatch):
-			errs = append(errs, cerr)
-			failed = true
-			w.h.fail(cerr)
-		default:
-			errs = append(errs, cerr)
-			lost = true
-		}
-	}
+	failed, lost := false, false // a mismatch; a member gone or silent (the mesh)
 	if w.mesh != nil {
-		judged(w.mesh.judge(ctx, w.mine, w.h.Hosts))
+		if cerr := w.mesh.judge(ctx, w.mine, w.h.Hosts); cerr != nil {
+			errs = append(errs, cerr)
+			if failed = errors.Is(cerr, ErrMismatch); failed {
+				w.h.fail(cerr)
+			} else {
+				lost = true
+			}
+		}
 	}
 	if w.check != nil && !failed && !lost {
 		if cerr := w.h.ih.judge(ctx, w.check, w.h.Hosts); cerr != nil {
