@@ -277,12 +277,10 @@ func (ih *interHost) judge(ctx context.Context, p *pendingCheck, hosts []string)
 // says why) or carries a status word, that is, its step inside its host
 // failed.
 func verdict(me int, mine hostRecord, members []int, recs []hostRecord, why []string, hosts []string) error {
-	calls := make([]string, len(members))
 	var differ []int
 	var failed []string
 	for i, r := range members {
 		rec := recs[i]
-		calls[i] = fmt.Sprintf("rank %d (%s) %v", r, hosts[r], rec)
 		switch {
 		case why[i] != "":
 			failed = append(failed, fmt.Sprintf("rank %d (%s): %s", r, hosts[r], why[i]))
@@ -294,6 +292,10 @@ func verdict(me int, mine hostRecord, members []int, recs []hostRecord, why []st
 	}
 	switch {
 	case len(differ) > 0:
+		calls := make([]string, len(members))
+		for i, r := range members {
+			calls[i] = fmt.Sprintf("rank %d (%s) %v", r, hosts[r], recs[i])
+		}
 		return fmt.Errorf("%w across hosts: rank %d sees ranks %v differ from its own call; %s", ErrMismatch,
 			members[me], differ, strings.Join(calls, "; "))
 	case len(failed) > 0:

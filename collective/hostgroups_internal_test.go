@@ -188,7 +188,7 @@ func TestCheckMesh(t *testing.T) {
 		for r, m := range ms {
 			if r < len(counts) && counts[r] != 0 {
 				jctx, jcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-				errs[r] = m.judge(jctx, rec(seq, counts[r]), hosts)
+				errs[r] = m.judge(jctx, rec(seq, counts[r]), []int{0, 1, 2}, hosts)
 				jcancel()
 			}
 		}
@@ -212,11 +212,11 @@ func TestCheckMesh(t *testing.T) {
 		defer ms[0].mu.Unlock()
 		return ms[0].ring[1][4%meshRing].seq == 4+meshRing && ms[0].ring[2][4%meshRing].seq == 4+meshRing
 	}, 10*time.Second, time.Millisecond)
-	require.NoError(t, ms[0].judge(ctx, rec(4, 8), hosts))
+	require.NoError(t, ms[0].judge(ctx, rec(4, 8), []int{0, 1, 2}, hosts))
 	// Rank 2 leaves: rank 0's next call fails at once, naming it.
 	require.NoError(t, ms[2].close())
 	ms[1].send(ctx, rec(5, 8), time.Second)
-	err := ms[0].judge(ctx, rec(5, 8), hosts)
+	err := ms[0].judge(ctx, rec(5, 8), []int{0, 1, 2}, hosts)
 	require.ErrorIs(t, err, backend.ErrPeerFailed)
 	require.ErrorContains(t, err, "rank 2 (h2): its records stopped before its call 5: its connection closed")
 	for _, m := range ms[:2] {

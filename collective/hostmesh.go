@@ -417,8 +417,9 @@ func (m *checkMesh) write(timeout time.Duration) {
 // judge waits for every peer's record of this rank's call mine and
 // compares them with it (verdict); a peer whose records stopped before
 // that one arrived failed; one whose record of mine was since overwritten
-// by a later call's is not judged. ctx bounds the wait.
-func (m *checkMesh) judge(ctx context.Context, mine hostRecord, hosts []string) error {
+// by a later call's is not judged. ranks are the job's ranks, 0 to
+// world-1 (verdict's members). ctx bounds the wait.
+func (m *checkMesh) judge(ctx context.Context, mine hostRecord, ranks []int, hosts []string) error {
 	recs := make([]hostRecord, len(m.ring))
 	why := make([]string, len(m.ring))
 	for {
@@ -444,11 +445,7 @@ func (m *checkMesh) judge(ctx context.Context, mine hostRecord, hosts []string) 
 		arrived := m.arrived
 		m.mu.Unlock()
 		if len(missing) == 0 {
-			members := make([]int, len(recs))
-			for r := range members {
-				members[r] = r
-			}
-			return verdict(m.rank, mine, members, recs, why, hosts)
+			return verdict(m.rank, mine, ranks, recs, why, hosts)
 		}
 		select {
 		case <-arrived:

@@ -356,7 +356,7 @@ func (w *HostWork) Synchronize(ctx context.Context) error {
 	var errs []error
 	failed, lost := false, false // a mismatch; a member gone or silent (the mesh)
 	if w.mesh != nil {
-		if cerr := w.mesh.judge(ctx, w.mine, w.h.Hosts); cerr != nil {
+		if cerr := w.mesh.judge(ctx, w.mine, w.h.ih.allRanks, w.h.Hosts); cerr != nil {
 			errs = append(errs, cerr)
 			if failed = errors.Is(cerr, ErrMismatch); failed {
 				w.h.fail(cerr)
