@@ -12,9 +12,9 @@ import (
 // this machine's cores), mostly synchronisation cost for small counts and
 // reduction throughput for large ones.
 func BenchmarkAllReduce(b *testing.B) {
-	for _, ac := range []algoCase{{kernels.OneShot, 2}, {kernels.OneShot, 8}, {kernels.TwoShot, 8}, {kernels.HCM, 8},
+	for _, ac := range []algoCase{{kernels.OneShot, 2}, {kernels.TwoShot, 2}, {kernels.OneShot, 8}, {kernels.TwoShot, 8}, {kernels.HCM, 8},
 		{kernels.Pipeline, 2}, {kernels.Pipeline, 8}} {
-		for _, count := range []int{1, 1 << 10, 1 << 18} {
+		for _, count := range []int{1, 1 << 10, 1 << 15, 1 << 18} {
 			d := backend.BFloat16
 			b.Run(fmt.Sprintf("%s/world%d/%v/%d", ac.algo, ac.world, d, count), func(b *testing.B) {
 				g := newGroup(ac.world, max(4*count*d.Size(), 4096))

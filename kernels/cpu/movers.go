@@ -107,7 +107,7 @@ func (k *mover) copyIn() {
 	own := k.bufs[k.me]
 	put := func(dst, src []byte) {
 		if !same(dst, src) {
-			copy(dst, src)
+			cachedCopy(dst, src)
 		}
 	}
 	switch k.algo {
@@ -135,13 +135,13 @@ func (k *mover) gather() {
 		reduce(k.a.DType, k.a.Op, k.out, srcs)
 	case kernels.AllGather:
 		for r, b := range k.bufs {
-			copy(k.block(k.out, r), b[:k.n])
+			cachedCopy(k.block(k.out, r), b[:k.n])
 		}
 	case kernels.Broadcast:
-		copy(k.out, k.bufs[k.root][:k.n])
+		cachedCopy(k.out, k.bufs[k.root][:k.n])
 	case kernels.AllToAll:
 		for r, b := range k.bufs {
-			copy(k.block(k.out, r), k.partOf(b, k.me))
+			cachedCopy(k.block(k.out, r), k.partOf(b, k.me))
 		}
 	}
 }
@@ -188,10 +188,10 @@ func (k *mover) emit(part func(r int) []byte) {
 		}
 		reduce(k.a.DType, k.a.Op, k.out, srcs)
 	case kernels.Broadcast:
-		copy(k.out, part(k.root))
+		cachedCopy(k.out, part(k.root))
 	default:
 		for r := range k.world {
-			copy(k.block(k.out, r), part(r))
+			cachedCopy(k.block(k.out, r), part(r))
 		}
 	}
 }
@@ -239,17 +239,17 @@ func (k *mover) ll() error {
 }
 
 // push is the push path (kernels.MoverPath): what each peer needs, into
-// the peer's push slot; one barrier; the output from this rank's own pad
-// and input. The epoch picks the slot.
+// the slot that carries it to that peer; one barrier; the output from the
+// slots that carry the peers' data to this rank, and its own input. The
+// epoch picks the slots and their direction (launch.pushSlots).
 func (k *mover) push() error {
 	me := k.me
-	s := int(k.takeEpoch() & 1)
+	slot := k.pushSlots(k.takeEpoch())
 	for p := range k.world {
 		if p == me || (k.algo == kernels.Broadcast && me != k.root) {
 			continue
 		}
-		off := kernels.PushData(k.world, s, me, p)
-		copy(k.pads[p][off:off+k.n], k.contribution(p))
+		cachedCopy(slot(me, p)[:k.n], k.contribution(p))
 	}
 	if ok, err := k.barrier(allReduceChannel, uint32(1)<<k.world-1); !ok {
 		return err
@@ -258,8 +258,7 @@ func (k *mover) push() error {
 		if r == me {
 			return k.contribution(me)
 		}
-		off := kernels.PushData(k.world, s, r, me)
-		return k.pads[me][off : off+k.n]
+		return slot(r, me)[:k.n]
 	})
 	return nil
 }

@@ -23,7 +23,7 @@ func (k *allReduce) pipeline() error {
 		hi := min(lo+chunk, k.n)
 		k.eachPeer(k.mask, func(p int) {
 			dst := k.pads[p][kernels.PipelineSlot(k.n, k.world, s, me, p, 0, 1, j%2):]
-			copy(dst[:hi-lo], k.in[lo:hi])
+			cachedCopy(dst[:hi-lo], k.in[lo:hi])
 			// The last chunk is padded with zeros to 16 bytes.
 			clear(dst[hi-lo : (hi-lo+15)&^15])
 		})
@@ -87,7 +87,7 @@ func (k *allReduce) pipelineScattered() error {
 	// put writes b into slot k of my region in p's pad, zero-padded to 16.
 	put := func(p, slot int, b []byte) {
 		dst := k.pads[p][kernels.PipelineScatterSlot(world, s, me, p, 0, 1, slot):]
-		copy(dst, b)
+		cachedCopy(dst, b)
 		clear(dst[len(b) : (len(b)+15)&^15])
 	}
 	scatter := func(j int) {
@@ -100,7 +100,7 @@ func (k *allReduce) pipelineScattered() error {
 		k.eachPeer(k.mask, func(p int) {
 			lo, hi := slice(j, p)
 			off := kernels.PipelineScatterSlot(world, s, p, me, 0, 1, 2+j%2)
-			copy(k.out[lo:hi], k.pads[me][off:off+hi-lo])
+			cachedCopy(k.out[lo:hi], k.pads[me][off:off+hi-lo])
 		})
 	}
 	steps := (k.n + chunk - 1) / chunk
