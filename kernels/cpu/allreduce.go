@@ -444,7 +444,7 @@ func (k *allReduce) oneShotPush() error {
 // its two ranks in turn. On a CPU, writing a line that this core wrote
 // before and a peer has read since costs several times writing one the
 // peer wrote last: world 2 processes, bf16, 64 KiB one-shot, on the
-// 2-core development machine (2026-11-27), the input's copy took 7.5 µs
+// 2-core development machine (2026-11-26), the input's copy took 7.5 µs
 // into the peer's pad every time and 1.3 µs in turn (the one-shot 16-19
 // µs against 10-12; the two-shot 7-12 in the same runs). The epoch keeps
 // the slots safe as before: a region used in call E is used in call E

@@ -11,7 +11,7 @@ const cachedPieceBytes = 512 << 10
 // read soon after, by this rank or a peer on another core, which then has
 // to fetch it back from memory. Two-shot bf16 all-reduce of 4 MiB, world 2
 // processes on the 2-core development machine: 565-579 µs with copy,
-// 382-389 µs with the copies in 256 KiB pieces (2026-11-27).
+// 382-389 µs with the copies in 256 KiB pieces (2026-11-26).
 func cachedCopy(dst, src []byte) int {
 	n := min(len(dst), len(src))
 	for lo := 0; lo < n; lo += cachedPieceBytes {
