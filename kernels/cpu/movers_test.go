@@ -23,18 +23,30 @@ func TestMoversPushBackToBack(t *testing.T) {
 		n := count * 4
 		require.Equal(t, "push", kernels.MoverPath(n, world))
 		g := newGroup(world, world*int(kernels.MoverPart(uint64(count), 4)))
-		value := func(call, r, block, i int) int32 { return int32(call*100000 + r*10000 + block*1000 + i%997) }
+		// value is element i of block b of rank r's input in call c.
+		value := func(c, r, b, i int) uint32 { return uint32(c*100000 + r*10000 + b*1000 + i%997) }
+		block := func(c, r, b int, sum bool) []byte {
+			out := make([]byte, n)
+			for i := range count {
+				v := value(c, r, b, i)
+				if sum {
+					v = 0
+					for q := range world {
+						v += value(c, q, b, i)
+					}
+				}
+				binary.LittleEndian.PutUint32(out[4*i:], v)
+			}
+			return out
+		}
 		for _, algo := range kernels.Movers {
 			t.Run(fmt.Sprintf("%s/world%d", algo, world), func(t *testing.T) {
 				fn := Mover(algo, d)
 				const root = 1
-				for call := range 4 {
+				for c := range 4 {
 					for r := range world {
-						in := g.inBytes[r]
 						for b := range world {
-							for i := range count {
-								binary.LittleEndian.PutUint32(in[(b*count+i)*4:], uint32(value(call, r, b, i)))
-							}
+							copy(g.inBytes[r][b*n:], block(c, r, b, false))
 						}
 					}
 					errs := runRanks(allRanks(world), func(r int) error {
@@ -44,31 +56,24 @@ func TestMoversPushBackToBack(t *testing.T) {
 						}
 						return fn(testCtx(t), g.mem, backend.LaunchConfig{}, a.Args())
 					})
-					g.requireClean(t, errs, fmt.Sprintf("call %d", call))
+					g.requireClean(t, errs, fmt.Sprintf("call %d", c))
 					for me := range world {
-						out := g.outBytes[me]
-						for b := range world {
-							if b > 0 && (algo == kernels.ReduceScatter || algo == kernels.Broadcast) {
-								break
+						var want []byte
+						switch algo {
+						case kernels.ReduceScatter:
+							want = block(c, 0, me, true)
+						case kernels.Broadcast:
+							want = block(c, root, 0, false)
+						case kernels.AllGather:
+							for r := range world {
+								want = append(want, block(c, r, 0, false)...)
 							}
-							for i := range count {
-								var want int32
-								switch algo {
-								case kernels.ReduceScatter:
-									for r := range world {
-										want += value(call, r, me, i)
-									}
-								case kernels.AllGather:
-									want = value(call, b, 0, i)
-								case kernels.Broadcast:
-									want = value(call, root, 0, i)
-								case kernels.AllToAll:
-									want = value(call, b, me, i)
-								}
-								got := int32(binary.LittleEndian.Uint32(out[(b*count+i)*4:]))
-								require.Equal(t, want, got, "call %d rank %d block %d element %d", call, me, b, i)
+						case kernels.AllToAll:
+							for r := range world {
+								want = append(want, block(c, r, me, false)...)
 							}
 						}
+						require.Equal(t, want, g.outBytes[me][:len(want)], "call %d rank %d", c, me)
 					}
 				}
 			})
