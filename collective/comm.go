@@ -13,6 +13,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/connectivity"
+	"github.com/intranode/intranode/internal/closing"
 	"github.com/intranode/intranode/internal/phases"
 	"github.com/intranode/intranode/kernels"
 	"github.com/intranode/intranode/symmetric"
@@ -491,27 +492,14 @@ func (c *Comm) release() error {
 	if r, ok := c.b.(fallbackReleaser); ok && (c.mem != nil || c.refused != nil) {
 		errs = append(errs, r.ReleaseFallback(c))
 	}
-	if c.stream != nil {
-		errs = append(errs, c.stream.Close())
-		c.stream = nil
-	}
-	if c.status != nil {
-		errs = append(errs, c.status.Close())
-		c.status = nil
-	}
+	errs = closing.Field(errs, &c.stream)
+	errs = closing.Field(errs, &c.status)
 	c.module = nil // owned by c.mem
 	c.refused = nil
-	if c.mem != nil {
-		errs = append(errs, c.mem.Close())
-		c.mem = nil
-	}
-	if c.dev != nil {
-		errs = append(errs, c.dev.Close())
-		c.dev = nil
-	}
-	if c.ownBackend && c.b != nil {
-		errs = append(errs, c.b.Close())
-		c.b = nil
+	errs = closing.Field(errs, &c.mem)
+	errs = closing.Field(errs, &c.dev)
+	if c.ownBackend {
+		errs = closing.Field(errs, &c.b)
 	}
 	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/closing"
 	"github.com/intranode/intranode/symmetric"
 )
 
@@ -141,18 +142,12 @@ func newCallCheck(ctx context.Context, d backend.Device, world int) (_ *callChec
 }
 
 func (c *callCheck) close() error {
-	var errs []error
-	if c.side != nil {
-		errs = append(errs, c.side.Close())
-	}
+	errs := closing.Field(nil, &c.side)
 	for _, ev := range append(c.started, c.events...) {
 		errs = append(errs, ev.Close())
 	}
-	for _, a := range []backend.Allocation{c.dev, c.host} {
-		if a != nil {
-			errs = append(errs, a.Close())
-		}
-	}
+	errs = closing.Field(errs, &c.dev)
+	errs = closing.Field(errs, &c.host)
 	return errors.Join(errs...)
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/closing"
 	"github.com/intranode/intranode/symmetric/store"
 )
 
@@ -146,10 +147,7 @@ func (h *HostGroups) InterNodeRanks() ([]int, error) {
 // open. It does not wait for peers.
 func (h *HostGroups) Close() error {
 	errs := []error{h.closeInterHost()}
-	if h.Comm != nil {
-		errs = append(errs, h.Comm.Close())
-		h.Comm = nil
-	}
+	errs = closing.Field(errs, &h.Comm)
 	if h.Store != nil {
 		errs = append(errs, h.Store.Close())
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/closing"
 	"github.com/intranode/intranode/symmetric/store"
 )
 
@@ -784,9 +785,6 @@ func (h *HostGroups) closeInterHost() error {
 		errs = append(errs, a.Close())
 	}
 	ih.scratch = nil
-	if ih.own != nil {
-		errs = append(errs, ih.own.Close())
-		ih.own = nil
-	}
+	errs = closing.Field(errs, &ih.own)
 	return errors.Join(errs...)
 }

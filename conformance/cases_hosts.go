@@ -10,6 +10,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/internal/closing"
 	"github.com/intranode/intranode/internal/numeric"
 )
 
@@ -149,15 +150,9 @@ func newHostBuffers(ctx context.Context, dev backend.Device, n int) (_ *hostBuff
 
 // Close releases the stream and buffers.
 func (b *hostBuffers) Close() error {
-	var errs []error
-	if b.s != nil {
-		errs = append(errs, b.s.Close())
-	}
-	for _, a := range []backend.Allocation{b.in, b.out} {
-		if a != nil {
-			errs = append(errs, a.Close())
-		}
-	}
+	errs := closing.Field(nil, &b.s)
+	errs = closing.Field(errs, &b.in)
+	errs = closing.Field(errs, &b.out)
 	return errors.Join(errs...)
 }
 

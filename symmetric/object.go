@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/internal/closing"
 	"github.com/intranode/intranode/kernels"
 	"github.com/intranode/intranode/symmetric/store"
 )
@@ -353,10 +354,7 @@ func (m *Memory) closePeers() error {
 			m.peers[r] = nil
 		}
 	}
-	if m.local != nil {
-		errs = append(errs, m.local.Close())
-		m.local = nil
-	}
+	errs = closing.Field(errs, &m.local)
 	return errors.Join(errs...)
 }
 
