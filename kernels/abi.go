@@ -160,6 +160,14 @@
 //     reduced;
 //  5. epoch = E+1.
 //
+// The Go kernels (kernels/cpu) move rank a's data for rank b through the
+// mirror region, PushData(World, s, b, a) of a's own pad, in the calls
+// whose E has bit 1 set (the sender writes its own pad, the receiver
+// reads it there), here and on the data-movement push path: on a CPU a
+// line costs least to write when the other rank wrote it last. The
+// device kernels always write into the receiver's pad. Every rank of a
+// job runs the same kernels, so all agree.
+//
 // The classic path, for every other count (0 included):
 //  1. copy input to bufs[me][0:n) unless input == bufs[me];
 //  2. Barrier(all);
