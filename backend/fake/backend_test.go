@@ -224,12 +224,7 @@ func TestRegistryOpen(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(fake.EnvDevices, "")
-			t.Setenv(fake.EnvTopology, "")
-			t.Setenv(fake.EnvBrokenP2P, "")
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
+			setFakeEnv(t, tc.env)
 			b, err := backend.Open(t.Context(), tc.open)
 			require.NoError(t, err)
 			defer b.Close()
@@ -262,12 +257,7 @@ func TestEnvErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(fake.EnvDevices, "")
-			t.Setenv(fake.EnvTopology, "")
-			t.Setenv(fake.EnvBrokenP2P, "")
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
+			setFakeEnv(t, tc.env)
 			name := "fake"
 			if tc.arg != "" {
 				name += ":" + tc.arg
@@ -278,5 +268,17 @@ func TestEnvErrors(t *testing.T) {
 				require.ErrorContains(t, err, m)
 			}
 		})
+	}
+}
+
+// setFakeEnv sets the fake's environment variables to env for the test,
+// clearing the others.
+func setFakeEnv(t *testing.T, env map[string]string) {
+	t.Helper()
+	for _, k := range []string{fake.EnvDevices, fake.EnvTopology, fake.EnvBrokenP2P} {
+		t.Setenv(k, env[k])
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
 	}
 }

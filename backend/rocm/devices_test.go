@@ -62,10 +62,8 @@ func testAllocCopyAndHost(t *testing.T, b *Backend) {
 func testBuiltinModuleAndLaunch(t *testing.T, b *Backend) {
 	ctx := context.Background()
 	d := openDev(t, b, 0)
-	m, err := d.LoadModule(ctx, backend.ModuleSource{Name: kernels.ModuleName})
-	require.NoError(t, err)
-	closeLater(t, m)
-	_, err = m.Function("no_such_kernel")
+	m := gputest.BuiltinModule(t, d)
+	_, err := m.Function("no_such_kernel")
 	require.ErrorIs(t, err, backend.ErrNotFound)
 	put, err := m.Function(kernels.PutSignalKernel)
 	require.NoError(t, err)
@@ -181,9 +179,7 @@ func testStreamsEventsGraphs(t *testing.T, b *Backend) {
 func testSynchronizeTimesOut(t *testing.T, b *Backend) {
 	ctx := context.Background()
 	d := openDev(t, b, 0)
-	m, err := d.LoadModule(ctx, backend.ModuleSource{Name: kernels.ModuleName})
-	require.NoError(t, err)
-	closeLater(t, m)
+	m := gputest.BuiltinModule(t, d)
 	wait, err := m.Function(kernels.WaitSignalKernel)
 	require.NoError(t, err)
 	pad := gputest.Alloc(t, d, kernels.SignalPadSize)

@@ -28,6 +28,16 @@ func memfdWith(t *testing.T, content string) int {
 	return fd
 }
 
+// listenAs opens a channel for the fake pid pid with nonce, closed when
+// the test ends.
+func listenAs(t *testing.T, nonce string, pid int) *Channel {
+	t.Helper()
+	ch, err := Listen(nonce, WithPID(pid))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ch.Close() })
+	return ch
+}
+
 // readFD returns what a memfd written by memfdWith holds.
 func readFD(t *testing.T, fd int) string {
 	t.Helper()

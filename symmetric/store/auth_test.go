@@ -225,7 +225,8 @@ func TestTCPSilentClientAfterChallenge(t *testing.T) {
 	requireUsableWith(t, srv, WithSecret(jobSecret))
 }
 
-// requireUsableWith checks that a client with opts can use srv.
+// requireUsableWith checks that a client with opts (none: a well-behaved
+// client) can use srv.
 func requireUsableWith(t *testing.T, srv *Server, opts ...Option) {
 	t.Helper()
 	c := dial(t, srv.Addr(), opts...)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/kernels"
 )
 
 // OpenBackend opens a backend with open and closes it when the test ends;
@@ -52,6 +53,14 @@ func Alloc(t testing.TB, d backend.Device, n int) backend.Allocation {
 	t.Helper()
 	a, err := d.Alloc(context.Background(), n)
 	return opened(t, a, err)
+}
+
+// BuiltinModule loads the built-in kernels (kernels.ModuleName) on d and
+// closes them when the test ends.
+func BuiltinModule(t testing.TB, d backend.Device) backend.Module {
+	t.Helper()
+	m, err := d.LoadModule(context.Background(), backend.ModuleSource{Name: kernels.ModuleName})
+	return opened(t, m, err)
 }
 
 // opened checks that v opened without err and closes it when the test
