@@ -196,19 +196,43 @@ narrowf16loop:
 	DONE
 
 // func sumBF16AVX2(dst *uint16, a *uint16, b *uint16, n int)
-// dst = bfloat16(float32(a) + float32(b)), rounded once.
+// dst = bfloat16(float32(a) + float32(b)), rounded once. Each 32-bit word
+// of a vector holds two elements: the even one in its low half, widened
+// by a shift up, and the odd one in its high half, widened by clearing the
+// low half, so no element changes lanes. Both sums round as NARROWBF16
+// does, x + 0x7fff + (x>>16 & 1), the even one then shifted down, the odd
+// one masked; NARROWBF16's NaN blend is not needed here: a NaN sum of two
+// widened bfloat16 values is quiet with a clear low half (an operand's
+// NaN, quieted, or the default NaN), which the rounding leaves as it is,
+// the bits NARROWBF16 gives it.
 TEXT ·sumBF16AVX2(SB), NOSPLIT, $0-32
 	ARGS3(4)
-	BF16CONSTS
+	VPBROADCASTD bf16round<>(SB), Y10
+	VPBROADCASTD bf16one<>(SB), Y11
+	VPCMPEQD     Y15, Y15, Y15
+	VPSLLD       $16, Y15, Y15
 
 sumbf16loop:
-	LOADW(SI, Y4, Y5)
-	LOADW(DX, Y6, Y7)
-	BF16UP(Y4, Y5)
-	BF16UP(Y6, Y7)
-	VADDPS Y6, Y4, Y4
-	VADDPS Y7, Y5, Y5
-	PUTBF16(Y4, Y5)
+	VMOVDQU (SI), Y0
+	VMOVDQU (DX), Y1
+	VPSLLD  $16, Y0, Y2
+	VPSLLD  $16, Y1, Y3
+	VPAND   Y15, Y0, Y0
+	VPAND   Y15, Y1, Y1
+	VADDPS  Y3, Y2, Y2
+	VADDPS  Y1, Y0, Y0
+	VPSRLD  $16, Y2, Y4
+	VPAND   Y11, Y4, Y4
+	VPADDD  Y10, Y2, Y2
+	VPADDD  Y4, Y2, Y2
+	VPSRLD  $16, Y2, Y2
+	VPSRLD  $16, Y0, Y5
+	VPAND   Y11, Y5, Y5
+	VPADDD  Y10, Y0, Y0
+	VPADDD  Y5, Y0, Y0
+	VPAND   Y15, Y0, Y0
+	VPOR    Y2, Y0, Y0
+	VMOVDQU Y0, (DI)
 	NEXT3(32, 32, sumbf16loop)
 	DONE
 
