@@ -381,33 +381,19 @@ func oneShotPath(n, world int) string {
 // oneShotPush is the one-shot's push path: write the input into the slot
 // that carries it to each peer, barrier, reduce this rank's input and
 // what the peers' slots carry to it; over PushSplitBytes in two rounds,
-// the second part's writes before the first part's reduction. The epoch
-// picks the slots and their direction (launch.pushSlots).
-//
-// Over PushSplitBytes the call also meets its peers before it writes and
-// after it reads, and so may use slot 0 in every call, its direction
-// changing from call to call: half the regions of the epoch's choice,
-// each still written by its two ranks in turn. At these sizes the four
-// regions of a pair no longer fit the cache beside the input and output,
-// and the two barriers cost little: world 2 processes, bf16, 4 MiB, on
-// the 2-core development machine (2026-11-27), 413-608 µs against
-// 628-1034 with the epoch's four regions, four alternations (the two-shot
-// 332-413 in the same runs).
+// the second part's writes before the first part's reduction. openPush
+// picks the slots.
 func (k *allReduce) oneShotPush() error {
 	me := k.me
-	e := k.takeEpoch()
 	padded := (k.n + 15) &^ 15
 	parts := []int{0, padded}
-	large := k.n > kernels.PushSplitBytes
-	if large {
+	if k.n > kernels.PushSplitBytes {
 		parts = []int{0, padded / 32 * 16, padded}
-		// Every peer done with the previous call's slots before any write.
-		if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
-			return err
-		}
-		e = e & 1 << 1 // slot 0; the direction by the call's parity
 	}
-	slot := k.pushSlots(e)
+	slot, large, ok, err := k.openPush(k.n, k.mask)
+	if !ok {
+		return err
+	}
 	write := func(lo, hi int) {
 		for p := range k.world {
 			if p == me {
@@ -447,13 +433,42 @@ func (k *allReduce) oneShotPush() error {
 		}
 	}
 	reduceAt(parts[len(parts)-2], parts[len(parts)-1])
-	if large {
-		// Every peer done reading before any rank writes slot 0 again.
-		if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
-			return err
-		}
+	return k.closePush(large, k.mask)
+}
+
+// openPush starts a push-path call that puts n bytes in each slot: it
+// takes the epoch and returns its slots (pushSlots). Over PushSplitBytes
+// it first meets every rank of mask, then uses slot 0 in every call, its
+// direction by the epoch's parity, and large tells the caller to meet
+// them again after its reads (closePush): half the regions of the
+// epoch's choice, each still written by its two ranks in turn. At these
+// sizes the four regions of a pair no longer fit the cache beside the
+// input and output, and the two barriers cost little: one-shot, world 2
+// processes, bf16, 4 MiB, on the 2-core development machine
+// (2026-11-27), 413-608 µs against 628-1034 with the epoch's four
+// regions, four alternations (the two-shot 332-413 in the same runs).
+// ok is false when the barrier failed (err says why, or the status word
+// does).
+func (l *launch) openPush(n int, mask uint32) (slot func(a, b int) []byte, large, ok bool, err error) {
+	e := l.takeEpoch()
+	if n <= kernels.PushSplitBytes {
+		return l.pushSlots(e), false, true, nil
 	}
-	return nil
+	// Every peer done with the previous call's slots before any write.
+	if ok, err := l.barrier(allReduceChannel, mask); !ok {
+		return nil, true, false, err
+	}
+	return l.pushSlots(e & 1 << 1), true, true, nil
+}
+
+// closePush ends a push-path call that openPush called large: every rank
+// done reading before any writes slot 0 again.
+func (l *launch) closePush(large bool, mask uint32) error {
+	if !large {
+		return nil
+	}
+	_, err := l.barrier(allReduceChannel, mask)
+	return err
 }
 
 // pushSlots returns, for the push-path call of epoch e, the push slot

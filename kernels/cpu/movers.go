@@ -240,18 +240,22 @@ func (k *mover) ll() error {
 
 // push is the push path (kernels.MoverPath): what each peer needs, into
 // the slot that carries it to that peer; one barrier; the output from the
-// slots that carry the peers' data to this rank, and its own input. The
-// epoch picks the slots and their direction (launch.pushSlots).
+// slots that carry the peers' data to this rank, and its own input.
+// openPush picks the slots.
 func (k *mover) push() error {
 	me := k.me
-	slot := k.pushSlots(k.takeEpoch())
+	mask := uint32(1)<<k.world - 1
+	slot, large, ok, err := k.openPush(k.n, mask)
+	if !ok {
+		return err
+	}
 	for p := range k.world {
 		if p == me || (k.algo == kernels.Broadcast && me != k.root) {
 			continue
 		}
 		cachedCopy(slot(me, p)[:k.n], k.contribution(p))
 	}
-	if ok, err := k.barrier(allReduceChannel, uint32(1)<<k.world-1); !ok {
+	if ok, err := k.barrier(allReduceChannel, mask); !ok {
 		return err
 	}
 	k.emit(func(r int) []byte {
@@ -260,5 +264,5 @@ func (k *mover) push() error {
 		}
 		return slot(r, me)[:k.n]
 	})
-	return nil
+	return k.closePush(large, mask)
 }

@@ -3,6 +3,7 @@ package cpu
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,21 +13,42 @@ import (
 )
 
 // TestMoversPushBackToBack runs every data-movement kernel on its push
-// path four times back to back, at worlds where each rank sends each
-// peer different data, so that both directions of the push slots
+// path four times back to back, each rank making its four calls without
+// waiting for the others, at worlds where each rank sends each peer
+// different data, so that both directions of the push slots
 // (launch.pushSlots) carry every pair's data, and checks each output
-// exactly.
+// exactly; at world 2 also with blocks over PushSplitBytes, which keep to
+// slot 0 between barriers (launch.openPush), alone and between small
+// calls: under the race detector a call that writes a slot before its
+// peer has read the last one fails.
 func TestMoversPushBackToBack(t *testing.T) {
 	d := backend.Int32
+	const calls = 4
+	type sequence struct {
+		name   string
+		world  int
+		counts [calls]int // by call
+	}
+	var seqs []sequence
 	for _, world := range []int{2, 3, 4} {
-		count := kernels.OneShotLLMax(world)/4 + 5
-		n := count * 4
-		require.Equal(t, "push", kernels.MoverPath(n, world))
-		g := newGroup(world, world*int(kernels.MoverPart(uint64(count), 4)))
+		c := kernels.OneShotLLMax(world)/4 + 5
+		seqs = append(seqs, sequence{"small", world, [calls]int{c, c, c, c}})
+	}
+	small, large := kernels.OneShotLLMax(2)/4+5, kernels.PushSplitBytes/4+5
+	seqs = append(seqs, sequence{"large", 2, [calls]int{large, large, large, large}},
+		sequence{"mixed", 2, [calls]int{small, large, small, large}})
+	for _, seq := range seqs {
+		world := seq.world
+		top := slices.Max(seq.counts[:])
+		for _, count := range seq.counts {
+			require.Equal(t, "push", kernels.MoverPath(count*4, world))
+		}
+		g := newGroup(world, world*int(kernels.MoverPart(uint64(top), 4)))
 		// value is element i of block b of rank r's input in call c.
 		value := func(c, r, b, i int) uint32 { return uint32(c*100000 + r*10000 + b*1000 + i%997) }
 		block := func(c, r, b int, sum bool) []byte {
-			out := make([]byte, n)
+			count := seq.counts[c]
+			out := make([]byte, 4*count)
 			for i := range count {
 				v := value(c, r, b, i)
 				if sum {
@@ -39,24 +61,40 @@ func TestMoversPushBackToBack(t *testing.T) {
 			}
 			return out
 		}
+		// Every call's input and output, by call and rank, allocated
+		// before any kernel runs.
+		var ins, outs [calls][]backend.DevicePtr
+		var outBytes [calls][][]byte
+		for c := range calls {
+			for r := range world {
+				n := 4 * seq.counts[c]
+				p, b := g.mem.alloc(world * n)
+				for blk := range world {
+					copy(b[blk*n:], block(c, r, blk, false))
+				}
+				ins[c] = append(ins[c], p)
+				p, b = g.mem.alloc(world * n)
+				outs[c], outBytes[c] = append(outs[c], p), append(outBytes[c], b)
+			}
+		}
 		for _, algo := range kernels.Movers {
-			t.Run(fmt.Sprintf("%s/world%d", algo, world), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/world%d/%s", algo, world, seq.name), func(t *testing.T) {
 				fn := Mover(algo, d)
 				const root = 1
-				for c := range 4 {
-					for r := range world {
-						for b := range world {
-							copy(g.inBytes[r][b*n:], block(c, r, b, false))
-						}
-					}
-					errs := runRanks(allRanks(world), func(r int) error {
-						a := g.allReduceArgs(r, g.in[r], g.out[r], count, d, backend.Sum)
+				errs := runRanks(allRanks(world), func(r int) error {
+					for c := range calls {
+						a := g.allReduceArgs(r, ins[c][r], outs[c][r], seq.counts[c], d, backend.Sum)
 						if algo == kernels.Broadcast {
 							a.Extra = root
 						}
-						return fn(testCtx(t), g.mem, backend.LaunchConfig{}, a.Args())
-					})
-					g.requireClean(t, errs, fmt.Sprintf("call %d", c))
+						if err := fn(testCtx(t), g.mem, backend.LaunchConfig{}, a.Args()); err != nil {
+							return fmt.Errorf("call %d: %w", c, err)
+						}
+					}
+					return nil
+				})
+				g.requireClean(t, errs, "four calls")
+				for c := range calls {
 					for me := range world {
 						var want []byte
 						switch algo {
@@ -73,7 +111,7 @@ func TestMoversPushBackToBack(t *testing.T) {
 								want = append(want, block(c, r, me, false)...)
 							}
 						}
-						require.Equal(t, want, g.outBytes[me][:len(want)], "call %d rank %d", c, me)
+						require.Equal(t, want, outBytes[c][me][:len(want)], "call %d rank %d", c, me)
 					}
 				}
 			})
