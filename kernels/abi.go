@@ -165,9 +165,9 @@
 // whose E has bit 1 set (the sender writes its own pad, the receiver
 // reads it there), here and on the data-movement push path: on a CPU a
 // line costs least to write when the other rank wrote it last. Over
-// PushSplitBytes their one-shot also barriers before its writes and
-// after its reads, and uses slot 0 in every call, the mirror region when
-// E is odd. The device kernels always write into the receiver's pad.
+// PushSplitBytes (per block) they also barrier before their writes and
+// after their reads, and use slot 0 in every call, the mirror region
+// when E is odd. The device kernels always write into the receiver's pad.
 // Every rank of a job runs the same kernels, so all agree.
 //
 // The classic path, for every other count (0 included):
