@@ -414,3 +414,65 @@ func TestAllReduceOneShotPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestAllReduceOneShotFreeRunning runs a sequence of one-shot calls that
+// mixes the LL path, the push path and the push path over
+// PushSplitBytes (which keeps to slot 0 between barriers,
+// launch.openPush), each rank making its calls without waiting for the
+// others, every call with its own input and output; then checks every
+// output exactly and the epoch. Under the race detector a call that
+// writes a slot before a peer has read it fails.
+func TestAllReduceOneShotFreeRunning(t *testing.T) {
+	d := backend.Float32
+	for _, world := range []int{2, 3} {
+		// top is the largest push call that is not large; after a large
+		// call it writes where that call's second part lay.
+		ll, push, top, large := cpuLLMax/4, kernels.OneShotLLMax(world)/4+1, kernels.PushSplitBytes/4, kernels.PushSplitBytes/4+3
+		counts := []int{push, large, top, large, ll, large, push, top}
+		g := newGroup(world, 4*large) // the kernels map count's bytes of every buffer
+		value := func(c, r, i int) float32 { return float32((r+1)*(i%1000) + c) }
+		type buffers struct{ in, out backend.DevicePtr }
+		bufs := make([][]buffers, len(counts)) // by call, rank
+		outs := make([][][]byte, len(counts))
+		for c, count := range counts {
+			require.NotEqual(t, "classic", oneShotPath(4*count, world))
+			for r := range world {
+				in, inB := g.mem.alloc(4 * count)
+				for i := range count {
+					binary.LittleEndian.PutUint32(inB[4*i:], math.Float32bits(value(c, r, i)))
+				}
+				out, outB := g.mem.alloc(4 * count)
+				bufs[c] = append(bufs[c], buffers{in, out})
+				outs[c] = append(outs[c], outB)
+			}
+		}
+		fn := AllReduce(kernels.OneShot, d)
+		errs := runRanks(allRanks(world), func(r int) error {
+			for c, count := range counts {
+				a := g.allReduceArgs(r, bufs[c][r].in, bufs[c][r].out, count, d, backend.Sum)
+				if err := fn(testCtx(t), g.mem, backend.LaunchConfig{}, a.Args()); err != nil {
+					return fmt.Errorf("call %d: %w", c, err)
+				}
+			}
+			return nil
+		})
+		g.requireClean(t, errs, fmt.Sprintf("world %d", world))
+		for c, count := range counts {
+			want := make([]byte, 4*count)
+			for i := range count {
+				var sum float32
+				for r := range world {
+					sum += value(c, r, i)
+				}
+				binary.LittleEndian.PutUint32(want[4*i:], math.Float32bits(sum))
+			}
+			for r := range world {
+				require.Equal(t, want, outs[c][r], "world %d call %d (count %d) rank %d", world, c, count, r)
+			}
+		}
+		for r := range world {
+			got := binary.LittleEndian.Uint32(g.padBytes[r][kernels.EpochWord:])
+			require.Equal(t, uint32(len(counts)), got, "world %d rank %d: epoch", world, r)
+		}
+	}
+}
