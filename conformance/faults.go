@@ -346,42 +346,23 @@ func runTrialGoroutines(ctx context.Context, cfg Config, b backend.Backend, c Ca
 	timeout := trialTimeout(cfg)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	stores, release, err := goroutineStores(ctx, cfg, world)
-	if err != nil {
-		for r := range outs {
-			outs[r].err = fmt.Errorf("creating stores: %w", err)
-		}
-		return outs
-	}
-	defer release()
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for r := range world {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if p := recover(); p != nil {
-					outs[r].err = fmt.Errorf("rank %d panicked: %v", r, p)
-				}
-			}()
-			e := &Env{Rank: r, World: world, Store: stores[r], Backend: b, Timeout: timeout, Quick: cfg.Quick, ShareDevice: cfg.ShareDevice,
-				Hosts: cfg.Hosts, Trial: trial, FaultDeadline: cfg.FaultDeadline, name: c.Name}
-			e.report = func(rep FaultReport) {
-				mu.Lock()
-				defer mu.Unlock()
-				outs[r].reports = append(outs[r].reports, rep)
-			}
-			err := c.Run(ctx, e)
-			var sk skipError
-			if errors.As(err, &sk) {
-				outs[r].skip = &sk
-				return
-			}
-			outs[r].err = err
-		}()
+	errs := runGoroutines(ctx, b, cfg, world, func(e *Env) {
+		e.Timeout, e.Trial, e.FaultDeadline, e.name = timeout, trial, cfg.FaultDeadline, c.Name
+		e.report = func(rep FaultReport) {
+			mu.Lock()
+			defer mu.Unlock()
+			outs[e.Rank].reports = append(outs[e.Rank].reports, rep)
+		}
+	}, c.Run)
+	for r, err := range errs {
+		var sk skipError
+		if errors.As(err, &sk) {
+			outs[r].skip = &sk
+			continue
+		}
+		outs[r].err = err
 	}
-	wg.Wait()
 	if ctx.Err() != nil {
 		for r := range outs {
 			if outs[r].err != nil {

@@ -183,8 +183,10 @@ func (s skipError) Error() string { return "skip: " + s.reason }
 func Skip(format string, args ...any) error { return skipError{fmt.Sprintf(format, args...)} }
 
 // runGoroutines runs fn on world goroutines sharing a backend and a memory
-// store; it returns one error per rank.
-func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int, fn func(context.Context, *Env) error) []error {
+// store, each with its Env as set then changed by adjust (when not nil);
+// it returns one error per rank, a panic its rank's error.
+func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int, adjust func(*Env),
+	fn func(context.Context, *Env) error) []error {
 	errs := make([]error, world)
 	stores, release, err := goroutineStores(ctx, cfg, world)
 	if err != nil {
@@ -205,8 +207,12 @@ func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int
 					errs[r] = fmt.Errorf("rank %d panicked: %v", r, p)
 				}
 			}()
-			errs[r] = fn(ctx, &Env{Rank: r, World: world, Store: stores[r], Backend: b, Timeout: cfg.Timeout, Quick: cfg.Quick,
-				ShareDevice: cfg.ShareDevice, Hosts: cfg.Hosts, expected: expected})
+			e := &Env{Rank: r, World: world, Store: stores[r], Backend: b, Timeout: cfg.Timeout, Quick: cfg.Quick,
+				ShareDevice: cfg.ShareDevice, Hosts: cfg.Hosts, expected: expected}
+			if adjust != nil {
+				adjust(e)
+			}
+			errs[r] = fn(ctx, e)
 		}()
 	}
 	wg.Wait()

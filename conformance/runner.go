@@ -193,7 +193,7 @@ func runCase(ctx context.Context, cfg Config, b backend.Backend, c Case, world i
 	if mode == Processes {
 		errs = runProcesses(cctx, cfg, world, c.Name)
 	} else {
-		errs = runGoroutines(cctx, b, cfg, world, c.Run)
+		errs = runGoroutines(cctx, b, cfg, world, nil, c.Run)
 	}
 	res.Duration = time.Since(start)
 	res.Status, res.Reason = summarize(errs)
