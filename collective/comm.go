@@ -232,11 +232,8 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 	if c.refused != nil {
 		return c.refused
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := withDefaultTimeout(ctx, c.opts.Timeout)
+	defer cancel()
 	defer func() {
 		if err != nil {
 			c.log.Debug("intra-node comm rendezvous refused", "err", err)
@@ -536,4 +533,13 @@ func detect(m connectivity.Matrix, devices []int) (connectivity.Topology, error)
 		identity[i] = i
 	}
 	return connectivity.DetectGroup(sub, identity)
+}
+
+// withDefaultTimeout returns ctx as it is when it has a deadline, else ctx
+// bounded by d: every wait has a deadline, the caller's or the options'.
+func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
 }

@@ -193,11 +193,8 @@ func JoinHosts(ctx context.Context, st store.Store, rank, world int, opts Option
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := withDefaultTimeout(ctx, opts.Timeout)
+	defer cancel()
 	if opts.Hostname == "" {
 		var err error
 		if opts.Hostname, err = os.Hostname(); err != nil {

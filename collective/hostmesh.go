@@ -95,11 +95,8 @@ type checkMesh struct {
 // formMesh connects rank to every other of world ranks, meeting them in
 // st; ctx bounds it, or timeout when ctx has no deadline.
 func formMesh(ctx context.Context, st store.Store, rank, world int, timeout time.Duration) (_ *checkMesh, err error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
+	ctx, cancel := withDefaultTimeout(ctx, timeout)
+	defer cancel()
 	m := &checkMesh{rank: rank, out: make([]net.Conn, world), in: make([]net.Conn, world),
 		ring: make([][]hostRecord, world), gone: make([]error, world), arrived: make(chan struct{}),
 		joined: make(chan struct{}), waiting: world - 1}
@@ -364,11 +361,8 @@ func (m *checkMesh) send(ctx context.Context, rec hostRecord, timeout time.Durat
 		return
 	default:
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
+	ctx, cancel := withDefaultTimeout(ctx, timeout)
+	defer cancel()
 	select {
 	case m.outq <- rec:
 	case <-ctx.Done():

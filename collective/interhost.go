@@ -349,9 +349,9 @@ type HostWork struct {
 // Without a deadline in ctx, the wait is bounded by Options.Timeout: the
 // engine's kernels have none of their own.
 func (w *HostWork) Synchronize(ctx context.Context) error {
-	if _, ok := ctx.Deadline(); !ok && w.h.ih != nil {
+	if w.h.ih != nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, w.h.ih.timeout)
+		ctx, cancel = withDefaultTimeout(ctx, w.h.ih.timeout)
 		defer cancel()
 	}
 	var errs []error
