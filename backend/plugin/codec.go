@@ -5,6 +5,8 @@ package plugin
 import (
 	"bytes"
 	"encoding/gob"
+	"reflect"
+	"sync"
 
 	"google.golang.org/grpc/encoding"
 
@@ -15,38 +17,178 @@ import (
 const codecName = "intranode-gob"
 
 func init() {
-	encoding.RegisterCodec(gobCodec{})
+	encoding.RegisterCodec(newGobCodec())
 }
 
 // gobCodec encodes the protocol's Go structs with encoding/gob. Both ends of
 // the protocol are this package, so a Go-native encoding needs no schema
 // compiler and no generated code; byte slices (copies, fabric handles) travel
 // as they are, without the base64 of JSON.
-type gobCodec struct{}
+//
+// Every message is a whole gob stream: the definitions of its type, then
+// its value. A fresh gob.Encoder and Decoder per message would build their
+// type machinery each time (most of a small message's cost), so the codec
+// keeps, per type, encoders that have already sent the definitions (it
+// writes the definitions' bytes, the same for every encoder in the
+// process, ahead of each value) and decoders that have read the same
+// definitions bytes in an earlier message (they read only the value). The
+// bytes on the wire are those of a fresh encoder.
+type gobCodec struct {
+	enc, dec sync.Map // reflect.Type → *typeEncoders, *typeDecoders
+}
+
+func newGobCodec() *gobCodec { return &gobCodec{} }
+
+// typeEncoders are the encoders of one type; defs is what a fresh encoder
+// writes before the type's first value.
+type typeEncoders struct {
+	once sync.Once
+	defs []byte
+	err  error
+	pool sync.Pool // *gobStream whose encoder has sent defs
+}
+
+// typeDecoders are idle decoders of one type that have read defs.
+type typeDecoders struct {
+	mu   sync.Mutex
+	defs []byte
+	idle []*gobStream
+}
+
+// maxIdleDecoders bounds the decoders kept per type (one per call in
+// flight is enough).
+const maxIdleDecoders = 16
+
+// gobStream is one encoder or decoder with the buffer it works on.
+type gobStream struct {
+	buf bytes.Buffer
+	r   bytes.Reader
+	enc *gob.Encoder
+	dec *gob.Decoder
+}
 
 // Marshal encodes v; the empty message is no bytes (gob refuses structs
 // without fields).
-func (gobCodec) Marshal(v any) ([]byte, error) {
+func (c *gobCodec) Marshal(v any) ([]byte, error) {
 	if _, ok := v.(*empty); ok {
 		return nil, nil
 	}
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(v); err != nil {
+	te := load[typeEncoders](&c.enc, reflect.TypeOf(v))
+	te.once.Do(func() { te.defs, te.err = definitions(v) })
+	err := te.err
+	s, _ := te.pool.Get().(*gobStream)
+	if s == nil && err == nil {
+		s = &gobStream{}
+		s.enc = gob.NewEncoder(&s.buf)
+		err = s.enc.Encode(v) // sends the definitions, once per encoder
+	}
+	if err == nil {
+		s.buf.Reset()
+		err = s.enc.Encode(v)
+	}
+	if err != nil {
 		return nil, backend.Errorf(backend.CodeInternal, "plugin: encoding %T: %w", v, err)
 	}
-	return buf.Bytes(), nil
+	out := make([]byte, 0, len(te.defs)+s.buf.Len())
+	out = append(append(out, te.defs...), s.buf.Bytes()...)
+	if s.buf.Cap() <= 4*copyChunk {
+		te.pool.Put(s)
+	}
+	return out, nil
+}
+
+// definitions returns the bytes a fresh encoder writes for v's type before
+// its first value: all of its first output but the value message, which a
+// second Encode writes alone.
+func definitions(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := gob.NewEncoder(&buf)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	first := bytes.Clone(buf.Bytes())
+	buf.Reset()
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	if !bytes.HasSuffix(first, buf.Bytes()) {
+		return nil, backend.Errorf(backend.CodeInternal, "gob wrote a value differently the second time")
+	}
+	return first[:len(first)-buf.Len()], nil
 }
 
 // Unmarshal decodes data into v.
-func (gobCodec) Unmarshal(data []byte, v any) error {
+func (c *gobCodec) Unmarshal(data []byte, v any) error {
 	if _, ok := v.(*empty); ok {
 		return nil
 	}
-	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(v); err != nil {
+	td := load[typeDecoders](&c.dec, reflect.TypeOf(v))
+	n, framed := lastMessage(data)
+	defs := data[:n]
+	var s *gobStream
+	td.mu.Lock()
+	if k := len(td.idle); framed && k > 0 && bytes.Equal(td.defs, defs) {
+		s, td.idle = td.idle[k-1], td.idle[:k-1]
+	}
+	td.mu.Unlock()
+	if s != nil {
+		s.r.Reset(data[n:])
+	} else {
+		s = &gobStream{}
+		s.r.Reset(data)
+		s.dec = gob.NewDecoder(&s.r)
+	}
+	if err := s.dec.Decode(v); err != nil {
 		return backend.Errorf(backend.CodeInternal, "plugin: decoding %T: %w", v, err)
 	}
+	if !framed || s.r.Len() != 0 {
+		return nil
+	}
+	td.mu.Lock()
+	if !bytes.Equal(td.defs, defs) {
+		td.defs, td.idle = bytes.Clone(defs), td.idle[:0]
+	}
+	if len(td.idle) < maxIdleDecoders {
+		td.idle = append(td.idle, s)
+	}
+	td.mu.Unlock()
 	return nil
 }
 
+// lastMessage returns where the last message of the gob stream data
+// starts (each message is its length, a gob unsigned integer, then that
+// many bytes); ok is false when data is not a sequence of whole messages.
+func lastMessage(data []byte) (start int, ok bool) {
+	for i := 0; i < len(data); {
+		n, w := 0, 1
+		switch b := data[i]; {
+		case b < 0x80:
+			n = int(b)
+		case -int(int8(b)) <= 8 && i-int(int8(b)) < len(data):
+			w += -int(int8(b))
+			for _, d := range data[i+1 : i+w] {
+				n = n<<8 | int(d)
+			}
+		default:
+			return 0, false
+		}
+		if n < 0 || n > len(data)-i-w {
+			return 0, false
+		}
+		start, ok = i, true
+		i += w + n
+	}
+	return start, ok
+}
+
+// load returns m's value for t, storing a new one the first time.
+func load[T any](m *sync.Map, t reflect.Type) *T {
+	if v, ok := m.Load(t); ok {
+		return v.(*T)
+	}
+	v, _ := m.LoadOrStore(t, new(T))
+	return v.(*T)
+}
+
 // Name is the content subtype.
-func (gobCodec) Name() string { return codecName }
+func (*gobCodec) Name() string { return codecName }

@@ -3,7 +3,9 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -43,7 +45,7 @@ func TestStatusRoundTrip(t *testing.T) {
 }
 
 func TestCodecEmptyAndValues(t *testing.T) {
-	var c gobCodec
+	c := newGobCodec()
 	b, err := c.Marshal(&empty{})
 	require.NoError(t, err)
 	require.Empty(t, b)
@@ -57,6 +59,86 @@ func TestCodecEmptyAndValues(t *testing.T) {
 	require.NoError(t, c.Unmarshal(b, &out))
 	require.Equal(t, *in, out)
 	require.ErrorIs(t, c.Unmarshal([]byte("junk"), &out), backend.ErrInternal)
+
+	// Later messages of a type go through encoders and decoders that have
+	// the definitions already; the bytes are still a whole gob stream, which
+	// a fresh gob decoder (a plugin of an earlier build) reads, and streams
+	// of a fresh gob encoder decode as before.
+	for i := range 5 {
+		in.Args = append(in.Args, wireArg{Size: 4, Bits: uint64(i)})
+		b, err = c.Marshal(in)
+		require.NoError(t, err)
+		var fresh, back launchReq
+		require.NoError(t, gob.NewDecoder(bytes.NewReader(b)).Decode(&fresh))
+		require.Equal(t, *in, fresh)
+		require.NoError(t, c.Unmarshal(b, &back))
+		require.Equal(t, *in, back)
+
+		var buf bytes.Buffer
+		require.NoError(t, gob.NewEncoder(&buf).Encode(in))
+		back = launchReq{}
+		require.NoError(t, c.Unmarshal(buf.Bytes(), &back))
+		require.Equal(t, *in, back)
+	}
+	require.ErrorIs(t, c.Unmarshal(b[:len(b)-1], &out), backend.ErrInternal)
+}
+
+// BenchmarkCodec is one request's encoding and decoding: a kernel launch
+// (the plugin's most frequent call) and a 1 MiB copy chunk.
+func BenchmarkCodec(b *testing.B) {
+	launch := &launchReq{Stream: 3, Func: 4, Grid: backend.D1(2), Block: backend.D1(512),
+		Args: []wireArg{{Size: 8, Bits: 1}, {Size: 8, Bits: 2}, {Size: 8, Bits: 3}, {Size: 4, Bits: 4}, {Size: 4, Bits: 5}}}
+	chunk := &copyToReq{Dev: 1, Dst: 1 << 20, Data: make([]byte, copyChunk)}
+	for _, tc := range []struct {
+		name string
+		in   any
+		out  func() any
+	}{
+		{"launch", launch, func() any { return new(launchReq) }},
+		{"copy-1MiB", chunk, func() any { return new(copyToReq) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := newGobCodec()
+			b.ReportAllocs()
+			for b.Loop() {
+				data, err := c.Marshal(tc.in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Unmarshal(data, tc.out()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestGobLastMessage checks the framing of gob streams that the codec's
+// decoders rely on: lengths of one byte and of several.
+func TestGobLastMessage(t *testing.T) {
+	long := append([]byte{0xfe, 0x01, 0x00}, make([]byte, 256)...)
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		start int
+		ok    bool
+	}{
+		{"empty", nil, 0, false},
+		{"one", []byte{2, 9, 9}, 0, true},
+		{"two", []byte{1, 7, 2, 9, 9}, 2, true},
+		{"long then short", append(long, 1, 5), len(long), true},
+		{"short", []byte{3, 9, 9}, 0, false},
+		{"bad count", []byte{0x80, 1}, 0, false},
+		{"cut count", []byte{0xfe, 0x01}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start, ok := lastMessage(tc.data)
+			require.Equal(t, tc.ok, ok)
+			if ok {
+				require.Equal(t, tc.start, start)
+			}
+		})
+	}
 }
 
 // channelPair returns both ends of a descriptor channel.
