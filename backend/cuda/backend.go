@@ -87,7 +87,7 @@ func Open(ctx context.Context) (*Backend, error) {
 		infos[i] = e.info
 	}
 	b.ctxs = make([]ctxHandle, len(b.devices))
-	b.Init(vendor{b: b}, b.log, initErr, infos)
+	b.Init(vendor{Runtime: driverRuntime(), b: b}, b.log, initErr, infos)
 	b.nccl = newNCCL(b)
 	return b, nil
 }

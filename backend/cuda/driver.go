@@ -4,21 +4,12 @@ package cuda
 
 /*
 #cgo LDFLAGS: -ldl
-#cgo noescape inu_launch
-#cgo nocallback inu_launch
-#cgo nocallback inu_stream_query
-#cgo nocallback inu_stream_wait_event
-#cgo nocallback inu_copy_dtod_async
-#cgo nocallback inu_event_record
-#cgo nocallback inu_event_query
-#cgo nocallback inu_graph_launch
 #include <stdlib.h>
 #include "shim.h"
 */
 import "C"
 
 import (
-	"fmt"
 	"sync"
 	"unsafe"
 
@@ -28,12 +19,6 @@ import (
 
 // libcudaName is the driver library the backend opens at run time.
 const libcudaName = "libcuda.so.1"
-
-// driverAPI is the CUDA driver as the shared GPU core uses it
-// (gpu.Runtime): contexts are primary contexts (gpu.Ctx), streams, events,
-// modules, functions and graphs are driver pointers (gpu.Handle). Every
-// shim makes the context current on the calling thread itself.
-type driverAPI struct{}
 
 // Handles are driver-owned pointers; Go only stores them and passes them
 // back to the shims.
@@ -138,50 +123,20 @@ func resultString(r int) string {
 	return ""
 }
 
-// stageOp names the entry point a multi-call shim was running when it
-// failed; alloc and cpy name the shim's own allocation and copy calls.
-func stageOp(stage C.int, alloc, cpy string) string {
-	switch stage {
-	case C.GPU_STAGE_BIND:
-		return "cuCtxSetCurrent"
-	case C.GPU_STAGE_GRANULARITY:
-		return "cuMemGetAllocationGranularity"
-	case C.GPU_STAGE_CREATE:
-		return "cuMemCreate"
-	case C.GPU_STAGE_IMPORT:
-		return "cuMemImportFromShareableHandle"
-	case C.GPU_STAGE_RESERVE:
-		return "cuMemAddressReserve"
-	case C.GPU_STAGE_MAP:
-		return "cuMemMap"
-	case C.GPU_STAGE_ACCESS:
-		return "cuMemSetAccess"
-	case C.GPU_STAGE_MEMSET:
-		return "cuMemsetD8_v2"
-	case C.GPU_STAGE_SYNC:
-		return "cuStreamSynchronize"
-	case C.GPU_STAGE_EXPORT:
-		return "cuMemExportToShareableHandle"
-	case C.GPU_STAGE_ALLOC:
-		return alloc
-	case C.GPU_STAGE_DEVPTR:
-		return "cuMemHostGetDevicePointer_v2"
-	case C.GPU_STAGE_END_CAPTURE:
-		return "cuStreamEndCapture"
-	case C.GPU_STAGE_INSTANTIATE:
-		return "cuGraphInstantiateWithFlags"
-	case C.GPU_STAGE_COPY:
-		return cpy
-	case C.GPU_STAGE_DEVICE_SYNC:
-		return "cuCtxSynchronize"
-	case C.GPU_STAGE_UNMAP:
-		return "cuMemUnmap"
-	case C.GPU_STAGE_ADDRESS_FREE:
-		return "cuMemAddressFree"
-	case C.GPU_STAGE_RELEASE:
-		return "cuMemRelease"
+// checkAt is check for a shim that stored the slot of the entry point it
+// called last in at (shim_impl.h).
+func checkAt(r C.CUresult, at C.uintptr_t) error {
+	if r == resultSuccess {
+		return nil
 	}
-	return fmt.Sprintf("driver call (stage %d)", int(stage))
+	return newDriverError(C.GoString(C.inu_entry_name(at)), int(r))
+}
+
+// driverRuntime is the driver as the shared GPU core uses it (gpu.Runtime):
+// contexts are primary contexts (gpu.Ctx), streams, events, modules,
+// functions and graphs are driver pointers (gpu.Handle).
+func driverRuntime() gpu.Runtime {
+	return gpu.NewRuntime(unsafe.Pointer(C.inu_runtime()), func(op string, r int) error { return newDriverError(op, r) }, false)
 }
 
 func driverVersion() (int, error) {
@@ -264,75 +219,6 @@ func enablePeer(ctx, peer ctxHandle) error {
 	return check("cuCtxEnablePeerAccess", C.inu_enable_peer(C.uintptr_t(ctx), C.uintptr_t(peer)))
 }
 
-// Malloc returns zeroed device memory.
-func (driverAPI) Malloc(ctx ctxHandle, n int) (backend.DevicePtr, error) {
-	var p C.uint64_t
-	var stage C.int
-	r := C.inu_mem_alloc(C.uintptr_t(ctx), C.size_t(n), &p, &stage)
-	return backend.DevicePtr(p), check(stageOp(stage, "cuMemAlloc_v2", ""), r)
-}
-
-func (driverAPI) Free(ctx ctxHandle, p backend.DevicePtr) error {
-	return check("cuMemFree_v2", C.inu_mem_free(C.uintptr_t(ctx), C.uint64_t(p)))
-}
-
-// HostMalloc returns zeroed, pinned, portable host memory mapped into the
-// device address space.
-func (driverAPI) HostMalloc(ctx ctxHandle, n int) (unsafe.Pointer, backend.DevicePtr, error) {
-	var host unsafe.Pointer
-	var dptr C.uint64_t
-	var stage C.int
-	r := C.inu_host_alloc(C.uintptr_t(ctx), C.size_t(n), &host, &dptr, &stage)
-	return host, backend.DevicePtr(dptr), check(stageOp(stage, "cuMemHostAlloc", ""), r)
-}
-
-func (driverAPI) HostFree(ctx ctxHandle, host unsafe.Pointer) error {
-	return check("cuMemFreeHost", C.inu_host_free(C.uintptr_t(ctx), host))
-}
-
-func (driverAPI) CopyHtoD(ctx ctxHandle, dst backend.DevicePtr, src []byte) error {
-	if len(src) == 0 {
-		return nil
-	}
-	var stage C.int
-	r := C.inu_copy_htod(C.uintptr_t(ctx), C.uint64_t(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), &stage)
-	return check(stageOp(stage, "", "cuMemcpyHtoD_v2"), r)
-}
-
-func (driverAPI) CopyDtoH(ctx ctxHandle, dst []byte, src backend.DevicePtr) error {
-	if len(dst) == 0 {
-		return nil
-	}
-	var stage C.int
-	r := C.inu_copy_dtoh(C.uintptr_t(ctx), unsafe.Pointer(&dst[0]), C.uint64_t(src), C.size_t(len(dst)), &stage)
-	return check(stageOp(stage, "", "cuMemcpyDtoH_v2"), r)
-}
-
-func (driverAPI) CopyDtoD(ctx ctxHandle, dst, src backend.DevicePtr, n int) error {
-	if n == 0 {
-		return nil
-	}
-	var stage C.int
-	r := C.inu_copy_dtod(C.uintptr_t(ctx), C.uint64_t(dst), C.uint64_t(src), C.size_t(n), &stage)
-	return check(stageOp(stage, "", "cuMemcpyDtoD_v2"), r)
-}
-
-func (driverAPI) Memset(ctx ctxHandle, dst backend.DevicePtr, v byte, n int) error {
-	if n == 0 {
-		return nil
-	}
-	var stage C.int
-	r := C.inu_memset(C.uintptr_t(ctx), C.uint64_t(dst), C.uchar(v), C.size_t(n), &stage)
-	return check(stageOp(stage, "", ""), r)
-}
-
-func (driverAPI) AddressRange(ctx ctxHandle, p backend.DevicePtr) (backend.DevicePtr, int, error) {
-	var base C.uint64_t
-	var size C.size_t
-	r := C.inu_address_range(C.uintptr_t(ctx), C.uint64_t(p), &base, &size)
-	return backend.DevicePtr(base), int(size), check("cuMemGetAddressRange_v2", r)
-}
-
 // vmmMapping is memory mapped through the virtual memory management API.
 type vmmMapping struct {
 	ptr    backend.DevicePtr
@@ -369,9 +255,9 @@ func vmmGranularity(dev int, handleTypes int) (int, error) {
 func vmmCreate(ctx ctxHandle, dev, handleTypes, size int, access []int) (vmmMapping, error) {
 	acc, nacc := accessList(access)
 	var out C.gpu_vmm
-	var stage C.int
-	r := C.inu_vmm_create(C.uintptr_t(ctx), C.int(dev), C.int(handleTypes), C.size_t(size), &acc[0], nacc, &out, &stage)
-	if err := check(stageOp(stage, "", ""), r); err != nil {
+	var at C.uintptr_t
+	r := C.inu_vmm_create(C.uintptr_t(ctx), C.int(dev), C.int(handleTypes), C.size_t(size), &acc[0], nacc, &out, &at)
+	if err := checkAt(r, at); err != nil {
 		return vmmMapping{}, err
 	}
 	return fromC(out), nil
@@ -382,9 +268,9 @@ func vmmCreate(ctx ctxHandle, dev, handleTypes, size int, access []int) (vmmMapp
 func vmmImportFD(ctx ctxHandle, fd int, size int, access []int) (vmmMapping, error) {
 	acc, nacc := accessList(access)
 	var out C.gpu_vmm
-	var stage C.int
-	r := C.inu_vmm_import(C.uintptr_t(ctx), handleTypePOSIXFD, C.int(fd), nil, C.size_t(size), &acc[0], nacc, &out, &stage)
-	if err := check(stageOp(stage, "", ""), r); err != nil {
+	var at C.uintptr_t
+	r := C.inu_vmm_import(C.uintptr_t(ctx), handleTypePOSIXFD, C.int(fd), nil, C.size_t(size), &acc[0], nacc, &out, &at)
+	if err := checkAt(r, at); err != nil {
 		return vmmMapping{}, err
 	}
 	return fromC(out), nil
@@ -398,9 +284,9 @@ func vmmImportFabric(ctx ctxHandle, handle []byte, size int, access []int) (vmmM
 	}
 	acc, nacc := accessList(access)
 	var out C.gpu_vmm
-	var stage C.int
-	r := C.inu_vmm_import(C.uintptr_t(ctx), handleTypeFabric, -1, unsafe.Pointer(&fh[0]), C.size_t(size), &acc[0], nacc, &out, &stage)
-	if err := check(stageOp(stage, "", ""), r); err != nil {
+	var at C.uintptr_t
+	r := C.inu_vmm_import(C.uintptr_t(ctx), handleTypeFabric, -1, unsafe.Pointer(&fh[0]), C.size_t(size), &acc[0], nacc, &out, &at)
+	if err := checkAt(r, at); err != nil {
 		return vmmMapping{}, err
 	}
 	return fromC(out), nil
@@ -410,14 +296,15 @@ func vmmImportFabric(ctx ctxHandle, handle []byte, size int, access []int) (vmmM
 // and releases the handle.
 func vmmRelease(ctx ctxHandle, m vmmMapping) error {
 	cm := m.c()
-	var stage C.int
-	r := C.inu_vmm_release(C.uintptr_t(ctx), &cm, &stage)
-	return check(stageOp(stage, "", ""), r)
+	var at C.uintptr_t
+	r := C.inu_vmm_release(C.uintptr_t(ctx), &cm, &at)
+	return checkAt(r, at)
 }
 
 func vmmExportFD(ctx ctxHandle, m vmmMapping) (int, error) {
 	var fd C.int
-	err := check("cuMemExportToShareableHandle", C.inu_vmm_export_fd(C.uintptr_t(ctx), C.uint64_t(m.handle), &fd))
+	var at C.uintptr_t
+	err := checkAt(C.inu_vmm_export_fd(C.uintptr_t(ctx), C.uint64_t(m.handle), &fd, &at), at)
 	return int(fd), err
 }
 
@@ -436,150 +323,10 @@ func vmmExportFabric(ctx ctxHandle, m vmmMapping) ([]byte, error) {
 // fabricRoundTrip allocates one granule with a fabric handle on dev,
 // exports it and imports it back.
 func fabricRoundTrip(ctx ctxHandle, dev int) error {
-	var stage C.int
-	r := C.inu_fabric_roundtrip(C.uintptr_t(ctx), C.int(dev), &stage)
-	return check(stageOp(stage, "", ""), r)
-}
-
-func (driverAPI) StreamCreate(ctx ctxHandle) (gpu.Handle, error) {
-	var s C.uintptr_t
-	err := check("cuStreamCreate", C.inu_stream_create(C.uintptr_t(ctx), &s))
-	return gpu.Handle(s), err
-}
-
-func (driverAPI) StreamDestroy(ctx ctxHandle, s gpu.Handle) error {
-	return check("cuStreamDestroy_v2", C.inu_stream_destroy(C.uintptr_t(ctx), C.uintptr_t(s)))
-}
-
-// StreamQuery reports CUDA_ERROR_NOT_READY as not done.
-func (driverAPI) StreamQuery(ctx ctxHandle, s gpu.Handle) (bool, error) {
-	return queryDone("cuStreamQuery", C.inu_stream_query(C.uintptr_t(ctx), C.uintptr_t(s)))
-}
-
-// queryDone turns a query's CUresult into done, not done or an error.
-func queryDone(op string, r C.CUresult) (bool, error) {
-	if r == resultNotReady {
-		return false, nil
-	}
-	return true, check(op, r)
-}
-
-func (driverAPI) StreamSynchronize(ctx ctxHandle, s gpu.Handle) error {
-	return check("cuStreamSynchronize", C.inu_stream_sync(C.uintptr_t(ctx), C.uintptr_t(s)))
-}
-
-func (driverAPI) StreamWaitEvent(ctx ctxHandle, s, ev gpu.Handle) error {
-	return check("cuStreamWaitEvent", C.inu_stream_wait_event(C.uintptr_t(ctx), C.uintptr_t(s), C.uintptr_t(ev)))
-}
-
-func (driverAPI) CopyDtoDAsync(ctx ctxHandle, dst, src backend.DevicePtr, n int, s gpu.Handle) error {
-	return check("cuMemcpyDtoDAsync_v2", C.inu_copy_dtod_async(C.uintptr_t(ctx), C.uint64_t(dst), C.uint64_t(src), C.size_t(n), C.uintptr_t(s)))
-}
-
-// EventCreate makes an event; without timing it is created with
-// CU_EVENT_DISABLE_TIMING, which makes recording and waiting cheaper.
-func (driverAPI) EventCreate(ctx ctxHandle, timing bool) (gpu.Handle, error) {
-	var flags uint
-	if !timing {
-		flags = eventFlagDisableTiming
-	}
-	var ev C.uintptr_t
-	err := check("cuEventCreate", C.inu_event_create(C.uintptr_t(ctx), C.uint(flags), &ev))
-	return gpu.Handle(ev), err
-}
-
-func (driverAPI) EventRecord(ctx ctxHandle, ev, s gpu.Handle) error {
-	return check("cuEventRecord", C.inu_event_record(C.uintptr_t(ctx), C.uintptr_t(ev), C.uintptr_t(s)))
-}
-
-// EventQuery reports CUDA_ERROR_NOT_READY as not done.
-func (driverAPI) EventQuery(ctx ctxHandle, ev gpu.Handle) (bool, error) {
-	return queryDone("cuEventQuery", C.inu_event_query(C.uintptr_t(ctx), C.uintptr_t(ev)))
-}
-
-func (driverAPI) EventSynchronize(ctx ctxHandle, ev gpu.Handle) error {
-	return check("cuEventSynchronize", C.inu_event_sync(C.uintptr_t(ctx), C.uintptr_t(ev)))
-}
-
-func (driverAPI) EventElapsed(ctx ctxHandle, start, end gpu.Handle) (float32, error) {
-	var ms C.float
-	err := check("cuEventElapsedTime", C.inu_event_elapsed(C.uintptr_t(ctx), C.uintptr_t(start), C.uintptr_t(end), &ms))
-	return float32(ms), err
-}
-
-func (driverAPI) EventDestroy(ctx ctxHandle, ev gpu.Handle) error {
-	return check("cuEventDestroy_v2", C.inu_event_destroy(C.uintptr_t(ctx), C.uintptr_t(ev)))
-}
-
-// ModuleLoad loads a cubin, fatbin or PTX image. PTX must be NUL-terminated,
-// so the image is copied into C memory with a NUL appended.
-func (driverAPI) ModuleLoad(ctx ctxHandle, image []byte) (gpu.Handle, error) {
-	buf := C.malloc(C.size_t(len(image) + 1))
-	if buf == nil {
-		return 0, backend.Errorf(backend.CodeOutOfMemory, "cannot allocate %d bytes for a module image", len(image)+1)
-	}
-	defer C.free(buf)
-	img := unsafe.Slice((*byte)(buf), len(image)+1)
-	copy(img, image)
-	img[len(image)] = 0
-	var m C.uintptr_t
-	err := check("cuModuleLoadData", C.inu_module_load(C.uintptr_t(ctx), buf, &m))
-	return gpu.Handle(m), err
-}
-
-func (driverAPI) ModuleFunction(ctx ctxHandle, m gpu.Handle, name string) (gpu.Handle, error) {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	var f C.uintptr_t
-	err := check("cuModuleGetFunction", C.inu_module_function(C.uintptr_t(ctx), C.uintptr_t(m), cname, &f))
-	return gpu.Handle(f), err
-}
-
-func (driverAPI) ModuleUnload(ctx ctxHandle, m gpu.Handle) error {
-	return check("cuModuleUnload", C.inu_module_unload(C.uintptr_t(ctx), C.uintptr_t(m)))
-}
-
-// Launch enqueues fn on s with the packed parameter buffer params, which
-// the driver copies before returning. cfg.Early asks for programmatic
-// stream serialization; the core sets it only where the device has it.
-func (driverAPI) Launch(ctx ctxHandle, fn gpu.Handle, cfg backend.LaunchConfig, s gpu.Handle, params []byte) error {
-	var p unsafe.Pointer
-	if len(params) > 0 {
-		p = unsafe.Pointer(&params[0])
-	}
-	var e int
-	if cfg.Early {
-		e = 1
-	}
-	r := C.inu_launch(C.uintptr_t(ctx), C.uintptr_t(fn),
-		C.uint(cfg.Grid.X), C.uint(cfg.Grid.Y), C.uint(cfg.Grid.Z),
-		C.uint(cfg.Block.X), C.uint(cfg.Block.Y), C.uint(cfg.Block.Z),
-		C.uint(cfg.SharedMem), C.uintptr_t(s), p, C.size_t(len(params)), C.int(e))
-	if e != 0 {
-		return check("cuLaunchKernelEx", r)
-	}
-	return check("cuLaunchKernel", r)
+	var at C.uintptr_t
+	r := C.inu_fabric_roundtrip(C.uintptr_t(ctx), C.int(dev), &at)
+	return checkAt(r, at)
 }
 
 // hasLaunchEx tells whether the driver has cuLaunchKernelEx.
 func hasLaunchEx() bool { return C.inu_has_launch_ex() != 0 }
-
-func (driverAPI) BeginCapture(ctx ctxHandle, s gpu.Handle) error {
-	return check("cuStreamBeginCapture_v2", C.inu_begin_capture(C.uintptr_t(ctx), C.uintptr_t(s)))
-}
-
-// EndCapture ends the capture on s and instantiates the graph.
-func (driverAPI) EndCapture(ctx ctxHandle, s gpu.Handle) (gpu.Handle, gpu.Handle, error) {
-	var g, e C.uintptr_t
-	var stage C.int
-	r := C.inu_end_capture(C.uintptr_t(ctx), C.uintptr_t(s), &g, &e, &stage)
-	return gpu.Handle(g), gpu.Handle(e), check(stageOp(stage, "", ""), r)
-}
-
-func (driverAPI) GraphLaunch(ctx ctxHandle, e, s gpu.Handle) error {
-	return check("cuGraphLaunch", C.inu_graph_launch(C.uintptr_t(ctx), C.uintptr_t(e), C.uintptr_t(s)))
-}
-
-func (driverAPI) GraphDestroy(ctx ctxHandle, g, e gpu.Handle) error {
-	return check("cuGraphExecDestroy", C.inu_graph_destroy(C.uintptr_t(ctx), C.uintptr_t(g), C.uintptr_t(e)))
-}

@@ -416,7 +416,7 @@ func TestLinkMatrixReadOnce(t *testing.T) {
 	}
 	infos := []backend.DeviceInfo{{Index: 0, PCIBusID: "0000:19:00.0"}, {Index: 1, PCIBusID: "0000:3b:00.0"}}
 	b := &Backend{nvml: lib, devices: []deviceEntry{{info: infos[0]}, {info: infos[1]}}}
-	b.Init(vendor{b: b}, slog.Default(), nil, infos)
+	b.Init(vendor{Runtime: driverRuntime(), b: b}, slog.Default(), nil, infos)
 	want := [][]int{{0, 18}, {18, 0}}
 	var wg sync.WaitGroup
 	got := make([]connectivity.Matrix, 8)

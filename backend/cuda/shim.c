@@ -152,77 +152,87 @@ static struct {
 
 static void *cu_lib;
 
+// The entry points: the required ones, then the optional ones.
+static const struct gpu_entry entries[] = {
+	{(void **)&cu.Init, "cuInit"},
+	{(void **)&cu.DriverGetVersion, "cuDriverGetVersion"},
+	{(void **)&cu.GetErrorName, "cuGetErrorName"},
+	{(void **)&cu.GetErrorString, "cuGetErrorString"},
+	{(void **)&cu.DeviceGet, "cuDeviceGet"},
+	{(void **)&cu.DeviceGetCount, "cuDeviceGetCount"},
+	{(void **)&cu.DeviceGetName, "cuDeviceGetName"},
+	{(void **)&cu.DeviceGetAttribute, "cuDeviceGetAttribute"},
+	{(void **)&cu.DeviceTotalMem, "cuDeviceTotalMem_v2"},
+	{(void **)&cu.DeviceGetUuid, "cuDeviceGetUuid_v2"},
+	{(void **)&cu.DeviceGetPCIBusId, "cuDeviceGetPCIBusId"},
+	{(void **)&cu.DeviceCanAccessPeer, "cuDeviceCanAccessPeer"},
+	{(void **)&cu.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+	{(void **)&cu.DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
+	{(void **)&cu.CtxSetCurrent, "cuCtxSetCurrent"},
+	{(void **)&cu.Synchronize, "cuCtxSynchronize"},
+	{(void **)&cu.CtxEnablePeerAccess, "cuCtxEnablePeerAccess"},
+	{(void **)&cu.MemAlloc, "cuMemAlloc_v2"},
+	{(void **)&cu.MemFree, "cuMemFree_v2"},
+	{(void **)&cu.HostAlloc, "cuMemHostAlloc"},
+	{(void **)&cu.HostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
+	{(void **)&cu.HostFree, "cuMemFreeHost"},
+	{(void **)&cu.MemcpyHtoD, "cuMemcpyHtoD_v2"},
+	{(void **)&cu.MemcpyDtoH, "cuMemcpyDtoH_v2"},
+	{(void **)&cu.MemcpyDtoD, "cuMemcpyDtoD_v2"},
+	{(void **)&cu.MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
+	{(void **)&cu.MemsetD8, "cuMemsetD8_v2"},
+	{(void **)&cu.MemGetAddressRange, "cuMemGetAddressRange_v2"},
+	{(void **)&cu.MemGetAllocationGranularity, "cuMemGetAllocationGranularity"},
+	{(void **)&cu.MemCreate, "cuMemCreate"},
+	{(void **)&cu.MemRelease, "cuMemRelease"},
+	{(void **)&cu.MemExportToShareableHandle, "cuMemExportToShareableHandle"},
+	{(void **)&cu.MemImportFromShareableHandle, "cuMemImportFromShareableHandle"},
+	{(void **)&cu.MemAddressReserve, "cuMemAddressReserve"},
+	{(void **)&cu.MemAddressFree, "cuMemAddressFree"},
+	{(void **)&cu.MemMap, "cuMemMap"},
+	{(void **)&cu.MemUnmap, "cuMemUnmap"},
+	{(void **)&cu.MemSetAccess, "cuMemSetAccess"},
+	{(void **)&cu.StreamCreate, "cuStreamCreate"},
+	{(void **)&cu.StreamDestroy, "cuStreamDestroy_v2"},
+	{(void **)&cu.StreamQuery, "cuStreamQuery"},
+	{(void **)&cu.StreamSynchronize, "cuStreamSynchronize"},
+	{(void **)&cu.StreamWaitEvent, "cuStreamWaitEvent"},
+	{(void **)&cu.EventCreate, "cuEventCreate"},
+	{(void **)&cu.EventRecord, "cuEventRecord"},
+	{(void **)&cu.EventQuery, "cuEventQuery"},
+	{(void **)&cu.EventSynchronize, "cuEventSynchronize"},
+	{(void **)&cu.EventElapsedTime, "cuEventElapsedTime"},
+	{(void **)&cu.EventDestroy, "cuEventDestroy_v2"},
+	{(void **)&cu.ModuleLoadData, "cuModuleLoadData"},
+	{(void **)&cu.ModuleGetFunction, "cuModuleGetFunction"},
+	{(void **)&cu.ModuleUnload, "cuModuleUnload"},
+	{(void **)&cu.LaunchKernel, "cuLaunchKernel"},
+	{(void **)&cu.StreamBeginCapture, "cuStreamBeginCapture_v2"},
+	{(void **)&cu.StreamEndCapture, "cuStreamEndCapture"},
+	{(void **)&cu.GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags"},
+	{(void **)&cu.GraphLaunch, "cuGraphLaunch"},
+	{(void **)&cu.GraphExecDestroy, "cuGraphExecDestroy"},
+	{(void **)&cu.GraphDestroy, "cuGraphDestroy"},
+};
+
+static const struct gpu_entry optional[] = {
+	{(void **)&cu.LaunchKernelEx, "cuLaunchKernelEx"},
+};
+
 int inu_load(const char *path, char *err, size_t errlen) {
 	if (cu_lib != NULL) {
 		return 0;
 	}
-	static const struct gpu_entry entries[] = {
-		{(void **)&cu.Init, "cuInit"},
-		{(void **)&cu.DriverGetVersion, "cuDriverGetVersion"},
-		{(void **)&cu.GetErrorName, "cuGetErrorName"},
-		{(void **)&cu.GetErrorString, "cuGetErrorString"},
-		{(void **)&cu.DeviceGet, "cuDeviceGet"},
-		{(void **)&cu.DeviceGetCount, "cuDeviceGetCount"},
-		{(void **)&cu.DeviceGetName, "cuDeviceGetName"},
-		{(void **)&cu.DeviceGetAttribute, "cuDeviceGetAttribute"},
-		{(void **)&cu.DeviceTotalMem, "cuDeviceTotalMem_v2"},
-		{(void **)&cu.DeviceGetUuid, "cuDeviceGetUuid_v2"},
-		{(void **)&cu.DeviceGetPCIBusId, "cuDeviceGetPCIBusId"},
-		{(void **)&cu.DeviceCanAccessPeer, "cuDeviceCanAccessPeer"},
-		{(void **)&cu.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
-		{(void **)&cu.DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
-		{(void **)&cu.CtxSetCurrent, "cuCtxSetCurrent"},
-		{(void **)&cu.Synchronize, "cuCtxSynchronize"},
-		{(void **)&cu.CtxEnablePeerAccess, "cuCtxEnablePeerAccess"},
-		{(void **)&cu.MemAlloc, "cuMemAlloc_v2"},
-		{(void **)&cu.MemFree, "cuMemFree_v2"},
-		{(void **)&cu.HostAlloc, "cuMemHostAlloc"},
-		{(void **)&cu.HostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
-		{(void **)&cu.HostFree, "cuMemFreeHost"},
-		{(void **)&cu.MemcpyHtoD, "cuMemcpyHtoD_v2"},
-		{(void **)&cu.MemcpyDtoH, "cuMemcpyDtoH_v2"},
-		{(void **)&cu.MemcpyDtoD, "cuMemcpyDtoD_v2"},
-		{(void **)&cu.MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
-		{(void **)&cu.MemsetD8, "cuMemsetD8_v2"},
-		{(void **)&cu.MemGetAddressRange, "cuMemGetAddressRange_v2"},
-		{(void **)&cu.MemGetAllocationGranularity, "cuMemGetAllocationGranularity"},
-		{(void **)&cu.MemCreate, "cuMemCreate"},
-		{(void **)&cu.MemRelease, "cuMemRelease"},
-		{(void **)&cu.MemExportToShareableHandle, "cuMemExportToShareableHandle"},
-		{(void **)&cu.MemImportFromShareableHandle, "cuMemImportFromShareableHandle"},
-		{(void **)&cu.MemAddressReserve, "cuMemAddressReserve"},
-		{(void **)&cu.MemAddressFree, "cuMemAddressFree"},
-		{(void **)&cu.MemMap, "cuMemMap"},
-		{(void **)&cu.MemUnmap, "cuMemUnmap"},
-		{(void **)&cu.MemSetAccess, "cuMemSetAccess"},
-		{(void **)&cu.StreamCreate, "cuStreamCreate"},
-		{(void **)&cu.StreamDestroy, "cuStreamDestroy_v2"},
-		{(void **)&cu.StreamQuery, "cuStreamQuery"},
-		{(void **)&cu.StreamSynchronize, "cuStreamSynchronize"},
-		{(void **)&cu.StreamWaitEvent, "cuStreamWaitEvent"},
-		{(void **)&cu.EventCreate, "cuEventCreate"},
-		{(void **)&cu.EventRecord, "cuEventRecord"},
-		{(void **)&cu.EventQuery, "cuEventQuery"},
-		{(void **)&cu.EventSynchronize, "cuEventSynchronize"},
-		{(void **)&cu.EventElapsedTime, "cuEventElapsedTime"},
-		{(void **)&cu.EventDestroy, "cuEventDestroy_v2"},
-		{(void **)&cu.ModuleLoadData, "cuModuleLoadData"},
-		{(void **)&cu.ModuleGetFunction, "cuModuleGetFunction"},
-		{(void **)&cu.ModuleUnload, "cuModuleUnload"},
-		{(void **)&cu.LaunchKernel, "cuLaunchKernel"},
-		{(void **)&cu.StreamBeginCapture, "cuStreamBeginCapture_v2"},
-		{(void **)&cu.StreamEndCapture, "cuStreamEndCapture"},
-		{(void **)&cu.GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags"},
-		{(void **)&cu.GraphLaunch, "cuGraphLaunch"},
-		{(void **)&cu.GraphExecDestroy, "cuGraphExecDestroy"},
-		{(void **)&cu.GraphDestroy, "cuGraphDestroy"},
-	};
 	int r = gpu_load(&cu_lib, path, entries, GPU_LEN(entries), &cu, sizeof(cu), err, errlen);
 	if (r != 0) return r;
 	// Optional entry points: their absence only turns a feature off.
-	dlerror();
-	cu.LaunchKernelEx = dlsym(cu_lib, "cuLaunchKernelEx");
+	if (!gpu_resolve(cu_lib, optional, GPU_LEN(optional), NULL, 0)) cu.LaunchKernelEx = NULL;
 	return 0;
+}
+
+const char *inu_entry_name(uintptr_t slot) {
+	const char *n = gpu_entry_name(entries, GPU_LEN(entries), slot);
+	return n != NULL ? n : gpu_entry_name(optional, GPU_LEN(optional), slot);
 }
 
 int inu_has_launch_ex(void) { return cu.LaunchKernelEx != NULL; }
@@ -243,10 +253,6 @@ const char *inu_error_string(CUresult r) {
 	return s;
 }
 
-// bind makes ctx current on the calling thread; every shim that works in a
-// context starts with it (BIND, shim_impl.h).
-static CUresult bind(uintptr_t ctx) { return cu.CtxSetCurrent((CUcontext)ctx); }
-
 typedef CUdeviceptr gpu_dptr_t;
 typedef CUstream gpu_stream_t;
 typedef CUevent gpu_event_t;
@@ -257,9 +263,10 @@ typedef CUgraphExec gpu_graph_exec_t;
 typedef CUmemGenericAllocationHandle gpu_mem_handle_t;
 typedef CUmemAllocationProp gpu_mem_prop_t;
 typedef CUmemAccessDesc gpu_mem_access_t;
-#define GPU_BIND(c) bind(c)
 #define GPU_API cu
-#define GPU_INSTANTIATE(e, g) cu.GraphInstantiateWithFlags((e), (g), 0)
+#define GPU_BIND_ENTRY CtxSetCurrent
+#define GPU_BIND_ARG(c) ((CUcontext)(c))
+#define GPU_INSTANTIATE(e, g) CALL(GraphInstantiateWithFlags, (e), (g), 0)
 #define GPU_HOST_ALLOC_FLAGS (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)
 #define GPU_LAUNCH_PARAM_END 0x0
 #include "../internal/gpu/shim_impl.h"
@@ -305,13 +312,13 @@ CUresult inu_enable_peer(uintptr_t ctx, uintptr_t peer) {
 	return r == INU_ERROR_PEER_ACCESS_ALREADY_ENABLED ? INU_SUCCESS : r;
 }
 
-CUresult inu_mem_alloc(uintptr_t ctx, size_t n, uint64_t *ptr, int *stage) {
+static CUresult vendor_malloc(uintptr_t ctx, size_t n, uint64_t *ptr, uintptr_t *at) {
 	CUresult r;
 	CUdeviceptr p = 0;
-	BIND_STAGED(ctx);
-	STEP(GPU_STAGE_ALLOC, cu.MemAlloc(&p, n));
+	BIND_AT(ctx);
+	r = CALL(MemAlloc, &p, n);
 	if (r != INU_SUCCESS) return r;
-	SYNCED(GPU_STAGE_MEMSET, cu.MemsetD8(p, 0, n));
+	SYNCED(CALL(MemsetD8, p, 0, n));
 	if (r != INU_SUCCESS) {
 		cu.MemFree(p);
 		return r;
@@ -320,9 +327,9 @@ CUresult inu_mem_alloc(uintptr_t ctx, size_t n, uint64_t *ptr, int *stage) {
 	return r;
 }
 
-CUresult inu_mem_free(uintptr_t ctx, uint64_t ptr) {
-	BIND(ctx);
-	return cu.MemFree(ptr);
+static CUresult vendor_free(uintptr_t ctx, uint64_t ptr, uintptr_t *at) {
+	BIND_AT(ctx);
+	return CALL(MemFree, ptr);
 }
 
 static void device_prop(CUmemAllocationProp *prop, int dev, int handle_types) {
@@ -340,23 +347,23 @@ CUresult inu_vmm_granularity(int dev, int handle_types, size_t *granularity) {
 }
 
 CUresult inu_vmm_create(uintptr_t ctx, int dev, int handle_types, size_t size,
-                        const int *access, int naccess, gpu_vmm *out, int *stage) {
+                        const int *access, int naccess, gpu_vmm *out, uintptr_t *at) {
 	CUmemAllocationProp prop;
-	BIND_STAGED(ctx);
+	BIND_AT(ctx);
 	device_prop(&prop, dev, handle_types);
-	return vmm_create(&prop, size, access, naccess, out, stage);
+	return vmm_create(&prop, size, access, naccess, out, at);
 }
 
 CUresult inu_vmm_import(uintptr_t ctx, int handle_type, int fd, const void *fabric,
-                        size_t size, const int *access, int naccess, gpu_vmm *out, int *stage) {
+                        size_t size, const int *access, int naccess, gpu_vmm *out, uintptr_t *at) {
 	CUmemFabricHandle fh;
 	void *os_handle = (void *)(uintptr_t)fd;
-	BIND_STAGED(ctx);
+	BIND_AT(ctx);
 	if (handle_type == INU_HANDLE_FABRIC) {
 		memcpy(fh.data, fabric, sizeof(fh.data));
 		os_handle = &fh;
 	}
-	return vmm_import(os_handle, handle_type, size, access, naccess, out, stage);
+	return vmm_import(os_handle, handle_type, size, access, naccess, out, at);
 }
 
 CUresult inu_vmm_export_fabric(uintptr_t ctx, uint64_t h, unsigned char *out) {
@@ -367,34 +374,33 @@ CUresult inu_vmm_export_fabric(uintptr_t ctx, uint64_t h, unsigned char *out) {
 	return r;
 }
 
-CUresult inu_fabric_roundtrip(uintptr_t ctx, int dev, int *stage) {
+CUresult inu_fabric_roundtrip(uintptr_t ctx, int dev, uintptr_t *at) {
 	CUresult r;
 	CUmemAllocationProp prop;
 	size_t gran = 0;
 	CUmemGenericAllocationHandle h = 0, imported = 0;
 	CUmemFabricHandle fh;
-	BIND_STAGED(ctx);
+	BIND_AT(ctx);
 	device_prop(&prop, dev, INU_HANDLE_FABRIC);
-	STEP(GPU_STAGE_GRANULARITY,
-	     cu.MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	r = CALL(MemGetAllocationGranularity, &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
 	if (r != INU_SUCCESS) return r;
-	STEP(GPU_STAGE_CREATE, cu.MemCreate(&h, gran, &prop, 0));
+	r = CALL(MemCreate, &h, gran, &prop, 0);
 	if (r != INU_SUCCESS) return r;
-	STEP(GPU_STAGE_EXPORT, cu.MemExportToShareableHandle(&fh, h, INU_HANDLE_FABRIC, 0));
+	r = CALL(MemExportToShareableHandle, &fh, h, INU_HANDLE_FABRIC, 0);
 	if (r == INU_SUCCESS) {
-		STEP(GPU_STAGE_IMPORT, cu.MemImportFromShareableHandle(&imported, &fh, INU_HANDLE_FABRIC));
+		r = CALL(MemImportFromShareableHandle, &imported, &fh, INU_HANDLE_FABRIC);
 		if (r == INU_SUCCESS) cu.MemRelease(imported);
 	}
 	cu.MemRelease(h);
 	return r;
 }
 
-CUresult inu_launch(uintptr_t ctx, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
-                    unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                    uintptr_t stream, void *params, size_t size, int early) {
+static CUresult vendor_launch(uintptr_t ctx, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
+                              unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                              uintptr_t stream, void *params, size_t size, int early, uintptr_t *at) {
 	void *extra[5];
 	size_t sz = size;
-	BIND(ctx);
+	BIND_AT(ctx);
 	void **ex = launch_extra(extra, params, &sz);
 	if (early && cu.LaunchKernelEx != NULL) {
 		CUlaunchAttribute attr;
@@ -402,9 +408,9 @@ CUresult inu_launch(uintptr_t ctx, uintptr_t fn, unsigned int gx, unsigned int g
 		attr.id = INU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
 		attr.value.programmaticStreamSerializationAllowed = 1;
 		CUlaunchConfig cfg = {gx, gy, gz, bx, by, bz, shared, (CUstream)stream, &attr, 1};
-		return cu.LaunchKernelEx(&cfg, (CUfunction)fn, NULL, ex);
+		return CALL(LaunchKernelEx, &cfg, (CUfunction)fn, NULL, ex);
 	}
-	return cu.LaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, NULL, ex);
+	return CALL(LaunchKernel, (CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, NULL, ex);
 }
 
 #include "../internal/gpu/ccl_impl.h"

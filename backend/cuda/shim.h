@@ -34,7 +34,6 @@ enum {
 // backend's names.
 typedef CUresult gpu_result_t;
 #define GPU_FN(name) inu_##name
-#define GPU_CTX_T uintptr_t
 #include "../internal/gpu/shim_decl.h"
 
 CUresult inu_device_get(int ordinal, int *dev);
@@ -43,20 +42,14 @@ CUresult inu_ctx_retain(int dev, uintptr_t *ctx);
 CUresult inu_ctx_release(int dev);
 CUresult inu_enable_peer(uintptr_t ctx, uintptr_t peer);
 
-CUresult inu_mem_alloc(uintptr_t ctx, size_t n, uint64_t *ptr, int *stage);
-CUresult inu_mem_free(uintptr_t ctx, uint64_t ptr);
-
 CUresult inu_vmm_granularity(int dev, int handle_types, size_t *granularity);
 CUresult inu_vmm_create(uintptr_t ctx, int dev, int handle_types, size_t size,
-                        const int *access, int naccess, gpu_vmm *out, int *stage);
+                        const int *access, int naccess, gpu_vmm *out, uintptr_t *at);
 CUresult inu_vmm_import(uintptr_t ctx, int handle_type, int fd, const void *fabric,
-                        size_t size, const int *access, int naccess, gpu_vmm *out, int *stage);
+                        size_t size, const int *access, int naccess, gpu_vmm *out, uintptr_t *at);
 CUresult inu_vmm_export_fabric(uintptr_t ctx, uint64_t h, unsigned char *out);
-CUresult inu_fabric_roundtrip(uintptr_t ctx, int dev, int *stage);
+CUresult inu_fabric_roundtrip(uintptr_t ctx, int dev, uintptr_t *at);
 
-CUresult inu_launch(uintptr_t ctx, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
-                    unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                    uintptr_t stream, void *params, size_t size, int early);
 // inu_has_launch_ex tells whether the driver has cuLaunchKernelEx, which
 // early launches (programmatic stream serialization) need.
 int inu_has_launch_ex(void);

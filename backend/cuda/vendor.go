@@ -16,7 +16,7 @@ import (
 // vendor is what the shared GPU core asks of the CUDA backend beyond the
 // driver calls (gpu.Vendor).
 type vendor struct {
-	driverAPI
+	gpu.Runtime
 	b *Backend
 }
 
@@ -27,9 +27,6 @@ type deviceExt struct {
 	// it can.
 	vmmErr error
 }
-
-// The driver calls are driverAPI's (driver.go).
-var _ gpu.Runtime = driverAPI{}
 
 func (vendor) Name() string      { return Name }
 func (vendor) PeerQuery() string { return "cuDeviceCanAccessPeer" }

@@ -4,14 +4,6 @@ package rocm
 
 /*
 #cgo LDFLAGS: -ldl
-#cgo noescape inh_launch
-#cgo nocallback inh_launch
-#cgo nocallback inh_stream_query
-#cgo nocallback inh_stream_wait_event
-#cgo nocallback inh_copy_dtod_async
-#cgo nocallback inh_event_record
-#cgo nocallback inh_event_query
-#cgo nocallback inh_graph_launch
 #include <stdlib.h>
 #include "hip_shim.h"
 */
@@ -94,7 +86,7 @@ func loadHIPFrom(candidates []string) (hipRuntime, error) {
 		C.free(unsafe.Pointer(path))
 		switch r {
 		case 0:
-			rt := &cgoHIP{lib: lib}
+			rt := &cgoHIP{lib: lib, Runtime: gpu.NewRuntime(unsafe.Pointer(C.inh_runtime()), runtimeError, true)}
 			var v C.int
 			if C.inh_runtime_version(&v) == C.INH_SUCCESS {
 				rt.runtimeVersion = int(v)
@@ -122,8 +114,12 @@ func loadHIPFrom(candidates []string) (hipRuntime, error) {
 	return nil, backend.Errorf(backend.CodeUnavailable, "%s not found: %s%s", candidates[0], first, also)
 }
 
-// cgoHIP is the hipRuntime of libamdhip64.so.
+// cgoHIP is the hipRuntime of libamdhip64.so: the shared GPU core's binding
+// of the runtime shims (keeping module images until their unload: some ROCm
+// releases read the code object after hipModuleLoadData has returned), and
+// the HIP calls of hip.go.
 type cgoHIP struct {
+	gpu.Runtime
 	lib            string
 	runtimeVersion int
 	vmm            bool
@@ -149,49 +145,17 @@ func resultError(op string, r int) *HIPError {
 	return newHIPError(op, r, name, desc)
 }
 
-// stageOp names the entry point a multi-call shim was running when it
-// failed; alloc and cpy name the shim's own allocation and copy calls.
-func stageOp(stage C.int, alloc, cpy string) string {
-	switch stage {
-	case C.GPU_STAGE_BIND:
-		return "hipSetDevice"
-	case C.GPU_STAGE_ALLOC:
-		return alloc
-	case C.GPU_STAGE_MEMSET:
-		return "hipMemsetD8"
-	case C.GPU_STAGE_SYNC:
-		return "hipStreamSynchronize"
-	case C.GPU_STAGE_DEVPTR:
-		return "hipHostGetDevicePointer"
-	case C.GPU_STAGE_COPY:
-		return cpy
-	case C.GPU_STAGE_GRANULARITY:
-		return "hipMemGetAllocationGranularity"
-	case C.GPU_STAGE_CREATE:
-		return "hipMemCreate"
-	case C.GPU_STAGE_IMPORT:
-		return "hipMemImportFromShareableHandle"
-	case C.GPU_STAGE_RESERVE:
-		return "hipMemAddressReserve"
-	case C.GPU_STAGE_MAP:
-		return "hipMemMap"
-	case C.GPU_STAGE_ACCESS:
-		return "hipMemSetAccess"
-	case C.GPU_STAGE_DEVICE_SYNC:
-		return "hipDeviceSynchronize"
-	case C.GPU_STAGE_UNMAP:
-		return "hipMemUnmap"
-	case C.GPU_STAGE_ADDRESS_FREE:
-		return "hipMemAddressFree"
-	case C.GPU_STAGE_RELEASE:
-		return "hipMemRelease"
-	case C.GPU_STAGE_END_CAPTURE:
-		return "hipStreamEndCapture"
-	case C.GPU_STAGE_INSTANTIATE:
-		return "hipGraphInstantiate"
+// checkAt is check for a shim that stored the slot of the entry point it
+// called last in at (shim_impl.h).
+func checkAt(r C.inh_result, at C.uintptr_t) error {
+	if r == C.INH_SUCCESS {
+		return nil
 	}
-	return fmt.Sprintf("HIP call (stage %d)", int(stage))
+	return resultError(C.GoString(C.inh_entry_name(at)), int(r))
 }
+
+// runtimeError is resultError as an error, for the shared runtime binding.
+func runtimeError(op string, r int) error { return resultError(op, r) }
 
 func (h *cgoHIP) Library() string { return h.lib }
 
@@ -279,89 +243,15 @@ func (h *cgoHIP) EnablePeerAccess(dev, peer int) error {
 	return err
 }
 
-func (h *cgoHIP) Malloc(c gpu.Ctx, n int) (backend.DevicePtr, error) {
-	dev := int(c)
-	var p C.uint64_t
-	var stage C.int
-	r := C.inh_malloc(C.int(dev), C.size_t(n), 0, 0, &p, &stage)
-	return backend.DevicePtr(p), check(stageOp(stage, "hipMalloc", ""), r)
-}
-
 func (h *cgoHIP) MallocShareable(dev, n int, t memoryType) (backend.DevicePtr, error) {
 	flags := C.uint(C.INH_DEVICE_MALLOC_UNCACHED)
 	if t == memFineGrained {
 		flags = C.INH_DEVICE_MALLOC_FINEGRAINED
 	}
 	var p C.uint64_t
-	var stage C.int
-	r := C.inh_malloc(C.int(dev), C.size_t(n), flags, 1, &p, &stage)
-	return backend.DevicePtr(p), check(stageOp(stage, "hipExtMallocWithFlags", ""), r)
-}
-
-func (h *cgoHIP) Free(c gpu.Ctx, p backend.DevicePtr) error {
-	dev := int(c)
-	return check("hipFree", C.inh_free(C.int(dev), C.uint64_t(p)))
-}
-
-func (h *cgoHIP) HostMalloc(c gpu.Ctx, n int) (unsafe.Pointer, backend.DevicePtr, error) {
-	dev := int(c)
-	var host unsafe.Pointer
-	var dptr C.uint64_t
-	var stage C.int
-	r := C.inh_host_alloc(C.int(dev), C.size_t(n), &host, &dptr, &stage)
-	return host, backend.DevicePtr(dptr), check(stageOp(stage, "hipHostMalloc", ""), r)
-}
-
-func (h *cgoHIP) HostFree(c gpu.Ctx, host unsafe.Pointer) error {
-	dev := int(c)
-	return check("hipHostFree", C.inh_host_free(C.int(dev), host))
-}
-
-func (h *cgoHIP) CopyHtoD(c gpu.Ctx, dst backend.DevicePtr, src []byte) error {
-	dev := int(c)
-	if len(src) == 0 {
-		return nil
-	}
-	var stage C.int
-	r := C.inh_copy_htod(C.int(dev), C.uint64_t(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), &stage)
-	return check(stageOp(stage, "", "hipMemcpyHtoD"), r)
-}
-
-func (h *cgoHIP) CopyDtoH(c gpu.Ctx, dst []byte, src backend.DevicePtr) error {
-	dev := int(c)
-	if len(dst) == 0 {
-		return nil
-	}
-	var stage C.int
-	r := C.inh_copy_dtoh(C.int(dev), unsafe.Pointer(&dst[0]), C.uint64_t(src), C.size_t(len(dst)), &stage)
-	return check(stageOp(stage, "", "hipMemcpyDtoH"), r)
-}
-
-func (h *cgoHIP) CopyDtoD(c gpu.Ctx, dst, src backend.DevicePtr, n int) error {
-	dev := int(c)
-	if n == 0 {
-		return nil
-	}
-	var stage C.int
-	r := C.inh_copy_dtod(C.int(dev), C.uint64_t(dst), C.uint64_t(src), C.size_t(n), &stage)
-	return check(stageOp(stage, "", "hipMemcpyDtoD"), r)
-}
-
-func (h *cgoHIP) Memset(c gpu.Ctx, dst backend.DevicePtr, v byte, n int) error {
-	dev := int(c)
-	if n == 0 {
-		return nil
-	}
-	var stage C.int
-	r := C.inh_memset(C.int(dev), C.uint64_t(dst), C.uchar(v), C.size_t(n), &stage)
-	return check(stageOp(stage, "", ""), r)
-}
-
-func (h *cgoHIP) AddressRange(c gpu.Ctx, p backend.DevicePtr) (backend.DevicePtr, int, error) {
-	var base C.uint64_t
-	var size C.size_t
-	r := C.inh_address_range(C.int(int(c)), C.uint64_t(p), &base, &size)
-	return backend.DevicePtr(base), int(size), check("hipMemGetAddressRange", r)
+	var at C.uintptr_t
+	r := C.inh_malloc(C.int(dev), C.size_t(n), flags, 1, &p, &at)
+	return backend.DevicePtr(p), checkAt(r, at)
 }
 
 func (h *cgoHIP) IPCGetHandle(dev int, p backend.DevicePtr) (ipcHandle, error) {
@@ -430,9 +320,9 @@ func fromC(v C.gpu_vmm) vmmMapping {
 func (h *cgoHIP) VMMCreate(dev, size int, t memoryType, access []int) (vmmMapping, error) {
 	acc, nacc := accessList(access)
 	var out C.gpu_vmm
-	var stage C.int
-	r := C.inh_vmm_create(C.int(dev), memTypeC(t), C.size_t(size), &acc[0], nacc, &out, &stage)
-	if err := check(stageOp(stage, "", ""), r); err != nil {
+	var at C.uintptr_t
+	r := C.inh_vmm_create(C.int(dev), memTypeC(t), C.size_t(size), &acc[0], nacc, &out, &at)
+	if err := checkAt(r, at); err != nil {
 		return vmmMapping{}, err
 	}
 	return fromC(out), nil
@@ -441,9 +331,9 @@ func (h *cgoHIP) VMMCreate(dev, size int, t memoryType, access []int) (vmmMappin
 func (h *cgoHIP) VMMImportFD(dev, fd, size int, access []int) (vmmMapping, error) {
 	acc, nacc := accessList(access)
 	var out C.gpu_vmm
-	var stage C.int
-	r := C.inh_vmm_import_fd(C.int(dev), C.int(fd), C.size_t(size), &acc[0], nacc, &out, &stage)
-	if err := check(stageOp(stage, "", ""), r); err != nil {
+	var at C.uintptr_t
+	r := C.inh_vmm_import_fd(C.int(dev), C.int(fd), C.size_t(size), &acc[0], nacc, &out, &at)
+	if err := checkAt(r, at); err != nil {
 		return vmmMapping{}, err
 	}
 	return fromC(out), nil
@@ -451,183 +341,16 @@ func (h *cgoHIP) VMMImportFD(dev, fd, size int, access []int) (vmmMapping, error
 
 func (h *cgoHIP) VMMExportFD(dev int, m vmmMapping) (int, error) {
 	var fd C.int
-	err := check("hipMemExportToShareableHandle", C.inh_vmm_export_fd(C.int(dev), C.uint64_t(m.handle), &fd))
+	var at C.uintptr_t
+	err := checkAt(C.inh_vmm_export_fd(C.uintptr_t(dev), C.uint64_t(m.handle), &fd, &at), at)
 	return int(fd), err
 }
 
 func (h *cgoHIP) VMMRelease(dev int, m vmmMapping) error {
 	cm := C.gpu_vmm{ptr: C.uint64_t(m.ptr), size: C.size_t(m.size), handle: C.uint64_t(m.handle)}
-	var stage C.int
-	r := C.inh_vmm_release(C.int(dev), &cm, &stage)
-	return check(stageOp(stage, "", ""), r)
-}
-
-func (h *cgoHIP) StreamCreate(c gpu.Ctx) (hipStream, error) {
-	dev := int(c)
-	var s C.uintptr_t
-	err := check("hipStreamCreateWithFlags", C.inh_stream_create(C.int(dev), &s))
-	return hipStream(s), err
-}
-
-func (h *cgoHIP) StreamDestroy(c gpu.Ctx, s hipStream) error {
-	dev := int(c)
-	return check("hipStreamDestroy", C.inh_stream_destroy(C.int(dev), C.uintptr_t(s)))
-}
-
-func (h *cgoHIP) StreamQuery(c gpu.Ctx, s hipStream) (bool, error) {
-	dev := int(c)
-	r := C.inh_stream_query(C.int(dev), C.uintptr_t(s))
-	if r == C.INH_ERROR_NOT_READY {
-		return false, nil
-	}
-	return true, check("hipStreamQuery", r)
-}
-
-func (h *cgoHIP) StreamSynchronize(c gpu.Ctx, s hipStream) error {
-	dev := int(c)
-	return check("hipStreamSynchronize", C.inh_stream_sync(C.int(dev), C.uintptr_t(s)))
-}
-
-func (h *cgoHIP) StreamWaitEvent(c gpu.Ctx, s hipStream, e hipEvent) error {
-	dev := int(c)
-	return check("hipStreamWaitEvent", C.inh_stream_wait_event(C.int(dev), C.uintptr_t(s), C.uintptr_t(e)))
-}
-
-func (h *cgoHIP) CopyDtoDAsync(c gpu.Ctx, dst, src backend.DevicePtr, n int, s hipStream) error {
-	dev := int(c)
-	return check("hipMemcpyDtoDAsync", C.inh_copy_dtod_async(C.int(dev), C.uint64_t(dst), C.uint64_t(src), C.size_t(n), C.uintptr_t(s)))
-}
-
-func (h *cgoHIP) EventCreate(c gpu.Ctx, timing bool) (hipEvent, error) {
-	dev := int(c)
-	var flags C.uint
-	if !timing {
-		flags = C.INH_EVENT_DISABLE_TIMING
-	}
-	var e C.uintptr_t
-	err := check("hipEventCreateWithFlags", C.inh_event_create(C.int(dev), flags, &e))
-	return hipEvent(e), err
-}
-
-func (h *cgoHIP) EventRecord(c gpu.Ctx, e hipEvent, s hipStream) error {
-	dev := int(c)
-	return check("hipEventRecord", C.inh_event_record(C.int(dev), C.uintptr_t(e), C.uintptr_t(s)))
-}
-
-func (h *cgoHIP) EventQuery(c gpu.Ctx, e hipEvent) (bool, error) {
-	dev := int(c)
-	r := C.inh_event_query(C.int(dev), C.uintptr_t(e))
-	if r == C.INH_ERROR_NOT_READY {
-		return false, nil
-	}
-	return true, check("hipEventQuery", r)
-}
-
-func (h *cgoHIP) EventSynchronize(c gpu.Ctx, e hipEvent) error {
-	dev := int(c)
-	return check("hipEventSynchronize", C.inh_event_sync(C.int(dev), C.uintptr_t(e)))
-}
-
-func (h *cgoHIP) EventElapsed(c gpu.Ctx, start, end hipEvent) (float32, error) {
-	dev := int(c)
-	var ms C.float
-	err := check("hipEventElapsedTime", C.inh_event_elapsed(C.int(dev), C.uintptr_t(start), C.uintptr_t(end), &ms))
-	return float32(ms), err
-}
-
-func (h *cgoHIP) EventDestroy(c gpu.Ctx, e hipEvent) error {
-	dev := int(c)
-	return check("hipEventDestroy", C.inh_event_destroy(C.int(dev), C.uintptr_t(e)))
-}
-
-func (h *cgoHIP) BeginCapture(c gpu.Ctx, s hipStream) error {
-	dev := int(c)
-	return check("hipStreamBeginCapture", C.inh_begin_capture(C.int(dev), C.uintptr_t(s)))
-}
-
-func (h *cgoHIP) EndCapture(c gpu.Ctx, s hipStream) (hipGraph, hipGraphExec, error) {
-	dev := int(c)
-	var g, e C.uintptr_t
-	var stage C.int
-	r := C.inh_end_capture(C.int(dev), C.uintptr_t(s), &g, &e, &stage)
-	return hipGraph(g), hipGraphExec(e), check(stageOp(stage, "", ""), r)
-}
-
-func (h *cgoHIP) GraphLaunch(c gpu.Ctx, e hipGraphExec, s hipStream) error {
-	dev := int(c)
-	return check("hipGraphLaunch", C.inh_graph_launch(C.int(dev), C.uintptr_t(e), C.uintptr_t(s)))
-}
-
-func (h *cgoHIP) GraphDestroy(c gpu.Ctx, g hipGraph, e hipGraphExec) error {
-	dev := int(c)
-	return check("hipGraphExecDestroy", C.inh_graph_destroy(C.int(dev), C.uintptr_t(g), C.uintptr_t(e)))
-}
-
-// cgoModules keeps each loaded module's image in C memory until it is
-// unloaded: some ROCm releases read the code object lazily, after
-// hipModuleLoadData has returned.
-var cgoModules struct {
-	mu     sync.Mutex
-	images map[hipModule]unsafe.Pointer
-}
-
-func (h *cgoHIP) ModuleLoad(c gpu.Ctx, image []byte) (hipModule, error) {
-	dev := int(c)
-	if len(image) == 0 {
-		return 0, newHIPError("hipModuleLoadData", hipErrorInvalidImage, "", "empty image")
-	}
-	buf := C.malloc(C.size_t(len(image)))
-	if buf == nil {
-		return 0, backend.Errorf(backend.CodeOutOfMemory, "cannot allocate %d bytes for a module image", len(image))
-	}
-	copy(unsafe.Slice((*byte)(buf), len(image)), image)
-	var m C.uintptr_t
-	if err := check("hipModuleLoadData", C.inh_module_load(C.int(dev), buf, &m)); err != nil {
-		C.free(buf)
-		return 0, err
-	}
-	cgoModules.mu.Lock()
-	if cgoModules.images == nil {
-		cgoModules.images = map[hipModule]unsafe.Pointer{}
-	}
-	cgoModules.images[hipModule(m)] = buf
-	cgoModules.mu.Unlock()
-	return hipModule(m), nil
-}
-
-func (h *cgoHIP) ModuleFunction(c gpu.Ctx, m hipModule, name string) (hipFunction, error) {
-	dev := int(c)
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	var f C.uintptr_t
-	err := check("hipModuleGetFunction", C.inh_module_function(C.int(dev), C.uintptr_t(m), cname, &f))
-	return hipFunction(f), err
-}
-
-func (h *cgoHIP) ModuleUnload(c gpu.Ctx, m hipModule) error {
-	dev := int(c)
-	err := check("hipModuleUnload", C.inh_module_unload(C.int(dev), C.uintptr_t(m)))
-	cgoModules.mu.Lock()
-	buf := cgoModules.images[m]
-	delete(cgoModules.images, m)
-	cgoModules.mu.Unlock()
-	if buf != nil {
-		C.free(buf)
-	}
-	return err
-}
-
-func (h *cgoHIP) Launch(c gpu.Ctx, f hipFunction, cfg backend.LaunchConfig, s hipStream, params []byte) error {
-	dev := int(c)
-	var p unsafe.Pointer
-	if len(params) > 0 {
-		p = unsafe.Pointer(&params[0])
-	}
-	r := C.inh_launch(C.int(dev), C.uintptr_t(f),
-		C.uint(cfg.Grid.X), C.uint(cfg.Grid.Y), C.uint(cfg.Grid.Z),
-		C.uint(cfg.Block.X), C.uint(cfg.Block.Y), C.uint(cfg.Block.Z),
-		C.uint(cfg.SharedMem), C.uintptr_t(s), p, C.size_t(len(params)))
-	return check("hipModuleLaunchKernel", r)
+	var at C.uintptr_t
+	r := C.inh_vmm_release(C.uintptr_t(dev), &cm, &at)
+	return checkAt(r, at)
 }
 
 var _ hipRuntime = (*cgoHIP)(nil)

@@ -105,86 +105,97 @@ static struct {
 static void *hip_lib;
 static int hip_vmm;
 
+// The entry points: the required ones, then the optional ones (the UUID,
+// and the virtual memory management that ROCm 6 brought).
+static const struct gpu_entry required[] = {
+	{(void **)&hip.Init, "hipInit"},
+	{(void **)&hip.RuntimeGetVersion, "hipRuntimeGetVersion"},
+	{(void **)&hip.DriverGetVersion, "hipDriverGetVersion"},
+	{(void **)&hip.GetErrorName, "hipGetErrorName"},
+	{(void **)&hip.GetErrorString, "hipGetErrorString"},
+	{(void **)&hip.GetDeviceCount, "hipGetDeviceCount"},
+	{(void **)&hip.SetDevice, "hipSetDevice"},
+	{(void **)&hip.DeviceGetName, "hipDeviceGetName"},
+	{(void **)&hip.DeviceGetPCIBusId, "hipDeviceGetPCIBusId"},
+	{(void **)&hip.DeviceTotalMem, "hipDeviceTotalMem"},
+	{(void **)&hip.DeviceGetAttribute, "hipDeviceGetAttribute"},
+	{(void **)&hip.DeviceCanAccessPeer, "hipDeviceCanAccessPeer"},
+	{(void **)&hip.DeviceEnablePeerAccess, "hipDeviceEnablePeerAccess"},
+	{(void **)&hip.Synchronize, "hipDeviceSynchronize"},
+	{(void **)&hip.Malloc, "hipMalloc"},
+	{(void **)&hip.ExtMallocWithFlags, "hipExtMallocWithFlags"},
+	{(void **)&hip.Free, "hipFree"},
+	{(void **)&hip.HostAlloc, "hipHostMalloc"},
+	{(void **)&hip.HostGetDevicePointer, "hipHostGetDevicePointer"},
+	{(void **)&hip.HostFree, "hipHostFree"},
+	{(void **)&hip.MemcpyHtoD, "hipMemcpyHtoD"},
+	{(void **)&hip.MemcpyDtoH, "hipMemcpyDtoH"},
+	{(void **)&hip.MemcpyDtoD, "hipMemcpyDtoD"},
+	{(void **)&hip.MemcpyDtoDAsync, "hipMemcpyDtoDAsync"},
+	{(void **)&hip.MemsetD8, "hipMemsetD8"},
+	{(void **)&hip.MemGetAddressRange, "hipMemGetAddressRange"},
+	{(void **)&hip.IpcGetMemHandle, "hipIpcGetMemHandle"},
+	{(void **)&hip.IpcOpenMemHandle, "hipIpcOpenMemHandle"},
+	{(void **)&hip.IpcCloseMemHandle, "hipIpcCloseMemHandle"},
+	{(void **)&hip.StreamCreate, "hipStreamCreateWithFlags"},
+	{(void **)&hip.StreamDestroy, "hipStreamDestroy"},
+	{(void **)&hip.StreamQuery, "hipStreamQuery"},
+	{(void **)&hip.StreamSynchronize, "hipStreamSynchronize"},
+	{(void **)&hip.StreamWaitEvent, "hipStreamWaitEvent"},
+	{(void **)&hip.EventCreate, "hipEventCreateWithFlags"},
+	{(void **)&hip.EventRecord, "hipEventRecord"},
+	{(void **)&hip.EventQuery, "hipEventQuery"},
+	{(void **)&hip.EventSynchronize, "hipEventSynchronize"},
+	{(void **)&hip.EventElapsedTime, "hipEventElapsedTime"},
+	{(void **)&hip.EventDestroy, "hipEventDestroy"},
+	{(void **)&hip.ModuleLoadData, "hipModuleLoadData"},
+	{(void **)&hip.ModuleGetFunction, "hipModuleGetFunction"},
+	{(void **)&hip.ModuleUnload, "hipModuleUnload"},
+	{(void **)&hip.ModuleLaunchKernel, "hipModuleLaunchKernel"},
+	{(void **)&hip.StreamBeginCapture, "hipStreamBeginCapture"},
+	{(void **)&hip.StreamEndCapture, "hipStreamEndCapture"},
+	{(void **)&hip.GraphInstantiate, "hipGraphInstantiate"},
+	{(void **)&hip.GraphLaunch, "hipGraphLaunch"},
+	{(void **)&hip.GraphExecDestroy, "hipGraphExecDestroy"},
+	{(void **)&hip.GraphDestroy, "hipGraphDestroy"},
+};
+
+static const struct gpu_entry uuid[] = {
+	{(void **)&hip.DeviceGetUuid, "hipDeviceGetUuid"},
+};
+
+static const struct gpu_entry vmm[] = {
+	{(void **)&hip.MemGetAllocationGranularity, "hipMemGetAllocationGranularity"},
+	{(void **)&hip.MemCreate, "hipMemCreate"},
+	{(void **)&hip.MemRelease, "hipMemRelease"},
+	{(void **)&hip.MemExportToShareableHandle, "hipMemExportToShareableHandle"},
+	{(void **)&hip.MemImportFromShareableHandle, "hipMemImportFromShareableHandle"},
+	{(void **)&hip.MemAddressReserve, "hipMemAddressReserve"},
+	{(void **)&hip.MemAddressFree, "hipMemAddressFree"},
+	{(void **)&hip.MemMap, "hipMemMap"},
+	{(void **)&hip.MemUnmap, "hipMemUnmap"},
+	{(void **)&hip.MemSetAccess, "hipMemSetAccess"},
+};
+
 int inh_load(const char *path, char *err, size_t errlen) {
 	if (hip_lib != NULL) {
 		return 0;
 	}
-	static const struct gpu_entry required[] = {
-		{(void **)&hip.Init, "hipInit"},
-		{(void **)&hip.RuntimeGetVersion, "hipRuntimeGetVersion"},
-		{(void **)&hip.DriverGetVersion, "hipDriverGetVersion"},
-		{(void **)&hip.GetErrorName, "hipGetErrorName"},
-		{(void **)&hip.GetErrorString, "hipGetErrorString"},
-		{(void **)&hip.GetDeviceCount, "hipGetDeviceCount"},
-		{(void **)&hip.SetDevice, "hipSetDevice"},
-		{(void **)&hip.DeviceGetName, "hipDeviceGetName"},
-		{(void **)&hip.DeviceGetPCIBusId, "hipDeviceGetPCIBusId"},
-		{(void **)&hip.DeviceTotalMem, "hipDeviceTotalMem"},
-		{(void **)&hip.DeviceGetAttribute, "hipDeviceGetAttribute"},
-		{(void **)&hip.DeviceCanAccessPeer, "hipDeviceCanAccessPeer"},
-		{(void **)&hip.DeviceEnablePeerAccess, "hipDeviceEnablePeerAccess"},
-		{(void **)&hip.Synchronize, "hipDeviceSynchronize"},
-		{(void **)&hip.Malloc, "hipMalloc"},
-		{(void **)&hip.ExtMallocWithFlags, "hipExtMallocWithFlags"},
-		{(void **)&hip.Free, "hipFree"},
-		{(void **)&hip.HostAlloc, "hipHostMalloc"},
-		{(void **)&hip.HostGetDevicePointer, "hipHostGetDevicePointer"},
-		{(void **)&hip.HostFree, "hipHostFree"},
-		{(void **)&hip.MemcpyHtoD, "hipMemcpyHtoD"},
-		{(void **)&hip.MemcpyDtoH, "hipMemcpyDtoH"},
-		{(void **)&hip.MemcpyDtoD, "hipMemcpyDtoD"},
-		{(void **)&hip.MemcpyDtoDAsync, "hipMemcpyDtoDAsync"},
-		{(void **)&hip.MemsetD8, "hipMemsetD8"},
-		{(void **)&hip.MemGetAddressRange, "hipMemGetAddressRange"},
-		{(void **)&hip.IpcGetMemHandle, "hipIpcGetMemHandle"},
-		{(void **)&hip.IpcOpenMemHandle, "hipIpcOpenMemHandle"},
-		{(void **)&hip.IpcCloseMemHandle, "hipIpcCloseMemHandle"},
-		{(void **)&hip.StreamCreate, "hipStreamCreateWithFlags"},
-		{(void **)&hip.StreamDestroy, "hipStreamDestroy"},
-		{(void **)&hip.StreamQuery, "hipStreamQuery"},
-		{(void **)&hip.StreamSynchronize, "hipStreamSynchronize"},
-		{(void **)&hip.StreamWaitEvent, "hipStreamWaitEvent"},
-		{(void **)&hip.EventCreate, "hipEventCreateWithFlags"},
-		{(void **)&hip.EventRecord, "hipEventRecord"},
-		{(void **)&hip.EventQuery, "hipEventQuery"},
-		{(void **)&hip.EventSynchronize, "hipEventSynchronize"},
-		{(void **)&hip.EventElapsedTime, "hipEventElapsedTime"},
-		{(void **)&hip.EventDestroy, "hipEventDestroy"},
-		{(void **)&hip.ModuleLoadData, "hipModuleLoadData"},
-		{(void **)&hip.ModuleGetFunction, "hipModuleGetFunction"},
-		{(void **)&hip.ModuleUnload, "hipModuleUnload"},
-		{(void **)&hip.ModuleLaunchKernel, "hipModuleLaunchKernel"},
-		{(void **)&hip.StreamBeginCapture, "hipStreamBeginCapture"},
-		{(void **)&hip.StreamEndCapture, "hipStreamEndCapture"},
-		{(void **)&hip.GraphInstantiate, "hipGraphInstantiate"},
-		{(void **)&hip.GraphLaunch, "hipGraphLaunch"},
-		{(void **)&hip.GraphExecDestroy, "hipGraphExecDestroy"},
-		{(void **)&hip.GraphDestroy, "hipGraphDestroy"},
-	};
 	// The runtime keeps threads (and the HSA runtime's signal handlers)
 	// inside the library once hipInit has run: gpu_load never unmaps it.
 	int r = gpu_load(&hip_lib, path, required, GPU_LEN(required), &hip, sizeof(hip), err, errlen);
 	if (r != 0) return r;
-	const struct gpu_entry uuid[] = {
-		{(void **)&hip.DeviceGetUuid, "hipDeviceGetUuid"},
-	};
 	if (!gpu_resolve(hip_lib, uuid, 1, NULL, 0)) {
 		hip.DeviceGetUuid = NULL;
 	}
-	const struct gpu_entry vmm[] = {
-		{(void **)&hip.MemGetAllocationGranularity, "hipMemGetAllocationGranularity"},
-		{(void **)&hip.MemCreate, "hipMemCreate"},
-		{(void **)&hip.MemRelease, "hipMemRelease"},
-		{(void **)&hip.MemExportToShareableHandle, "hipMemExportToShareableHandle"},
-		{(void **)&hip.MemImportFromShareableHandle, "hipMemImportFromShareableHandle"},
-		{(void **)&hip.MemAddressReserve, "hipMemAddressReserve"},
-		{(void **)&hip.MemAddressFree, "hipMemAddressFree"},
-		{(void **)&hip.MemMap, "hipMemMap"},
-		{(void **)&hip.MemUnmap, "hipMemUnmap"},
-		{(void **)&hip.MemSetAccess, "hipMemSetAccess"},
-	};
 	hip_vmm = gpu_resolve(hip_lib, vmm, GPU_LEN(vmm), NULL, 0);
 	return 0;
+}
+
+const char *inh_entry_name(uintptr_t slot) {
+	const char *n = gpu_entry_name(required, GPU_LEN(required), slot);
+	if (n == NULL) n = gpu_entry_name(uuid, GPU_LEN(uuid), slot);
+	return n != NULL ? n : gpu_entry_name(vmm, GPU_LEN(vmm), slot);
 }
 
 int inh_has_vmm(void) { return hip_vmm; }
@@ -199,10 +210,6 @@ const char *inh_error_string(hipError_t r) {
 	return hip.GetErrorString != NULL ? hip.GetErrorString(r) : NULL;
 }
 
-// bind makes dev current on the calling thread; every shim that works on a
-// device starts with it (BIND, shim_impl.h).
-static hipError_t bind(int dev) { return hip.SetDevice(dev); }
-
 #define PTR(p) ((void *)(uintptr_t)(p))
 
 typedef void *gpu_dptr_t;
@@ -215,9 +222,10 @@ typedef hipGraphExec_t gpu_graph_exec_t;
 typedef hipMemGenericAllocationHandle_t gpu_mem_handle_t;
 typedef hipMemAllocationProp gpu_mem_prop_t;
 typedef hipMemAccessDesc gpu_mem_access_t;
-#define GPU_BIND(c) bind(c)
 #define GPU_API hip
-#define GPU_INSTANTIATE(e, g) hip.GraphInstantiate((e), (g), NULL, NULL, 0)
+#define GPU_BIND_ENTRY SetDevice
+#define GPU_BIND_ARG(c) ((int)(c))
+#define GPU_INSTANTIATE(e, g) CALL(GraphInstantiate, (e), (g), NULL, NULL, 0)
 #define GPU_HOST_ALLOC_FLAGS (INH_HOST_MALLOC_PORTABLE | INH_HOST_MALLOC_MAPPED)
 #define GPU_LAUNCH_PARAM_END INH_LAUNCH_PARAM_END
 #include "../internal/gpu/shim_impl.h"
@@ -260,13 +268,13 @@ hipError_t inh_enable_peer(int dev, int peer) {
 	return hip.DeviceEnablePeerAccess(peer, 0);
 }
 
-hipError_t inh_malloc(int dev, size_t n, unsigned int flags, int shareable, uint64_t *ptr, int *stage) {
+hipError_t inh_malloc(int dev, size_t n, unsigned int flags, int shareable, uint64_t *ptr, uintptr_t *at) {
 	hipError_t r;
 	void *p = NULL;
-	BIND_STAGED(dev);
-	STEP(GPU_STAGE_ALLOC, shareable ? hip.ExtMallocWithFlags(&p, n, flags) : hip.Malloc(&p, n));
+	BIND_AT(dev);
+	r = shareable ? CALL(ExtMallocWithFlags, &p, n, flags) : CALL(Malloc, &p, n);
 	if (r != INH_SUCCESS) return r;
-	SYNCED(GPU_STAGE_MEMSET, hip.MemsetD8(p, 0, n));
+	SYNCED(CALL(MemsetD8, p, 0, n));
 	if (r != INH_SUCCESS) {
 		hip.Free(p);
 		return r;
@@ -275,9 +283,13 @@ hipError_t inh_malloc(int dev, size_t n, unsigned int flags, int shareable, uint
 	return INH_SUCCESS;
 }
 
-hipError_t inh_free(int dev, uint64_t ptr) {
-	BIND(dev);
-	return hip.Free(PTR(ptr));
+static hipError_t vendor_malloc(uintptr_t c, size_t n, uint64_t *ptr, uintptr_t *at) {
+	return inh_malloc((int)c, n, 0, 0, ptr, at);
+}
+
+static hipError_t vendor_free(uintptr_t c, uint64_t ptr, uintptr_t *at) {
+	BIND_AT(c);
+	return CALL(Free, PTR(ptr));
 }
 
 hipError_t inh_ipc_get(int dev, uint64_t ptr, unsigned char *handle) {
@@ -324,28 +336,31 @@ hipError_t inh_vmm_granularity(int dev, int mem_type, size_t *granularity) {
 }
 
 hipError_t inh_vmm_create(int dev, int mem_type, size_t size, const int *access, int naccess,
-                          gpu_vmm *out, int *stage) {
+                          gpu_vmm *out, uintptr_t *at) {
 	hipMemAllocationProp prop;
 	if (!hip_vmm) return INH_ERROR_NOT_SUPPORTED;
-	BIND_STAGED(dev);
+	BIND_AT(dev);
 	vmm_prop(&prop, dev, mem_type);
-	return vmm_create(&prop, size, access, naccess, out, stage);
+	return vmm_create(&prop, size, access, naccess, out, at);
 }
 
 hipError_t inh_vmm_import_fd(int dev, int fd, size_t size, const int *access, int naccess,
-                             gpu_vmm *out, int *stage) {
+                             gpu_vmm *out, uintptr_t *at) {
 	if (!hip_vmm) return INH_ERROR_NOT_SUPPORTED;
-	BIND_STAGED(dev);
+	BIND_AT(dev);
 	// The descriptor travels by value in the pointer, as in CUDA.
-	return vmm_import((void *)(uintptr_t)fd, INH_MEM_HANDLE_POSIX_FD, size, access, naccess, out, stage);
+	return vmm_import((void *)(uintptr_t)fd, INH_MEM_HANDLE_POSIX_FD, size, access, naccess, out, at);
 }
 
-hipError_t inh_launch(int dev, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
-                      unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                      uintptr_t stream, void *params, size_t size) {
+// vendor_launch ignores early: HIP has no programmatic stream
+// serialization.
+static hipError_t vendor_launch(uintptr_t c, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
+                                unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                                uintptr_t stream, void *params, size_t size, int early, uintptr_t *at) {
 	void *extra[5];
 	size_t sz = size;
-	BIND(dev);
-	return hip.ModuleLaunchKernel((hipFunction_t)fn, gx, gy, gz, bx, by, bz, shared,
-	                              (hipStream_t)stream, NULL, launch_extra(extra, params, &sz));
+	(void)early;
+	BIND_AT(c);
+	return CALL(ModuleLaunchKernel, (hipFunction_t)fn, gx, gy, gz, bx, by, bz, shared, (hipStream_t)stream, NULL,
+	            launch_extra(extra, params, &sz));
 }

@@ -86,7 +86,6 @@ enum {
 // backend's names.
 typedef inh_result gpu_result_t;
 #define GPU_FN(name) inh_##name
-#define GPU_CTX_T int
 #include "../internal/gpu/shim_decl.h"
 // RCCL, opened at run time from librccl.so.1 (rccl.go): the shims shared
 // with the CUDA backend's NCCL, under this backend's names.
@@ -100,8 +99,7 @@ int inh_has_uuid(void);
 inh_result inh_runtime_version(int *version);
 inh_result inh_enable_peer(int dev, int peer);
 
-inh_result inh_malloc(int dev, size_t n, unsigned int flags, int shareable, uint64_t *ptr, int *stage);
-inh_result inh_free(int dev, uint64_t ptr);
+inh_result inh_malloc(int dev, size_t n, unsigned int flags, int shareable, uint64_t *ptr, uintptr_t *at);
 
 inh_result inh_ipc_get(int dev, uint64_t ptr, unsigned char *handle);
 inh_result inh_ipc_open(int dev, const unsigned char *handle, unsigned int flags, uint64_t *ptr);
@@ -109,12 +107,8 @@ inh_result inh_ipc_close(int dev, uint64_t ptr);
 
 inh_result inh_vmm_granularity(int dev, int mem_type, size_t *granularity);
 inh_result inh_vmm_create(int dev, int mem_type, size_t size, const int *access, int naccess,
-                          gpu_vmm *out, int *stage);
+                          gpu_vmm *out, uintptr_t *at);
 inh_result inh_vmm_import_fd(int dev, int fd, size_t size, const int *access, int naccess,
-                             gpu_vmm *out, int *stage);
-
-inh_result inh_launch(int dev, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz,
-                      unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                      uintptr_t stream, void *params, size_t size);
+                             gpu_vmm *out, uintptr_t *at);
 
 #endif

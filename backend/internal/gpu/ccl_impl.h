@@ -1,7 +1,7 @@
 // ccl_impl.h: the shims of a vendor's collective library, NCCL on CUDA
 // (libnccl.so.2) and RCCL on ROCm (librccl.so.1), which share one API. A
 // backend's shim .c includes it once, after shim_impl.h (whose macros and
-// types it uses: GPU_FN, GPU_CTX_T, GPU_BIND, gpu_stream_t, gpu_load). Its
+// types it uses: GPU_FN, GPU_API, GPU_BIND_ENTRY, GPU_BIND_ARG, gpu_stream_t, gpu_load). Its
 // one exported function, GPU_FN(ccl_table), returns the shims as a table
 // (ccl.h), which the GPU core's Go code calls through (ccl_cgo.go), so that
 // one binding serves both backends.
@@ -88,7 +88,7 @@ static int ccl_unique_id(unsigned char *id) {
 // of device in their own result space.
 #define BIND_CCL(c)                                                      \
 	do {                                                                 \
-		gpu_result_t bind_ccl_r = GPU_BIND(c);                           \
+		gpu_result_t bind_ccl_r = GPU_API.GPU_BIND_ENTRY(GPU_BIND_ARG(c));  \
 		if (bind_ccl_r != GPU_SUCCESS) return GPU_CCL_DRIVER_FAILED | (int)bind_ccl_r; \
 	} while (0)
 
@@ -101,7 +101,7 @@ static int ccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank
 	ncclUniqueId uid;
 	ncclComm_t c = NULL;
 	*comm = 0;
-	BIND_CCL((GPU_CTX_T)ctx);
+	BIND_CCL(ctx);
 	memcpy(uid.internal, id, sizeof(uid.internal));
 	int r = nccl.CommInitRank(&c, nranks, uid, rank);
 	if (r != GPU_CCL_SUCCESS) {
@@ -132,7 +132,7 @@ static int all_to_all(ncclComm_t comm, uint64_t in, uint64_t out, size_t count, 
 // communicator that has failed is reported at the next call.
 static int ccl_collective(uintptr_t ctx, uintptr_t comm, int kind, uint64_t in, uint64_t out, size_t count,
                           size_t elem_size, int dtype, int op, int root, int nranks, uintptr_t stream) {
-	BIND_CCL((GPU_CTX_T)ctx);
+	BIND_CCL(ctx);
 	const void *send = (const void *)(uintptr_t)in;
 	void *recv = (void *)(uintptr_t)out;
 	ncclComm_t c = (ncclComm_t)comm;
@@ -167,7 +167,7 @@ static int ccl_collective(uintptr_t ctx, uintptr_t comm, int kind, uint64_t in, 
 // ccl_abort frees a communicator without waiting for its peers: work
 // of it still running is told to stop.
 static int ccl_abort(uintptr_t ctx, uintptr_t comm) {
-	BIND_CCL((GPU_CTX_T)ctx);
+	BIND_CCL(ctx);
 	return nccl.CommAbort((ncclComm_t)comm);
 }
 

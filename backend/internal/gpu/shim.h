@@ -1,8 +1,9 @@
 // shim.h is the C side the CUDA and ROCm backends share: the loader
 // skeleton (dlopen a driver library that must never be unmapped, resolve a
-// table of entry points), the stages multi-call shims report, the mapping
-// of virtual-memory allocations, and (shim_impl.h) the shims themselves,
-// written once over a vendor's entry-point table. Each backend's shim
+// table of entry points, name an entry by its slot), the mapping of
+// virtual-memory allocations, the table of runtime shims Go calls, and
+// (shim_impl.h) the shims themselves, written once over a vendor's
+// entry-point table. Each backend's shim
 // includes it and declares its own types and table.
 
 #ifndef INTRANODE_GPU_SHIM_H
@@ -13,30 +14,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-
-// Steps of the multi-call shims, reported through their stage argument so
-// Go can name the entry point that failed.
-enum {
-	GPU_STAGE_BIND = 1, // making the device's context current
-	GPU_STAGE_GRANULARITY,
-	GPU_STAGE_CREATE,
-	GPU_STAGE_IMPORT,
-	GPU_STAGE_RESERVE,
-	GPU_STAGE_MAP,
-	GPU_STAGE_ACCESS,
-	GPU_STAGE_MEMSET,
-	GPU_STAGE_SYNC,
-	GPU_STAGE_EXPORT,
-	GPU_STAGE_ALLOC,
-	GPU_STAGE_DEVPTR,
-	GPU_STAGE_END_CAPTURE,
-	GPU_STAGE_INSTANTIATE,
-	GPU_STAGE_COPY,
-	GPU_STAGE_DEVICE_SYNC,
-	GPU_STAGE_UNMAP,
-	GPU_STAGE_ADDRESS_FREE,
-	GPU_STAGE_RELEASE,
-};
 
 // Values both drivers share.
 enum {
@@ -102,6 +79,57 @@ __attribute__((unused)) static int gpu_load(void **lib, const char *path, const 
 	return 0;
 }
 
+// gpu_entry_name returns the name of the entry whose slot is at slot, or
+// NULL.
+__attribute__((unused)) static const char *gpu_entry_name(const struct gpu_entry *e, size_t n, uintptr_t slot) {
+	for (size_t i = 0; i < n; i++) {
+		if ((uintptr_t)e[i].slot == slot) return e[i].name;
+	}
+	return NULL;
+}
+
 #define GPU_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+// gpu_runtime is a backend's table of the runtime shims (shim_impl.h), which
+// the GPU core's cgo binding (runtime_cgo.go) calls for every backend. A
+// call's device (a CUDA context, a HIP ordinal) travels as a uintptr_t; each
+// shim stores in *at the slot of the entry point it called last, and
+// entry_name turns the slot of a failed call into the entry point's name.
+// malloc returns zeroed memory; launch's early asks for programmatic stream
+// serialization where the driver has it.
+struct gpu_runtime {
+	int (*malloc)(uintptr_t c, size_t n, uint64_t *ptr, uintptr_t *at);
+	int (*free)(uintptr_t c, uint64_t ptr, uintptr_t *at);
+	int (*host_alloc)(uintptr_t c, size_t n, void **host, uint64_t *dptr, uintptr_t *at);
+	int (*host_free)(uintptr_t c, void *host, uintptr_t *at);
+	int (*copy_htod)(uintptr_t c, uint64_t dst, const void *src, size_t n, uintptr_t *at);
+	int (*copy_dtoh)(uintptr_t c, void *dst, uint64_t src, size_t n, uintptr_t *at);
+	int (*copy_dtod)(uintptr_t c, uint64_t dst, uint64_t src, size_t n, uintptr_t *at);
+	int (*memset)(uintptr_t c, uint64_t dst, unsigned char v, size_t n, uintptr_t *at);
+	int (*address_range)(uintptr_t c, uint64_t p, uint64_t *base, size_t *size, uintptr_t *at);
+	int (*stream_create)(uintptr_t c, uintptr_t *stream, uintptr_t *at);
+	int (*stream_destroy)(uintptr_t c, uintptr_t stream, uintptr_t *at);
+	int (*stream_query)(uintptr_t c, uintptr_t stream, uintptr_t *at);
+	int (*stream_sync)(uintptr_t c, uintptr_t stream, uintptr_t *at);
+	int (*stream_wait_event)(uintptr_t c, uintptr_t stream, uintptr_t event, uintptr_t *at);
+	int (*copy_dtod_async)(uintptr_t c, uint64_t dst, uint64_t src, size_t n, uintptr_t stream, uintptr_t *at);
+	int (*event_create)(uintptr_t c, unsigned int flags, uintptr_t *event, uintptr_t *at);
+	int (*event_record)(uintptr_t c, uintptr_t event, uintptr_t stream, uintptr_t *at);
+	int (*event_query)(uintptr_t c, uintptr_t event, uintptr_t *at);
+	int (*event_sync)(uintptr_t c, uintptr_t event, uintptr_t *at);
+	int (*event_elapsed)(uintptr_t c, uintptr_t start, uintptr_t end, float *ms, uintptr_t *at);
+	int (*event_destroy)(uintptr_t c, uintptr_t event, uintptr_t *at);
+	int (*module_load)(uintptr_t c, const void *image, uintptr_t *module, uintptr_t *at);
+	int (*module_function)(uintptr_t c, uintptr_t module, const char *name, uintptr_t *fn, uintptr_t *at);
+	int (*module_unload)(uintptr_t c, uintptr_t module, uintptr_t *at);
+	int (*launch)(uintptr_t c, uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+	              unsigned int by, unsigned int bz, unsigned int shared, uintptr_t stream, void *params, size_t size,
+	              int early, uintptr_t *at);
+	int (*begin_capture)(uintptr_t c, uintptr_t stream, uintptr_t *at);
+	int (*end_capture)(uintptr_t c, uintptr_t stream, uintptr_t *graph, uintptr_t *exec, uintptr_t *at);
+	int (*graph_launch)(uintptr_t c, uintptr_t exec, uintptr_t stream, uintptr_t *at);
+	int (*graph_destroy)(uintptr_t c, uintptr_t graph, uintptr_t exec, uintptr_t *at);
+	const char *(*entry_name)(uintptr_t slot);
+};
 
 #endif
