@@ -121,15 +121,13 @@ var serviceDesc = grpc.ServiceDesc{
 // targeted is a request that names the server object it works on.
 type targeted interface{ target() uint64 }
 
-func (r *ref) target() uint64            { return r.ID }
-func (r *allocReq) target() uint64       { return r.Dev }
-func (r *copyToReq) target() uint64      { return r.Dev }
-func (r *copyFromReq) target() uint64    { return r.Dev }
-func (r *memsetReq) target() uint64      { return r.Dev }
-func (r *eventReq) target() uint64       { return r.Dev }
-func (r *moduleReq) target() uint64      { return r.Dev }
-func (r *copyAsyncReq) target() uint64   { return r.Stream }
-func (r *streamEventReq) target() uint64 { return r.Stream }
+func (r *ref) target() uint64          { return r.ID }
+func (r *copyToReq) target() uint64    { return r.Dev }
+func (r *copyFromReq) target() uint64  { return r.Dev }
+func (r *memsetReq) target() uint64    { return r.Dev }
+func (r *eventReq) target() uint64     { return r.Dev }
+func (r *moduleReq) target() uint64    { return r.Dev }
+func (r *copyAsyncReq) target() uint64 { return r.Stream }
 
 // handler is what unary serves.
 type handler[Req, Resp any] func(*server, context.Context, *Req) (*Resp, error)

@@ -64,8 +64,6 @@ var formats = []format16{
 	{"bfloat16", BF16ToF32, F32ToBF16, F64ToBF16, refBF16, 0x0040, 0x7f7f, math.Ldexp(1, 128)},
 }
 
-func isNaN16(f format16, h uint16) bool { return math.IsNaN(f.ref(h)) }
-
 // TestRoundTripExhaustive widens every one of the 65536 bit patterns and
 // narrows it back, through float32 and through float64.
 func TestRoundTripExhaustive(t *testing.T) {

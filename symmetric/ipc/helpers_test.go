@@ -57,12 +57,6 @@ func isCloseOnExec(t *testing.T, fd int) bool {
 	return flags&unix.FD_CLOEXEC != 0
 }
 
-// isOpen reports whether fd is an open descriptor of this process.
-func isOpen(fd int) bool {
-	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-	return err == nil
-}
-
 // openFDs counts this process's open descriptors.
 func openFDs(t *testing.T) int {
 	t.Helper()
