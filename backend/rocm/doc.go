@@ -51,7 +51,9 @@
 // order; HIP may see fewer (HIP_VISIBLE_DEVICES) in another order, so the
 // two are matched by PCI bus id. The SMI and HIP bindings sit behind small
 // interfaces (SMI, and the hipRuntime interfaces of hip.go) so that this
-// logic is tested with fakes where there is no GPU.
+// logic is tested with fakes where there is no GPU; the C side (the
+// loader, the shims and the GPU core's binding of them) runs in the tests
+// over a mock libamdhip64 (testdata/mockhip).
 //
 // # Memory
 //

@@ -27,6 +27,10 @@
 // before calling it, so that the slot of a failed shim names the call that
 // failed.
 //
+// The go command does not see changes to this file (nor to shim.h and
+// ccl_impl.h) when it decides what to rebuild in the backends' packages:
+// after editing it, build with -a.
+//
 // Synchronous copies and memsets run on the legacy/null stream and may
 // return before the device has finished. The backends' streams are
 // non-blocking and do not wait for that stream, so these shims synchronise
