@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/backend/internal/gpu"
@@ -79,7 +80,7 @@ func TestMockRuntimeChild(t *testing.T) {
 	require.True(t, can)
 	require.NoError(t, rt.EnablePeerAccess(0, 1))
 	require.NoError(t, rt.EnablePeerAccess(0, 1), "already enabled is success")
-	require.False(t, rt.HasVMM(), "the mock has no virtual memory management")
+	require.True(t, rt.HasVMM())
 
 	// Memory: new memory is zeroed (the mock fills it with 0xa5), copies
 	// and memsets bind the device in the same C call (the mock refuses
@@ -122,6 +123,29 @@ func TestMockRuntimeChild(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sh, opened)
 	require.NoError(t, rt.IPCCloseHandle(0, opened))
+
+	// Virtual memory management: memory made on device 0, exported as a
+	// descriptor and imported on device 1 shows the same bytes.
+	gran, err := rt.VMMGranularity(0, memUncached)
+	require.NoError(t, err)
+	require.Equal(t, 2<<20, gran)
+	m0, err := rt.VMMCreate(0, gran, memUncached, []int{0, 1})
+	require.NoError(t, err)
+	require.NoError(t, rt.CopyDtoH(c, got, m0.ptr))
+	require.Equal(t, make([]byte, size), got, "new memory is zeroed")
+	require.NoError(t, rt.CopyHtoD(c, m0.ptr, data))
+	fd, err := rt.VMMExportFD(0, m0)
+	require.NoError(t, err)
+	m1, err := rt.VMMImportFD(1, fd, gran, []int{1})
+	require.NoError(t, err)
+	require.NoError(t, unix.Close(fd))
+	require.NotEqual(t, m0.ptr, m1.ptr)
+	require.NoError(t, rt.CopyDtoH(gpu.Ctx(1), got, m1.ptr))
+	require.Equal(t, data, got)
+	require.NoError(t, rt.VMMRelease(1, m1))
+	require.NoError(t, rt.VMMRelease(0, m0))
+	_, err = rt.VMMCreate(0, gran, memUncached, nil)
+	requireHIP(t, err, "hipMemSetAccess", hipErrorInvalidValue, backend.CodeInvalidArgument)
 
 	// A failed call names its entry point, the binding's included.
 	_, err = rt.Malloc(c, 2<<30)

@@ -11,11 +11,17 @@
 // the calling thread, so a shim that did not bind its device in the same C
 // call fails. One kernel exists, "fill_u32" (pointer, u32 value, u64
 // count, packed as a parameter buffer), run at launch time or, when the
-// stream is capturing, at graph replay.
+// stream is capturing, at graph replay. The virtual memory management
+// entry points of ROCm 6 map memfd memory, so that an exported descriptor
+// imported again shows the same bytes.
 
+#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef int hipError_t;
 
@@ -31,7 +37,7 @@ enum {
 	PEER_ALREADY_ON = 704,
 };
 
-enum { NDEV = 2, MAX_ALLOC = 1 << 30, MAX_OPS = 16, MAX_PARAMS = 256 };
+enum { NDEV = 2, MAX_ALLOC = 1 << 30, MAX_OPS = 16, MAX_PARAMS = 256, GRANULARITY = 2 << 20 };
 
 static __thread int current = -1;
 
@@ -430,5 +436,105 @@ hipError_t hipGraphExecDestroy(graph *exec) {
 
 hipError_t hipGraphDestroy(graph *g) {
 	free(g);
+	return OK;
+}
+
+// Virtual memory management, as hip_shim.h declares its structures.
+typedef struct {
+	int type, id;
+} location;
+
+typedef struct {
+	int type;
+	int requestedHandleType;
+	location loc;
+	void *win32HandleMetaData;
+	unsigned char allocFlags[4];
+} prop;
+
+typedef struct {
+	location loc;
+	int flags;
+} access_desc;
+
+typedef struct {
+	int fd;
+	size_t size;
+} vmm_handle;
+
+static int good_prop(const prop *p) {
+	return (p->type == 1 || p->type == 0x40000000) && p->requestedHandleType == 1 && p->loc.type == 1 &&
+	       p->loc.id >= 0 && p->loc.id < NDEV;
+}
+
+hipError_t hipMemGetAllocationGranularity(size_t *g, const prop *p, int option) {
+	if (!good_prop(p) || option != 0) return INVALID_VALUE;
+	*g = GRANULARITY;
+	return OK;
+}
+
+hipError_t hipMemCreate(vmm_handle **h, size_t size, const prop *p, unsigned long long flags) {
+	DEVICE();
+	if (!good_prop(p) || flags != 0 || size == 0 || size % GRANULARITY != 0) return INVALID_VALUE;
+	int fd = memfd_create("mockhip", 0);
+	if (fd < 0 || ftruncate(fd, (off_t)size) != 0) return OUT_OF_MEMORY;
+	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) return OUT_OF_MEMORY;
+	memset(m, 0xa5, size); // not zeroed: the shim must
+	munmap(m, size);
+	*h = malloc(sizeof(vmm_handle));
+	(*h)->fd = fd;
+	(*h)->size = size;
+	return OK;
+}
+
+hipError_t hipMemRelease(vmm_handle *h) {
+	close(h->fd);
+	free(h);
+	return OK;
+}
+
+hipError_t hipMemExportToShareableHandle(void *out, vmm_handle *h, int type, unsigned long long flags) {
+	if (type != 1 || flags != 0) return INVALID_VALUE;
+	*(int *)out = dup(h->fd);
+	return OK;
+}
+
+hipError_t hipMemImportFromShareableHandle(vmm_handle **h, void *os_handle, int type) {
+	DEVICE();
+	struct stat st;
+	int fd = (int)(intptr_t)os_handle;
+	if (type != 1 || fstat(fd, &st) != 0) return INVALID_VALUE;
+	*h = malloc(sizeof(vmm_handle));
+	(*h)->fd = dup(fd);
+	(*h)->size = (size_t)st.st_size;
+	return OK;
+}
+
+hipError_t hipMemAddressReserve(void **ptr, size_t size, size_t align, void *addr, unsigned long long flags) {
+	void *m = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED || addr != NULL || flags != 0) return OUT_OF_MEMORY;
+	*ptr = m;
+	return OK;
+}
+
+hipError_t hipMemAddressFree(void *ptr, size_t size) { return munmap(ptr, size) == 0 ? OK : INVALID_VALUE; }
+
+hipError_t hipMemMap(void *ptr, size_t size, size_t offset, vmm_handle *h, unsigned long long flags) {
+	if (size > h->size || flags != 0) return INVALID_VALUE;
+	void *m = mmap(ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd, (off_t)offset);
+	return m == MAP_FAILED ? OUT_OF_MEMORY : OK;
+}
+
+hipError_t hipMemUnmap(void *ptr, size_t size) {
+	void *m = mmap(ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	return m == MAP_FAILED ? INVALID_VALUE : OK;
+}
+
+hipError_t hipMemSetAccess(void *ptr, size_t size, const access_desc *d, size_t n) {
+	if (n == 0) return INVALID_VALUE;
+	for (size_t i = 0; i < n; i++) {
+		if (d[i].loc.type != 1 || d[i].loc.id < 0 || d[i].loc.id >= NDEV || d[i].flags != 3) return INVALID_VALUE;
+	}
 	return OK;
 }
