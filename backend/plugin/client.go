@@ -252,9 +252,24 @@ func newBackend(exited <-chan struct{}, h *hostSide, cc grpc.ClientConnInterface
 	c := &conn{cc: cc, fds: h.fds, timeout: h.opts.timeout, log: h.opts.log, exited: exited, stderr: h.stderr, what: h.name}
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.timeout)
 	defer cancel()
-	info, err := call[helloReq, helloReply](ctx, c, mHello, &helloReq{Version: ProtocolVersion, HostPID: os.Getpid()})
+	req := &helloReq{Version: ProtocolVersion, HostPID: os.Getpid()}
+	lane, peer, err := newFastLane()
+	if err == nil {
+		req.Fast, err = h.fds.send(ctx, peer)
+		_ = peer.Close()
+	}
+	if err != nil {
+		h.opts.log.Debug("plugin: no fast lane", "err", err)
+	}
+	info, err := call[helloReq, helloReply](ctx, c, mHello, req)
+	if err != nil || !info.Fast {
+		_ = lane.Close()
+	}
 	if err != nil {
 		return nil, err
+	}
+	if info.Fast {
+		c.fast = lane
 	}
 	if info.Version != ProtocolVersion {
 		return nil, backend.Errorf(backend.CodeNotSupported, "plugin: %s speaks protocol %d, this host %d: rebuild the older side", h.name, info.Version, ProtocolVersion)
@@ -368,6 +383,7 @@ func (b *Backend) Close() error {
 		if b.client != nil {
 			b.kill()
 		}
+		_ = b.conn.fast.Close()
 		b.closeErr = b.conn.fds.Close()
 	})
 	return b.closeErr
@@ -397,6 +413,7 @@ func (b *Backend) kill() {
 // socket beside it.
 type conn struct {
 	cc      grpc.ClientConnInterface
+	fast    *fastLane // nil when the plugin has none
 	fds     *fdChannel
 	timeout time.Duration
 	log     *slog.Logger
@@ -413,7 +430,11 @@ func call[Req, Resp any](ctx context.Context, c *conn, method string, req *Req) 
 	if c.closed.Load() {
 		return nil, backend.Errorf(backend.CodeClosed, "%s: %s after Close", c.what, method)
 	}
-	resp, err := invoke[Req, Resp](ctx, c.cc, method, req)
+	resp := new(Resp)
+	fast, err := c.fast.call(ctx, method, req, resp)
+	if !fast {
+		err = c.cc.Invoke(ctx, "/"+serviceName+"/"+method, req, resp, grpc.CallContentSubtype(codecName))
+	}
 	if err != nil {
 		return nil, c.failure(ctx, method, err)
 	}

@@ -3,6 +3,7 @@
 package plugin_test
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/intranode/intranode/backend/plugin"
 	"github.com/intranode/intranode/backend/plugin/plugintest"
 	"github.com/intranode/intranode/conformance"
+	"github.com/intranode/intranode/kernels"
 )
 
 // loopback serves a fake backend through go-plugin's in-process gRPC
@@ -112,8 +114,6 @@ func TestErrorsKeepTheirCodes(t *testing.T) {
 	require.ErrorIs(t, err, backend.ErrClosed)
 }
 
-// TestStreamsEventsGraphs drives copies, events and a captured graph
-// through the protocol.
 // TestCheckRange: the plugin's device checks ranges against the
 // allocations made through it, without a call, and gives no verdict
 // elsewhere.
@@ -136,6 +136,8 @@ func TestCheckRange(t *testing.T) {
 	require.NoError(t, rc.CheckRange(a.Ptr(), 1<<20), "freed: no verdict")
 }
 
+// TestStreamsEventsGraphs drives copies, events and a captured graph
+// through the protocol.
 func TestStreamsEventsGraphs(t *testing.T) {
 	ctx := t.Context()
 	b := loopback(t, fake.WithDevices(1))
@@ -257,4 +259,75 @@ func TestFabricHandles(t *testing.T) {
 	got := make([]byte, 4)
 	require.NoError(t, d1.CopyFromDevice(ctx, got, imp.Ptr()))
 	require.Equal(t, []byte{0x42, 0x42, 0x42, 0}, got)
+}
+
+// TestFastLane: the short stream calls cross the fast lane, a backend's
+// error arrives over it with its code as over gRPC, a request too large for
+// it goes over gRPC, and once the lane is dropped (as a failed call drops
+// it) the same calls go over gRPC with the same results.
+func TestFastLane(t *testing.T) {
+	ctx := t.Context()
+	b := loopback(t, fake.WithDevices(1))
+	d, err := b.Open(ctx, 0)
+	require.NoError(t, err)
+	defer d.Close()
+	s, err := d.NewStream(ctx)
+	require.NoError(t, err)
+	defer s.Close()
+	const n = 256
+	src, err := d.Alloc(ctx, n)
+	require.NoError(t, err)
+	defer src.Close()
+	dst, err := d.Alloc(ctx, n)
+	require.NoError(t, err)
+	defer dst.Close()
+
+	run := func(v byte) error {
+		data := bytes.Repeat([]byte{v}, n)
+		require.NoError(t, d.CopyToDevice(ctx, src.Ptr(), data))
+		require.NoError(t, s.CopyAsync(dst.Ptr(), src.Ptr(), n))
+		ev, err := d.NewEvent(ctx, false)
+		require.NoError(t, err)
+		require.NoError(t, s.Record(ev))
+		require.NoError(t, s.Synchronize(ctx))
+		done, err := ev.Done()
+		require.NoError(t, err)
+		require.True(t, done)
+		got := make([]byte, n)
+		require.NoError(t, d.CopyFromDevice(ctx, got, dst.Ptr()))
+		require.Equal(t, data, got)
+		require.NoError(t, ev.Close())
+		return s.Record(ev) // the plugin no longer has the event
+	}
+	ok, before := plugin.FastLaneCalls(b)
+	require.True(t, ok)
+	fastErr := run(1)
+	ok, after := plugin.FastLaneCalls(b)
+	require.True(t, ok)
+	require.Equal(t, before+4, after, "copy, record, query and the refused record")
+	require.ErrorIs(t, fastErr, backend.ErrClosed)
+
+	m, err := d.LoadModule(ctx, backend.ModuleSource{Name: kernels.ModuleName})
+	require.NoError(t, err)
+	defer m.Close()
+	f, err := m.Function(kernels.PutSignalKernel)
+	require.NoError(t, err)
+	many := make([]backend.Arg, 5000)
+	for i := range many {
+		many[i] = backend.U64(uint64(i))
+	}
+	s2, err := d.NewStream(ctx)
+	require.NoError(t, err)
+	defer s2.Close()
+	require.NoError(t, s2.Launch(f, backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32)}, many...))
+	_, after2 := plugin.FastLaneCalls(b)
+	require.Equal(t, after, after2, "a request over the lane's packet size goes over gRPC")
+	require.ErrorContains(t, s2.Synchronize(ctx), "5000 arguments, want 8", "the whole request arrived")
+
+	plugin.DropFastLane(b)
+	slowErr := run(2)
+	ok, _ = plugin.FastLaneCalls(b)
+	require.False(t, ok)
+	require.ErrorIs(t, slowErr, backend.ErrClosed)
+	require.Equal(t, backend.CodeOf(fastErr), backend.CodeOf(slowErr))
 }

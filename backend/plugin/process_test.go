@@ -181,6 +181,15 @@ func TestKillMidCall(t *testing.T) {
 	defer cancel()
 	_, err := b.DeviceCount(ctx)
 	require.ErrorIs(t, err, backend.ErrUnavailable)
+	// A call of the fast lane fails the same way (the lane is dropped and
+	// the call goes to gRPC, which knows the process is gone).
+	lane, _ := plugin.FastLaneCalls(b)
+	require.True(t, lane)
+	err = s.CopyAsync(0, 0, 0)
+	require.ErrorIs(t, err, backend.ErrUnavailable)
+	require.Contains(t, err.Error(), "plugin process is gone")
+	lane, _ = plugin.FastLaneCalls(b)
+	require.False(t, lane)
 	require.NoError(t, b.Close())
 	_, err = b.DeviceCount(ctx)
 	require.ErrorIs(t, err, backend.ErrClosed)

@@ -65,18 +65,22 @@ type index struct{ I int }
 // pair names two devices.
 type pair struct{ I, J int }
 
-// helloReq opens a session.
+// helloReq opens a session. Fast names the plugin's end of the fast lane,
+// sent on the descriptor socket (0: none).
 type helloReq struct {
 	Version int
 	HostPID int
+	Fast    uint64
 }
 
-// helloReply describes the served backend.
+// helloReply describes the served backend; Fast says the plugin serves
+// the fast lane.
 type helloReply struct {
 	Version int
 	Name    string
 	Caps    backend.Capability
 	PID     int
+	Fast    bool
 }
 
 type countReply struct{ N int }

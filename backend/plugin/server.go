@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/intranode/intranode/backend"
 )
 
@@ -75,10 +77,13 @@ type server struct {
 	// memory is host memory (see allocHost); hostMem caches the answers.
 	hostMemMu sync.Mutex
 	hostMem   map[int]error
+
+	// fastHandlers serve the fast lane (fastlane.go).
+	fastHandlers []grpc.MethodDesc
 }
 
 func newServer(b backend.Backend, fds *fdChannel, log *slog.Logger) *server {
-	return &server{b: b, fds: fds, log: log, objs: map[uint64]entry{}, hostMem: map[int]error{}}
+	return &server{b: b, fds: fds, log: log, objs: map[uint64]entry{}, hostMem: map[int]error{}, fastHandlers: fastHandlers()}
 }
 
 // add registers an object and returns its id.
@@ -205,12 +210,22 @@ func (s *server) shutdown() {
 // Each runs the call on the served backend; errors go back through
 // toStatus with their codes.
 
-func (s *server) hello(_ context.Context, req *helloReq) (*helloReply, error) {
+func (s *server) hello(ctx context.Context, req *helloReq) (*helloReply, error) {
 	if req.Version != ProtocolVersion {
 		return nil, backend.Errorf(backend.CodeNotSupported, "plugin: host speaks protocol %d, this plugin %d: rebuild the older side", req.Version, ProtocolVersion)
 	}
 	s.log.Debug("plugin: host connected", "host_pid", req.HostPID, "backend", s.b.Name())
-	return &helloReply{Version: ProtocolVersion, Name: s.b.Name(), Caps: s.b.Capabilities(), PID: os.Getpid()}, nil
+	fast := false
+	if req.Fast != 0 {
+		f, err := s.fds.take(ctx, req.Fast)
+		if err == nil {
+			err = s.serveFast(f)
+		}
+		if fast = err == nil; !fast {
+			s.log.Debug("plugin: no fast lane", "err", err)
+		}
+	}
+	return &helloReply{Version: ProtocolVersion, Name: s.b.Name(), Caps: s.b.Capabilities(), PID: os.Getpid(), Fast: fast}, nil
 }
 
 func (s *server) openDevice(ctx context.Context, req *index) (*deviceReply, error) {

@@ -234,10 +234,3 @@ func unary[Req, Resp any](name string, h handler[Req, Resp]) grpc.MethodDesc {
 		},
 	}
 }
-
-// invoke calls method on the plugin with the protocol's codec.
-func invoke[Req, Resp any](ctx context.Context, cc grpc.ClientConnInterface, method string, req *Req) (*Resp, error) {
-	resp := new(Resp)
-	err := cc.Invoke(ctx, "/"+serviceName+"/"+method, req, resp, grpc.CallContentSubtype(codecName))
-	return resp, err
-}
