@@ -12,6 +12,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/backend/fake"
+	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 	"github.com/intranode/intranode/backend/plugin"
 	"github.com/intranode/intranode/backend/plugin/plugintest"
 	"github.com/intranode/intranode/conformance"
@@ -268,19 +269,12 @@ func TestFabricHandles(t *testing.T) {
 func TestFastLane(t *testing.T) {
 	ctx := t.Context()
 	b := loopback(t, fake.WithDevices(1))
-	d, err := b.Open(ctx, 0)
-	require.NoError(t, err)
-	defer d.Close()
+	d := gputest.OpenDevice(t, b, 0)
 	s, err := d.NewStream(ctx)
 	require.NoError(t, err)
-	defer s.Close()
+	gputest.CloseLater(t, s)
 	const n = 256
-	src, err := d.Alloc(ctx, n)
-	require.NoError(t, err)
-	defer src.Close()
-	dst, err := d.Alloc(ctx, n)
-	require.NoError(t, err)
-	defer dst.Close()
+	src, dst := gputest.Alloc(t, d, n), gputest.Alloc(t, d, n)
 
 	run := func(v byte) error {
 		data := bytes.Repeat([]byte{v}, n)
@@ -307,10 +301,7 @@ func TestFastLane(t *testing.T) {
 	require.Equal(t, before+4, after, "copy, record, query and the refused record")
 	require.ErrorIs(t, fastErr, backend.ErrClosed)
 
-	m, err := d.LoadModule(ctx, backend.ModuleSource{Name: kernels.ModuleName})
-	require.NoError(t, err)
-	defer m.Close()
-	f, err := m.Function(kernels.PutSignalKernel)
+	f, err := gputest.BuiltinModule(t, d).Function(kernels.PutSignalKernel)
 	require.NoError(t, err)
 	many := make([]backend.Arg, 5000)
 	for i := range many {
@@ -318,7 +309,7 @@ func TestFastLane(t *testing.T) {
 	}
 	s2, err := d.NewStream(ctx)
 	require.NoError(t, err)
-	defer s2.Close()
+	gputest.CloseLater(t, s2)
 	require.NoError(t, s2.Launch(f, backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32)}, many...))
 	_, after2 := plugin.FastLaneCalls(b)
 	require.Equal(t, after, after2, "a request over the lane's packet size goes over gRPC")
