@@ -205,6 +205,7 @@ func (s *server) serveFast(f *os.File) error {
 				out[0] = fastErr
 				b = binary.LittleEndian.AppendUint32(nil, uint32(backend.CodeOf(be)))
 				b = append(b, be.Error()...)
+				b = b[:min(len(b), fastPacket-1)] // the host reads one packet this size
 			} else {
 				out[0] = fastOK
 			}
