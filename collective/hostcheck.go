@@ -116,7 +116,7 @@ func newCallCheck(ctx context.Context, d backend.Device, world int) (_ *callChec
 	c := &callCheck{world: world, used: make([]bool, checkSlots), gen: make([]uint64, checkSlots)}
 	defer func() {
 		if err != nil {
-			_ = c.close()
+			_ = c.Close()
 		}
 	}()
 	n := checkSlots * c.slotBytes()
@@ -141,7 +141,8 @@ func newCallCheck(ctx context.Context, d backend.Device, world int) (_ *callChec
 	return c, nil
 }
 
-func (c *callCheck) close() error {
+// Close releases the records' stream, the slots' events and the record buffers.
+func (c *callCheck) Close() error {
 	errs := closing.Field(nil, &c.side)
 	for _, ev := range append(c.started, c.events...) {
 		errs = append(errs, ev.Close())

@@ -128,7 +128,7 @@ func TestJudge(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := newCallCheck(ctx, d, len(hosts))
 			require.NoError(t, err)
-			defer func() { require.NoError(t, c.close()) }()
+			defer func() { require.NoError(t, c.Close()) }()
 			ih := &interHost{check: c}
 			b := c.host.Bytes()
 			for i, rec := range tt.records {
@@ -214,13 +214,13 @@ func TestCheckMesh(t *testing.T) {
 	}, 10*time.Second, time.Millisecond)
 	require.NoError(t, ms[0].judge(ctx, rec(4, 8), []int{0, 1, 2}, hosts))
 	// Rank 2 leaves: rank 0's next call fails at once, naming it.
-	require.NoError(t, ms[2].close())
+	require.NoError(t, ms[2].Close())
 	ms[1].send(ctx, rec(5, 8), time.Second)
 	err := ms[0].judge(ctx, rec(5, 8), []int{0, 1, 2}, hosts)
 	require.ErrorIs(t, err, backend.ErrPeerFailed)
 	require.ErrorContains(t, err, "rank 2 (h2): its records stopped before its call 5: its connection closed")
 	for _, m := range ms[:2] {
-		require.NoError(t, m.close())
+		require.NoError(t, m.Close())
 	}
 }
 
@@ -233,7 +233,7 @@ func TestCheckMeshAdmit(t *testing.T) {
 	ms := formMeshes(t, ctx, 3)
 	defer func() {
 		for _, m := range ms {
-			require.NoError(t, m.close())
+			require.NoError(t, m.Close())
 		}
 	}()
 	m := ms[0]
@@ -275,7 +275,7 @@ func BenchmarkMeshSend(b *testing.B) {
 			ms := formMeshes(b, ctx, world)
 			defer func() {
 				for _, m := range ms {
-					_ = m.close()
+					_ = m.Close()
 				}
 			}()
 			rec := hostRecord{op: OpAllReduce, dtype: backend.BFloat16, red: backend.Sum, path: pathFlat, count: 8}
@@ -314,7 +314,7 @@ func TestCheckMeshStuckPeer(t *testing.T) {
 	go m.write(300 * time.Millisecond)
 	// Close waits for the writer: its blocked write times out, the peer is
 	// dropped, the rest of the queue goes nowhere.
-	require.NoError(t, m.close())
+	require.NoError(t, m.Close())
 	require.Nil(t, m.out[1])
 	_, err := stuck.Read(make([]byte, 1))
 	require.ErrorIs(t, err, io.EOF)

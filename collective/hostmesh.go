@@ -102,7 +102,7 @@ func formMesh(ctx context.Context, st store.Store, rank, world int, timeout time
 		joined: make(chan struct{}), waiting: world - 1}
 	defer func() {
 		if err != nil {
-			_ = m.close()
+			_ = m.Close()
 			err = fmt.Errorf("collective: host groups: the call check's connections: %w", err)
 		}
 	}()
@@ -450,9 +450,9 @@ func (m *checkMesh) judge(ctx context.Context, mine hostRecord, ranks []int, hos
 	}
 }
 
-// close sends what is queued, ends every connection and waits for the
+// Close sends what is queued, ends every connection and waits for the
 // writer and the readers. Caller holds interHost.mu, or owns m alone.
-func (m *checkMesh) close() error {
+func (m *checkMesh) Close() error {
 	if m.outq != nil {
 		close(m.outq)
 		<-m.writing

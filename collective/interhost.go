@@ -422,7 +422,7 @@ func (h *HostGroups) fail(err error) {
 		err := closeAll(engines)
 		if mesh != nil {
 			// The peers waiting for this rank's records learn it is gone.
-			err = errors.Join(err, mesh.close())
+			err = errors.Join(err, mesh.Close())
 		}
 		done <- err
 	}()
@@ -773,14 +773,8 @@ func (h *HostGroups) closeInterHost() error {
 		errs = append(errs, <-done)
 	}
 	ih.aborts = nil
-	if ih.check != nil {
-		errs = append(errs, ih.check.close())
-		ih.check = nil
-	}
-	if ih.mesh != nil {
-		errs = append(errs, ih.mesh.close())
-		ih.mesh = nil
-	}
+	errs = closing.Field(errs, &ih.check)
+	errs = closing.Field(errs, &ih.mesh)
 	for _, a := range ih.scratch {
 		errs = append(errs, a.Close())
 	}
