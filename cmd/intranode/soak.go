@@ -73,9 +73,32 @@ type soakReport struct {
 	Start resources `json:"start"`
 	End   resources `json:"end"`
 	// Closed marks the rank's second line, written once everything it
-	// opened is closed, CloseMs after the report.
-	Closed  bool  `json:"closed,omitempty"`
-	CloseMs int64 `json:"close_ms,omitempty"`
+	// opened is closed, CloseMs after the report. Opened is what the
+	// process held before it opened anything, Released what it holds once
+	// all is closed (after up to soakSettle for goroutines to end): a rank
+	// that failed, or was stopped while its peers left, must give back
+	// all it took too.
+	Closed   bool      `json:"closed,omitempty"`
+	CloseMs  int64     `json:"close_ms,omitempty"`
+	Opened   resources `json:"opened"`
+	Released resources `json:"released"`
+}
+
+// soakSettle bounds the wait, after a rank has closed everything, for its
+// goroutines and descriptors to come back to what it held before.
+const soakSettle = 2 * time.Second
+
+// released reads the resources until they are back to before's, or
+// soakSettle has passed.
+func released(before resources) resources {
+	deadline := time.Now().Add(soakSettle)
+	for {
+		r := readResources()
+		if (r.FDs <= before.FDs && r.Goroutines <= before.Goroutines) || time.Now().After(deadline) {
+			return r
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // resources is what a rank process holds.
@@ -273,7 +296,7 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 			}
 			if rep.Closed {
 				if prev, ok := j.reports[r]; ok {
-					prev.Closed, prev.CloseMs = true, rep.CloseMs
+					prev.Closed, prev.CloseMs, prev.Opened, prev.Released = true, rep.CloseMs, rep.Opened, rep.Released
 					j.reports[r] = prev
 				}
 				return
@@ -340,9 +363,14 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 				j.problems = append(j.problems, fmt.Sprintf("rank %d failed with no fault to explain it: %s", r, rep.Error))
 			}
 		}
+		if rel, op := rep.Released, rep.Opened; rep.Closed && (rel.FDs > op.FDs || rel.Goroutines > op.Goroutines) {
+			j.problems = append(j.problems, fmt.Sprintf("rank %d held after closing everything: descriptors %d -> %d, goroutines %d -> %d",
+				r, op.FDs, rel.FDs, op.Goroutines, rel.Goroutines))
+		}
 		// A stopped rank resumes after its peers have failed and left: what
 		// it holds then answers their departure (a connection's reader that
-		// saw the close), so it is not judged for leaks.
+		// saw the close), so its calls are not judged for leaks; what it
+		// holds once closed is, above, as for every rank.
 		resumed := kind == chaosStop && r == victim && !j.injected.IsZero()
 		if rep.Error == "" && rep.Calls > 0 && !resumed {
 			if rep.End.FDs > rep.Start.FDs || rep.End.Goroutines > rep.Start.Goroutines {
@@ -471,6 +499,7 @@ func runSoakRank(ctx context.Context, _ []string, s streams) error {
 	}
 	enc := json.NewEncoder(s.Out)
 	var reported time.Time
+	opened := readResources()
 	if err := soakRank(ctx, cfg, rank, func(rep soakReport) error {
 		reported = time.Now()
 		return enc.Encode(rep)
@@ -479,7 +508,8 @@ func runSoakRank(ctx context.Context, _ []string, s streams) error {
 	}
 	// A second line once everything is closed: a rank that reported but
 	// never gets here hung in Close.
-	return enc.Encode(soakReport{Rank: rank, Closed: true, CloseMs: time.Since(reported).Milliseconds()})
+	closeMs := time.Since(reported).Milliseconds()
+	return enc.Encode(soakReport{Rank: rank, Closed: true, CloseMs: closeMs, Opened: opened, Released: released(opened)})
 }
 
 // soakRank runs the rank and hands its report to emit before closing what

@@ -32,3 +32,21 @@ func TestSoakFaultAt(t *testing.T) {
 		})
 	}
 }
+
+// TestReleasedWaitsForGoroutines: the reading after a rank has closed
+// everything waits for goroutines that are still ending.
+func TestReleasedWaitsForGoroutines(t *testing.T) {
+	before := readResources()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-stop
+		time.Sleep(50 * time.Millisecond)
+	}()
+	require.Greater(t, readResources().Goroutines, before.Goroutines)
+	close(stop)
+	after := released(before)
+	<-done
+	require.LessOrEqual(t, after.Goroutines, before.Goroutines)
+}
