@@ -32,10 +32,10 @@ import (
 // busy goes over gRPC rather than wait (a launch may still block in the
 // driver while its queue is full). The order of a goroutine's calls holds
 // across the two paths, since every call returns only once the plugin has
-// run it. A plugin of an earlier build
-// ignores the lane (Hello's reply says so) and the host keeps to gRPC; a
-// lane that fails (a timeout, a broken socket) is dropped and its calls go
-// back to gRPC, which reports whatever is wrong with the plugin.
+// run it. A plugin of an earlier build ignores the lane (Hello's reply says
+// so) and the host keeps to gRPC; a lane that fails (a timeout, a broken
+// socket) is dropped and its calls go back to gRPC, which reports whatever
+// is wrong with the plugin.
 
 // fastMethods are the calls the lane carries; a request's first byte is
 // the method's index here.
@@ -89,11 +89,13 @@ func newFastLane() (*fastLane, *os.File, error) {
 }
 
 // call runs method over the lane; ok is false when the lane cannot carry
-// the call (not a lane method, a request too large, the lane dropped), and
-// the caller then uses gRPC.
+// the call (not a lane method, a context without a deadline, which only
+// gRPC can watch for its end, a request too large, the lane busy or
+// dropped), and the caller then uses gRPC.
 func (l *fastLane) call(ctx context.Context, method string, req, resp any) (ok bool, err error) {
 	i := fastIndex(method)
-	if l == nil || i < 0 {
+	dl, bounded := ctx.Deadline()
+	if l == nil || i < 0 || !bounded {
 		return false, nil
 	}
 	body, err := l.codec.Marshal(req)
@@ -110,7 +112,6 @@ func (l *fastLane) call(ctx context.Context, method string, req, resp any) (ok b
 	if l.broken {
 		return false, nil
 	}
-	dl, _ := ctx.Deadline()
 	n, err := l.roundTrip(dl, byte(i), body)
 	if err != nil {
 		// A reply may still come: the lane's packets no longer pair up.
