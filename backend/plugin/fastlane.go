@@ -172,7 +172,7 @@ func fastHandlers() []grpc.MethodDesc {
 }
 
 // serveFast serves the lane on f, the plugin's end, until the host closes
-// its end or the server shuts down.
+// its end (Backend.Close, or the host's exit).
 func (s *server) serveFast(f *os.File) error {
 	c, err := net.FileConn(f)
 	_ = f.Close()
