@@ -253,24 +253,34 @@ func newBackend(exited <-chan struct{}, h *hostSide, cc grpc.ClientConnInterface
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.timeout)
 	defer cancel()
 	req := &helloReq{Version: ProtocolVersion, HostPID: os.Getpid()}
-	lane, peer, err := newFastLane()
-	if err == nil {
-		req.Fast, err = h.fds.send(ctx, peer)
-		_ = peer.Close()
-	}
-	if err != nil {
-		h.opts.log.Debug("plugin: no fast lane", "err", err)
+	var ls lanes
+	for range fastLanes {
+		lane, peer, err := newFastLane()
+		var token uint64
+		if err == nil {
+			token, err = h.fds.send(ctx, peer)
+			_ = peer.Close()
+			if err != nil {
+				_ = lane.Close()
+			}
+		}
+		if err != nil {
+			h.opts.log.Debug("plugin: fast lanes", "made", len(ls), "err", err)
+			break
+		}
+		req.Fast = append(req.Fast, token)
+		ls = append(ls, lane)
 	}
 	info, err := call[helloReq, helloReply](ctx, c, mHello, req)
-	if err != nil || !info.Fast {
-		_ = lane.Close()
+	served := 0
+	if err == nil {
+		served = min(max(info.Fast, 0), len(ls))
 	}
+	_ = ls[served:].Close()
 	if err != nil {
 		return nil, err
 	}
-	if info.Fast {
-		c.fast = lane
-	}
+	c.fast = ls[:served]
 	if info.Version != ProtocolVersion {
 		return nil, backend.Errorf(backend.CodeNotSupported, "plugin: %s speaks protocol %d, this host %d: rebuild the older side", h.name, info.Version, ProtocolVersion)
 	}
@@ -413,7 +423,7 @@ func (b *Backend) kill() {
 // socket beside it.
 type conn struct {
 	cc      grpc.ClientConnInterface
-	fast    *fastLane // nil when the plugin has none
+	fast    lanes // none when the plugin serves none
 	fds     *fdChannel
 	timeout time.Duration
 	log     *slog.Logger

@@ -79,16 +79,17 @@
 // round trip on a 2-core machine, where a bare socket round trip takes
 // 20–33 µs, and most of a collective's calls are short stream calls. Those
 // (Launch, CopyAsync, Record, WaitEvent, EventDone, LaunchGraph) also go
-// over a second SOCK_SEQPACKET socketpair, which the host sends the plugin
-// on the descriptor channel at Hello: a request is one packet (the method's
+// over SOCK_SEQPACKET socketpairs of their own, which the host sends the
+// plugin on the descriptor channel at Hello: a request is one packet (the method's
 // index, then the gob message), its reply another, written and read by the
 // calling goroutine on the host and by one goroutine in the plugin. Errors
-// keep their code and message, as over gRPC. The lane serves one call at a
-// time, so a call that finds it busy, a request over 16 KiB and every call
-// that waits for the device go over gRPC; a lane that fails is dropped and
-// its calls go back to gRPC, which reports what is wrong with the plugin. A
-// plugin of an earlier build answers Hello without the lane and the host
-// keeps to gRPC.
+// keep their code and message, as over gRPC. A host opens four lanes (ranks
+// that are goroutines of one process share its plugin); each serves one call
+// at a time, so a call that finds them all busy, a request over 16 KiB and
+// every call that waits for the device go over gRPC; a lane that fails is
+// dropped and its calls go back to gRPC, which reports what is wrong with
+// the plugin. A plugin of an earlier build answers Hello without lanes and
+// the host keeps to gRPC.
 //
 // # Descriptors
 //

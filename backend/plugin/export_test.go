@@ -12,18 +12,18 @@ func SetCloseGrace(d time.Duration) (restore func()) {
 	return func() { closeGrace = old }
 }
 
-// FastLaneCalls reports whether b has a fast lane and how many calls it
-// has carried.
+// FastLaneCalls reports whether b has a fast lane that is not dropped and
+// how many calls its lanes have carried.
 func FastLaneCalls(b *Backend) (ok bool, calls uint64) {
-	l := b.conn.fast
-	if l == nil {
-		return false, 0
+	for _, l := range b.conn.fast {
+		l.mu.Lock()
+		ok = ok || !l.broken
+		calls += l.calls
+		l.mu.Unlock()
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return !l.broken, l.calls
+	return ok, calls
 }
 
-// DropFastLane closes b's fast lane, as a failed call does: its calls go
+// DropFastLane closes b's fast lanes, as failed calls do: their calls go
 // back to gRPC.
 func DropFastLane(b *Backend) { _ = b.conn.fast.Close() }

@@ -26,11 +26,12 @@ import (
 // on each side (116–196 µs on a 2-core machine, where a bare socket round
 // trip takes 20–33 µs), and these calls are most of a collective's.
 //
-// The lane serves one call at a time: only calls that do not wait for the
-// device use it (a Synchronize waiting there for a kernel that needs another
-// rank's launch would hold that launch up), and a call that finds the lane
+// A lane serves one call at a time: only calls that do not wait for the
+// device use one (a Synchronize waiting there for a kernel that needs another
+// rank's launch would hold that launch up), and a call that finds every lane
 // busy goes over gRPC rather than wait (a launch may still block in the
-// driver while its queue is full). The order of a goroutine's calls holds
+// driver while its queue is full). A host has fastLanes of them, for ranks
+// that are goroutines of one process sharing the plugin. The order of a goroutine's calls holds
 // across the two paths, since every call returns only once the plugin has
 // run it. A plugin of an earlier build ignores the lane (Hello's reply says
 // so) and the host keeps to gRPC; a lane that fails (a timeout, a broken
@@ -40,6 +41,9 @@ import (
 // fastMethods are the calls the lane carries; a request's first byte is
 // the method's index here.
 var fastMethods = []string{mLaunch, mCopyAsync, mRecord, mWaitEvent, mEventDone, mLaunchGraph}
+
+// fastLanes is how many lanes a host opens.
+const fastLanes = 4
 
 // fastPacket bounds a lane packet: a request that encodes larger (a launch
 // of very many arguments) goes over gRPC.
@@ -88,22 +92,43 @@ func newFastLane() (*fastLane, *os.File, error) {
 	return &fastLane{codec: encoding.GetCodec(codecName), c: c.(*net.UnixConn), buf: make([]byte, fastPacket)}, peer, nil
 }
 
-// call runs method over the lane; ok is false when the lane cannot carry
+// lanes are a host's fast lanes.
+type lanes []*fastLane
+
+// call runs method over a free lane; ok is false when no lane can carry
 // the call (not a lane method, a context without a deadline, which only
-// gRPC can watch for its end, a request too large, the lane busy or
+// gRPC can watch for its end, a request too large, every lane busy or
 // dropped), and the caller then uses gRPC.
-func (l *fastLane) call(ctx context.Context, method string, req, resp any) (ok bool, err error) {
+func (ls lanes) call(ctx context.Context, method string, req, resp any) (ok bool, err error) {
 	i := fastIndex(method)
 	dl, bounded := ctx.Deadline()
-	if l == nil || i < 0 || !bounded {
+	if len(ls) == 0 || i < 0 || !bounded {
 		return false, nil
 	}
-	body, err := l.codec.Marshal(req)
+	body, err := ls[0].codec.Marshal(req)
 	if err != nil || len(body)+1 > fastPacket {
 		return false, nil
 	}
-	// A call never waits for the lane: one that can block in the plugin
-	// (a launch while the driver's queue is full) must not hold up another
+	for _, l := range ls {
+		if ok, err := l.try(ctx, dl, byte(i), body, resp); ok {
+			return true, err
+		}
+	}
+	return false, nil
+}
+
+// Close closes every lane.
+func (ls lanes) Close() error {
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	return nil
+}
+
+// try runs the call on l unless l is busy or dropped.
+func (l *fastLane) try(ctx context.Context, dl time.Time, method byte, body []byte, resp any) (ok bool, err error) {
+	// A call never waits for a lane: one that can block in the plugin (a
+	// launch while the driver's queue is full) must not hold up another
 	// goroutine's launch, which its kernel may be waiting for.
 	if !l.mu.TryLock() {
 		return false, nil
@@ -112,7 +137,7 @@ func (l *fastLane) call(ctx context.Context, method string, req, resp any) (ok b
 	if l.broken {
 		return false, nil
 	}
-	n, err := l.roundTrip(dl, byte(i), body)
+	n, err := l.roundTrip(dl, method, body)
 	if err != nil {
 		// A reply may still come: the lane's packets no longer pair up.
 		l.broken = true
@@ -149,9 +174,6 @@ func (l *fastLane) roundTrip(dl time.Time, method byte, body []byte) (int, error
 
 // Close closes the host's end; the plugin's goroutine then ends.
 func (l *fastLane) Close() error {
-	if l == nil {
-		return nil
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.broken = true

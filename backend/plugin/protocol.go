@@ -65,22 +65,22 @@ type index struct{ I int }
 // pair names two devices.
 type pair struct{ I, J int }
 
-// helloReq opens a session. Fast names the plugin's end of the fast lane,
-// sent on the descriptor socket (0: none).
+// helloReq opens a session. Fast names the plugin's ends of the fast
+// lanes, sent on the descriptor socket.
 type helloReq struct {
 	Version int
 	HostPID int
-	Fast    uint64
+	Fast    []uint64
 }
 
-// helloReply describes the served backend; Fast says the plugin serves
-// the fast lane.
+// helloReply describes the served backend; Fast is how many of the fast
+// lanes, the first ones, the plugin serves.
 type helloReply struct {
 	Version int
 	Name    string
 	Caps    backend.Capability
 	PID     int
-	Fast    bool
+	Fast    int
 }
 
 type countReply struct{ N int }

@@ -215,15 +215,17 @@ func (s *server) hello(ctx context.Context, req *helloReq) (*helloReply, error) 
 		return nil, backend.Errorf(backend.CodeNotSupported, "plugin: host speaks protocol %d, this plugin %d: rebuild the older side", req.Version, ProtocolVersion)
 	}
 	s.log.Debug("plugin: host connected", "host_pid", req.HostPID, "backend", s.b.Name())
-	fast := false
-	if req.Fast != 0 {
-		f, err := s.fds.take(ctx, req.Fast)
+	fast := 0
+	for _, token := range req.Fast {
+		f, err := s.fds.take(ctx, token)
 		if err == nil {
 			err = s.serveFast(f)
 		}
-		if fast = err == nil; !fast {
-			s.log.Debug("plugin: no fast lane", "err", err)
+		if err != nil {
+			s.log.Debug("plugin: fast lanes", "served", fast, "err", err)
+			break
 		}
+		fast++
 	}
 	return &helloReply{Version: ProtocolVersion, Name: s.b.Name(), Caps: s.b.Capabilities(), PID: os.Getpid(), Fast: fast}, nil
 }
