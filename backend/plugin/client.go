@@ -282,6 +282,7 @@ func newBackend(exited <-chan struct{}, h *hostSide, cc grpc.ClientConnInterface
 	}
 	c.fast = ls[:served]
 	if info.Version != ProtocolVersion {
+		_ = c.fast.Close()
 		return nil, backend.Errorf(backend.CodeNotSupported, "plugin: %s speaks protocol %d, this host %d: rebuild the older side", h.name, info.Version, ProtocolVersion)
 	}
 	c.what = fmt.Sprintf("%s (pid %d)", h.name, info.PID)
