@@ -17,7 +17,8 @@ import (
 // method to the plugin is the client method (objects.go, client.go) plus
 // one entry here: most entries are a call on the object the request
 // names (on), on the backend (onBackend), a call that makes an object the
-// server keeps (keep), or a close (closer).
+// server keeps (keep), or a close (closer). A short stream call that never
+// waits for the device also goes in fastMethods (fastlane.go).
 var serviceDesc = grpc.ServiceDesc{
 	ServiceName: serviceName,
 	HandlerType: (*any)(nil),
