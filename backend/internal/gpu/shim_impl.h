@@ -241,20 +241,21 @@ static gpu_result_t rt_stream_create(uintptr_t c, uintptr_t *stream, uintptr_t *
 	return r;
 }
 
-static gpu_result_t rt_stream_destroy(uintptr_t c, uintptr_t stream, uintptr_t *at) {
-	BIND_AT(c);
-	return CALL(StreamDestroy, (gpu_stream_t)stream);
-}
+// ONE_HANDLE defines rt_name, a shim that makes c current and calls entry
+// on one handle of type T.
+#define ONE_HANDLE(name, entry, T)                                            \
+	static gpu_result_t rt_##name(uintptr_t c, uintptr_t h, uintptr_t *at) { \
+		BIND_AT(c);                                                          \
+		return CALL(entry, (T)h);                                            \
+	}
 
-static gpu_result_t rt_stream_query(uintptr_t c, uintptr_t stream, uintptr_t *at) {
-	BIND_AT(c);
-	return CALL(StreamQuery, (gpu_stream_t)stream);
-}
-
-static gpu_result_t rt_stream_sync(uintptr_t c, uintptr_t stream, uintptr_t *at) {
-	BIND_AT(c);
-	return CALL(StreamSynchronize, (gpu_stream_t)stream);
-}
+ONE_HANDLE(stream_destroy, StreamDestroy, gpu_stream_t)
+ONE_HANDLE(stream_query, StreamQuery, gpu_stream_t)
+ONE_HANDLE(stream_sync, StreamSynchronize, gpu_stream_t)
+ONE_HANDLE(event_query, EventQuery, gpu_event_t)
+ONE_HANDLE(event_sync, EventSynchronize, gpu_event_t)
+ONE_HANDLE(event_destroy, EventDestroy, gpu_event_t)
+ONE_HANDLE(module_unload, ModuleUnload, gpu_module_t)
 
 static gpu_result_t rt_stream_wait_event(uintptr_t c, uintptr_t stream, uintptr_t event, uintptr_t *at) {
 	BIND_AT(c);
@@ -279,24 +280,9 @@ static gpu_result_t rt_event_record(uintptr_t c, uintptr_t event, uintptr_t stre
 	return CALL(EventRecord, (gpu_event_t)event, (gpu_stream_t)stream);
 }
 
-static gpu_result_t rt_event_query(uintptr_t c, uintptr_t event, uintptr_t *at) {
-	BIND_AT(c);
-	return CALL(EventQuery, (gpu_event_t)event);
-}
-
-static gpu_result_t rt_event_sync(uintptr_t c, uintptr_t event, uintptr_t *at) {
-	BIND_AT(c);
-	return CALL(EventSynchronize, (gpu_event_t)event);
-}
-
 static gpu_result_t rt_event_elapsed(uintptr_t c, uintptr_t start, uintptr_t end, float *ms, uintptr_t *at) {
 	BIND_AT(c);
 	return CALL(EventElapsedTime, ms, (gpu_event_t)start, (gpu_event_t)end);
-}
-
-static gpu_result_t rt_event_destroy(uintptr_t c, uintptr_t event, uintptr_t *at) {
-	BIND_AT(c);
-	return CALL(EventDestroy, (gpu_event_t)event);
 }
 
 static gpu_result_t rt_module_load(uintptr_t c, const void *image, uintptr_t *module, uintptr_t *at) {
@@ -313,11 +299,6 @@ static gpu_result_t rt_module_function(uintptr_t c, uintptr_t module, const char
 	gpu_result_t r = CALL(ModuleGetFunction, &f, (gpu_module_t)module, name);
 	*fn = (uintptr_t)f;
 	return r;
-}
-
-static gpu_result_t rt_module_unload(uintptr_t c, uintptr_t module, uintptr_t *at) {
-	BIND_AT(c);
-	return CALL(ModuleUnload, (gpu_module_t)module);
 }
 
 // launch_extra points extra (5 slots) at a packed parameter buffer the
