@@ -29,24 +29,15 @@ func init() {
 // its value. A fresh gob.Encoder and Decoder per message would build their
 // type machinery each time (most of a small message's cost), so the codec
 // keeps, per type, encoders that have already sent the definitions (it
-// writes the definitions' bytes, the same for every encoder in the
-// process, ahead of each value) and decoders that have read the same
+// writes those bytes, which the encoder kept, ahead of each value) and
+// decoders that have read the same
 // definitions bytes in an earlier message (they read only the value). The
 // bytes on the wire are those of a fresh encoder.
 type gobCodec struct {
-	enc, dec sync.Map // reflect.Type → *typeEncoders, *typeDecoders
+	enc, dec sync.Map // reflect.Type → *sync.Pool of primed streams, *typeDecoders
 }
 
 func newGobCodec() *gobCodec { return &gobCodec{} }
-
-// typeEncoders are the encoders of one type; defs is what a fresh encoder
-// writes before the type's first value.
-type typeEncoders struct {
-	once sync.Once
-	defs []byte
-	err  error
-	pool sync.Pool // *gobStream whose encoder has sent defs
-}
 
 // typeDecoders are idle decoders of one type that have read defs.
 type typeDecoders struct {
@@ -59,12 +50,14 @@ type typeDecoders struct {
 // flight is enough).
 const maxIdleDecoders = 16
 
-// gobStream is one encoder or decoder with the buffer it works on.
+// gobStream is one encoder or decoder with the buffer it works on; an
+// encoder's defs are the type definitions it sent before its first value.
 type gobStream struct {
-	buf bytes.Buffer
-	r   bytes.Reader
-	enc *gob.Encoder
-	dec *gob.Decoder
+	buf  bytes.Buffer
+	r    bytes.Reader
+	enc  *gob.Encoder
+	dec  *gob.Decoder
+	defs []byte
 }
 
 // Marshal encodes v; the empty message is no bytes (gob refuses structs
@@ -73,14 +66,11 @@ func (c *gobCodec) Marshal(v any) ([]byte, error) {
 	if _, ok := v.(*empty); ok {
 		return nil, nil
 	}
-	te := load[typeEncoders](&c.enc, reflect.TypeOf(v))
-	te.once.Do(func() { te.defs, te.err = definitions(v) })
-	err := te.err
-	s, _ := te.pool.Get().(*gobStream)
-	if s == nil && err == nil {
-		s = &gobStream{}
-		s.enc = gob.NewEncoder(&s.buf)
-		err = s.enc.Encode(v) // sends the definitions, once per encoder
+	pool := load[sync.Pool](&c.enc, reflect.TypeOf(v))
+	s, _ := pool.Get().(*gobStream)
+	var err error
+	if s == nil {
+		s, err = primed(v)
 	}
 	if err == nil {
 		s.buf.Reset()
@@ -89,32 +79,33 @@ func (c *gobCodec) Marshal(v any) ([]byte, error) {
 	if err != nil {
 		return nil, backend.Errorf(backend.CodeInternal, "plugin: encoding %T: %w", v, err)
 	}
-	out := make([]byte, 0, len(te.defs)+s.buf.Len())
-	out = append(append(out, te.defs...), s.buf.Bytes()...)
+	out := make([]byte, 0, len(s.defs)+s.buf.Len())
+	out = append(append(out, s.defs...), s.buf.Bytes()...)
 	if s.buf.Cap() <= 4*copyChunk {
-		te.pool.Put(s)
+		pool.Put(s)
 	}
 	return out, nil
 }
 
-// definitions returns the bytes a fresh encoder writes for v's type before
-// its first value: all of its first output but the value message, which a
-// second Encode writes alone.
-func definitions(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := gob.NewEncoder(&buf)
-	if err := enc.Encode(v); err != nil {
+// primed returns a stream whose encoder has sent the definitions of v's
+// type: all of its first output but the value message, which a second
+// Encode writes alone.
+func primed(v any) (*gobStream, error) {
+	s := &gobStream{}
+	s.enc = gob.NewEncoder(&s.buf)
+	if err := s.enc.Encode(v); err != nil {
 		return nil, err
 	}
-	first := bytes.Clone(buf.Bytes())
-	buf.Reset()
-	if err := enc.Encode(v); err != nil {
+	first := bytes.Clone(s.buf.Bytes())
+	s.buf.Reset()
+	if err := s.enc.Encode(v); err != nil {
 		return nil, err
 	}
-	if !bytes.HasSuffix(first, buf.Bytes()) {
+	if !bytes.HasSuffix(first, s.buf.Bytes()) {
 		return nil, backend.Errorf(backend.CodeInternal, "gob wrote a value differently the second time")
 	}
-	return first[:len(first)-buf.Len()], nil
+	s.defs = first[:len(first)-s.buf.Len()]
+	return s, nil
 }
 
 // Unmarshal decodes data into v.
