@@ -252,35 +252,13 @@ func newBackend(exited <-chan struct{}, h *hostSide, cc grpc.ClientConnInterface
 	c := &conn{cc: cc, fds: h.fds, timeout: h.opts.timeout, log: h.opts.log, exited: exited, stderr: h.stderr, what: h.name}
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.timeout)
 	defer cancel()
-	req := &helloReq{Version: ProtocolVersion, HostPID: os.Getpid()}
-	var ls lanes
-	for range fastLanes {
-		lane, peer, err := newFastLane()
-		var token uint64
-		if err == nil {
-			token, err = h.fds.send(ctx, peer)
-			_ = peer.Close()
-			if err != nil {
-				_ = lane.Close()
-			}
-		}
-		if err != nil {
-			h.opts.log.Debug("plugin: fast lanes", "made", len(ls), "err", err)
-			break
-		}
-		req.Fast = append(req.Fast, token)
-		ls = append(ls, lane)
-	}
-	info, err := call[helloReq, helloReply](ctx, c, mHello, req)
-	served := 0
-	if err == nil {
-		served = min(max(info.Fast, 0), len(ls))
-	}
-	_ = ls[served:].Close()
+	ls, tokens := offerLanes(ctx, h.fds, h.opts.log)
+	info, err := call[helloReq, helloReply](ctx, c, mHello, &helloReq{Version: ProtocolVersion, HostPID: os.Getpid(), Fast: tokens})
 	if err != nil {
+		_ = ls.Close()
 		return nil, err
 	}
-	c.fast = ls[:served]
+	c.fast = ls.keep(info.Fast)
 	if info.Version != ProtocolVersion {
 		_ = c.fast.Close()
 		return nil, backend.Errorf(backend.CodeNotSupported, "plugin: %s speaks protocol %d, this host %d: rebuild the older side", h.name, info.Version, ProtocolVersion)

@@ -30,9 +30,9 @@ func init() {
 // type machinery each time (most of a small message's cost), so the codec
 // keeps, per type, encoders that have already sent the definitions (it
 // writes those bytes, which the encoder kept, ahead of each value) and
-// decoders that have read the same
-// definitions bytes in an earlier message (they read only the value). The
-// bytes on the wire are those of a fresh encoder.
+// decoders that have read the same definitions bytes in an earlier message
+// (they read only the value). The bytes on the wire are those of a fresh
+// encoder.
 type gobCodec struct {
 	enc, dec sync.Map // reflect.Type → *sync.Pool of primed streams, *typeDecoders
 }

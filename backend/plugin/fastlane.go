@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -94,6 +95,38 @@ func newFastLane() (*fastLane, *os.File, error) {
 
 // lanes are a host's fast lanes.
 type lanes []*fastLane
+
+// offerLanes makes up to fastLanes lanes and sends their plugin ends on
+// fds; it returns the host's ends and the tokens that name the plugin's
+// for Hello. A lane it cannot make or send ends the offer there.
+func offerLanes(ctx context.Context, fds *fdChannel, log *slog.Logger) (lanes, []uint64) {
+	var ls lanes
+	var tokens []uint64
+	for range fastLanes {
+		lane, peer, err := newFastLane()
+		if err != nil {
+			log.Debug("plugin: fast lanes", "made", len(ls), "err", err)
+			break
+		}
+		token, err := fds.send(ctx, peer)
+		_ = peer.Close()
+		if err != nil {
+			_ = lane.Close()
+			log.Debug("plugin: fast lanes", "made", len(ls), "err", err)
+			break
+		}
+		ls, tokens = append(ls, lane), append(tokens, token)
+	}
+	return ls, tokens
+}
+
+// keep returns the first n lanes, those the plugin serves, and closes the
+// rest.
+func (ls lanes) keep(n int) lanes {
+	n = min(max(n, 0), len(ls))
+	_ = ls[n:].Close()
+	return ls[:n]
+}
 
 // call runs method over a free lane; ok is false when no lane can carry
 // the call (not a lane method, a context without a deadline, which only
