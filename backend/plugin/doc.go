@@ -75,9 +75,9 @@
 //
 // # The fast lane
 //
-// A unary gRPC call crosses several goroutines on each side: 116–196 µs a
-// round trip on a 2-core machine, where a bare socket round trip takes
-// 20–33 µs, and most of a collective's calls are short stream calls. Those
+// A unary gRPC call crosses several goroutines on each side, several times
+// a bare socket's round trip (BenchmarkCall; docs/PERFORMANCE.md), and
+// most of a collective's calls are short stream calls. Those
 // (Launch, CopyAsync, Record, WaitEvent, EventDone, LaunchGraph) also go
 // over SOCK_SEQPACKET socketpairs of their own, which the host sends the
 // plugin on the descriptor channel at Hello: a request is one packet (the method's

@@ -24,8 +24,8 @@ import (
 // descriptor channel at Hello: one packet a request, one its reply, written
 // and read by the calling goroutine on the host and by one goroutine in the
 // plugin. A unary gRPC call costs a round trip through several goroutines
-// on each side (116–196 µs on a 2-core machine, where a bare socket round
-// trip takes 20–33 µs), and these calls are most of a collective's.
+// on each side, several times a lane's (BenchmarkCall; docs/PERFORMANCE.md),
+// and these calls are most of a collective's.
 //
 // A lane serves one call at a time: only calls that do not wait for the
 // device use one (a Synchronize waiting there for a kernel that needs another

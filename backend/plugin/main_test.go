@@ -86,7 +86,7 @@ var (
 
 // pluginBinary builds cmd/intranode-fake-plugin once per run, with the race
 // detector when this test binary has it (so the build reuses its packages).
-func pluginBinary(t *testing.T) string {
+func pluginBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		goBin, err := exec.LookPath("go")

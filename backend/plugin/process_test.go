@@ -24,7 +24,7 @@ import (
 )
 
 // openPlugin starts the fake plugin with n devices for the test.
-func openPlugin(t *testing.T, n int) *plugin.Backend {
+func openPlugin(t testing.TB, n int) *plugin.Backend {
 	t.Helper()
 	bin := pluginBinary(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -282,4 +282,41 @@ func TestOpenFailures(t *testing.T) {
 	_, err = plugin.Open(ctx, pluginBinary(t), plugin.WithArgs("devices=0"))
 	require.ErrorIs(t, err, backend.ErrUnavailable)
 	require.True(t, strings.Contains(err.Error(), "devices"), err.Error())
+}
+
+// BenchmarkCall times one call to a plugin process: DeviceCount and
+// Synchronize over gRPC, Record over a fast lane, and Record over gRPC
+// once the lanes are dropped.
+func BenchmarkCall(b *testing.B) {
+	pb := openPlugin(b, 1)
+	ctx := b.Context()
+	d, err := pb.Open(ctx, 0)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = d.Close() })
+	s, err := d.NewStream(ctx)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = s.Close() })
+	ev, err := d.NewEvent(ctx, false)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = ev.Close() })
+	for _, bc := range []struct {
+		name string
+		call func() error
+	}{
+		{"grpc-DeviceCount", func() error { _, err := pb.DeviceCount(ctx); return err }},
+		{"grpc-Synchronize", func() error { return s.Synchronize(ctx) }},
+		{"lane-Record", func() error { return s.Record(ev) }},
+		{"grpc-Record", func() error {
+			plugin.DropFastLane(pb)
+			return s.Record(ev)
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bc.call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
