@@ -3,8 +3,8 @@
 // table of entry points, name an entry by its slot), the mapping of
 // virtual-memory allocations, the table of runtime shims Go calls, and
 // (shim_impl.h) the shims themselves, written once over a vendor's
-// entry-point table. Each backend's shim
-// includes it and declares its own types and table.
+// entry-point table. Each backend's shim includes it and declares its own
+// types and table.
 
 #ifndef INTRANODE_GPU_SHIM_H
 #define INTRANODE_GPU_SHIM_H
