@@ -228,6 +228,7 @@ func TestCheckMesh(t *testing.T) {
 // carries the listener's token and the peer's own, once per peer; anyone
 // else's connection is closed without an answer.
 func TestCheckMeshAdmit(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	ms := formMeshes(t, ctx, 3)

@@ -478,6 +478,7 @@ func TestHostGroupsFlat(t *testing.T) {
 // the first host's ranks across it — with a timeout, and no rank waits
 // much past its own deadline.
 func TestHostGroupsDeadRank(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	const world, dead, deadline = 4, 3, time.Second
@@ -523,9 +524,11 @@ func TestHostGroupsDeadRank(t *testing.T) {
 // (the call's data step, which would wait for that rank, is aborted), on
 // both paths. Each rank has a device of its own (ownDevice).
 func TestHostGroupsClosedRank(t *testing.T) {
+	t.Parallel()
 	const world, gone = 4, 3
 	for _, flat := range []bool{false, true} {
 		t.Run(fmt.Sprintf("flat=%v", flat), func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
 			groups, _ := simulatedHosts(t, ctx, world, world, func(r int) string { return fmt.Sprintf("h%d", r/2) }, ownDevice)
@@ -570,6 +573,7 @@ func TestHostGroupsClosedRank(t *testing.T) {
 // wait for its record (the engine's kernels have no deadline of their
 // own).
 func TestHostGroupsWaitWithoutDeadline(t *testing.T) {
+	t.Parallel()
 	const world, absent = 4, 3
 	groups, _ := simulatedHosts(t, t.Context(), world, world, func(r int) string { return fmt.Sprintf("h%d", r/2) }, ownDevice,
 		func(_ int, o *collective.Options) { o.Timeout = 3 * time.Second })

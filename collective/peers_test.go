@@ -328,6 +328,7 @@ func TestRendezvousHybridCubeMeshChecksLinkedPairs(t *testing.T) {
 // (it used to wait 2 s past the caller's deadline, whatever the kernels'
 // own deadline), and the kernels' own account follows at their deadline.
 func TestSynchronizeHonoursTheDeadline(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	comms := fakePair(t, ctx, 64<<10, 5*time.Second)
@@ -386,6 +387,7 @@ func fakePair(t *testing.T, ctx context.Context, buffer int, timeout time.Durati
 // nothing reads past the allocation); rank 1's kernels wait for rank 0 no
 // longer than the call's deadline and name it.
 func TestCountBeyondTheAllocation(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	comms := fakePair(t, ctx, 64<<10, 10*time.Second)
