@@ -33,6 +33,7 @@ const (
 const (
 	envTrial         = "INTRANODE_CONFORMANCE_TRIAL"
 	envFaultDeadline = "INTRANODE_CONFORMANCE_FAULT_DEADLINE"
+	envStartSkew     = "INTRANODE_CONFORMANCE_START_SKEW"
 	// envIntruder makes MaybeChild run intruderMain instead of a rank;
 	// its value is "nonce,target pid,tag".
 	envIntruder = "INTRANODE_CONFORMANCE_INTRUDER"
@@ -142,6 +143,9 @@ func childFaultEnv(e *Env, name string) {
 	e.FaultDeadline = DefaultFaultDeadline
 	if d, err := time.ParseDuration(os.Getenv(envFaultDeadline)); err == nil && d > 0 {
 		e.FaultDeadline = d
+	}
+	if d, err := time.ParseDuration(os.Getenv(envStartSkew)); err == nil && d > 0 {
+		e.StartSkew = d
 	}
 	e.report = func(r FaultReport) {
 		b, _ := json.Marshal(r)
@@ -340,6 +344,21 @@ func judgeTrial(f *Fault, victim int, outs []rankOutcome) verdict {
 	return v
 }
 
+// runFaultRank runs one rank of a case, the victim of a fault trial
+// e.StartSkew after the others (Config.StartSkew).
+func runFaultRank(ctx context.Context, c Case, e *Env) error {
+	if c.Fault != nil && e.StartSkew > 0 && e.Rank == e.Plan().Victim {
+		t := time.NewTimer(e.StartSkew)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	return c.Run(ctx, e)
+}
+
 // runTrialGoroutines runs one trial with the ranks as goroutines.
 func runTrialGoroutines(ctx context.Context, cfg Config, b backend.Backend, c Case, world, trial int) []rankOutcome {
 	outs := make([]rankOutcome, world)
@@ -348,13 +367,13 @@ func runTrialGoroutines(ctx context.Context, cfg Config, b backend.Backend, c Ca
 	defer cancel()
 	var mu sync.Mutex
 	errs := runGoroutines(ctx, b, cfg, world, func(e *Env) {
-		e.Timeout, e.Trial, e.FaultDeadline, e.name = timeout, trial, cfg.FaultDeadline, c.Name
+		e.Timeout, e.Trial, e.FaultDeadline, e.StartSkew, e.name = timeout, trial, cfg.FaultDeadline, cfg.StartSkew, c.Name
 		e.report = func(rep FaultReport) {
 			mu.Lock()
 			defer mu.Unlock()
 			outs[e.Rank].reports = append(outs[e.Rank].reports, rep)
 		}
-	}, c.Run)
+	}, func(ctx context.Context, e *Env) error { return runFaultRank(ctx, c, e) })
 	for r, err := range errs {
 		var sk skipError
 		if errors.As(err, &sk) {
@@ -387,7 +406,7 @@ func runTrialProcesses(ctx context.Context, cfg Config, c Case, world, trial int
 	timeout := trialTimeout(cfg)
 	g, err := startRanks(ctx, cfg, world, true, timeout, func(r int) []string {
 		return append(rankEnv(cfg, world, r, c.Name, timeout), envTrial+"="+strconv.Itoa(trial),
-			envFaultDeadline+"="+cfg.FaultDeadline.String())
+			envFaultDeadline+"="+cfg.FaultDeadline.String(), envStartSkew+"="+cfg.StartSkew.String())
 	})
 	if err != nil {
 		return failAll(err)

@@ -111,6 +111,13 @@ type Config struct {
 	// ranks — so running several only adds load, which the deadlines must
 	// withstand anyway.
 	FaultParallel int
+	// StartSkew makes the victim of every fault trial start its case this
+	// long after the other ranks, as a rank process slow to start would
+	// (a loaded machine, a cold page cache, a launcher that starts the
+	// ranks one by one). What every rank completes before the fault —
+	// rendezvous, the calls that precede it — runs under a deadline long
+	// enough for that; a rank that is late is not the fault. 0: no delay.
+	StartSkew time.Duration
 }
 
 func (c *Config) defaults() {
@@ -165,6 +172,9 @@ type Env struct {
 	Trial int
 	// FaultDeadline bounds each operation of a fault case.
 	FaultDeadline time.Duration
+	// StartSkew is Config.StartSkew: the victim of a fault trial waits
+	// this long before running its case.
+	StartSkew time.Duration
 	// ShareDevice puts every rank on device 0 (Config.ShareDevice).
 	ShareDevice bool
 
@@ -307,7 +317,7 @@ func childMain(name string) int {
 	hosts, _ := strconv.Atoi(os.Getenv(envHosts))
 	e := &Env{Rank: rank, World: world, Store: st, Backend: b, Timeout: timeout, Quick: quick, Hosts: hosts}
 	childFaultEnv(e, name)
-	err = c.Run(ctx, e)
+	err = runFaultRank(ctx, c, e)
 	var sk skipError
 	if errors.As(err, &sk) {
 		fmt.Fprintln(os.Stderr, skipMarker, sk.reason)

@@ -27,6 +27,7 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 	faultDeadline := fs.Duration("fault-deadline", conformance.DefaultFaultDeadline,
 		"with --faults: the deadline of each operation in a fault case")
 	parallel := fs.Int("parallel", 1, "with --faults: run this many trials of a fault case at once")
+	startSkew := fs.Duration("start-skew", 0, "with --faults: start each trial's victim this long after the other ranks (a rank slow to start)")
 	storeURL := storeFlag(fs, "for every case, a fresh TCP store this command serves on loopback with --procs,\n"+
 		"a fresh in-process one without; with a URL, every case runs under a fresh key prefix of it")
 	if err := parseFlags(fs, args); err != nil {
@@ -53,6 +54,9 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 	if *parallel < 1 {
 		return fmt.Errorf("%w: --parallel %d must be at least 1", errUsage, *parallel)
 	}
+	if *startSkew < 0 {
+		return fmt.Errorf("%w: --start-skew %v must not be negative", errUsage, *startSkew)
+	}
 	if *share {
 		*procs = false
 	}
@@ -61,7 +65,7 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 	}
 	cfg := conformance.Config{Backend: c.backend, Mode: conformance.Goroutines, Worlds: ws, Timeout: *timeout,
 		Quick: *quick, Logger: c.logger(s), Faults: *faults, Trials: *trials, FaultDeadline: *faultDeadline, FaultParallel: *parallel,
-		StoreURL: *storeURL, ShareDevice: *share, Hosts: *hosts}
+		StartSkew: *startSkew, StoreURL: *storeURL, ShareDevice: *share, Hosts: *hosts}
 	// A shared device is labelled on every line: those results say the
 	// kernels are right, nothing about speed.
 	label := ""
@@ -113,8 +117,12 @@ func runConformance(ctx context.Context, args []string, s streams) error {
 		}
 	} else {
 		if len(summaries) > 0 {
-			fmt.Fprintf(s.Out, "\n# fault trials (backend %s, mode %s, deadline %v, %d trial(s) each, %d at a time)\n",
-				c.backend, cfg.Mode, cfg.FaultDeadline, cfg.Trials, cfg.FaultParallel)
+			skew := ""
+			if cfg.StartSkew > 0 {
+				skew = fmt.Sprintf(", victim started %v after the others", cfg.StartSkew)
+			}
+			fmt.Fprintf(s.Out, "\n# fault trials (backend %s, mode %s, deadline %v, %d trial(s) each, %d at a time%s)\n",
+				c.backend, cfg.Mode, cfg.FaultDeadline, cfg.Trials, cfg.FaultParallel, skew)
 			for _, line := range summaries {
 				fmt.Fprintln(s.Out, line)
 			}
