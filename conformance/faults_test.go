@@ -30,6 +30,7 @@ func TestFakeFaults(t *testing.T) {
 // once it dies. (Under the fault deadline alone, a survivor gave up on the
 // late victim's rendezvous, and the victim, arriving, waited for it.)
 func TestFakeFaultsLateVictim(t *testing.T) {
+	t.Parallel() // mostly waiting for the late victim
 	conformance.RunTests(t, conformance.Config{Backend: "fake", Mode: conformance.Processes, Worlds: []int{2}, Hosts: 2,
 		Quick: true, ChildArgs: []string{"-test.run=^$"}, Faults: true, FaultDeadline: 500 * time.Millisecond,
 		StartSkew: 2 * time.Second, Filter: regexp.MustCompile(`^faults/kill-(barrier|allreduce|hosts)$`).MatchString})
