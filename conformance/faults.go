@@ -344,10 +344,15 @@ func judgeTrial(f *Fault, victim int, outs []rankOutcome) verdict {
 	return v
 }
 
-// runFaultRank runs one rank of a case, the victim of a fault trial
-// e.StartSkew after the others (Config.StartSkew).
+// runFaultRank runs one rank of a case. The ranks of a fault trial first
+// meet at a start barrier (startBarrier); with Config.StartSkew the
+// victim reaches it that long after the others, as a rank process slow to
+// start would.
 func runFaultRank(ctx context.Context, c Case, e *Env) error {
-	if c.Fault != nil && e.StartSkew > 0 && e.Rank == e.Plan().Victim {
+	if c.Fault == nil {
+		return c.Run(ctx, e)
+	}
+	if e.StartSkew > 0 && e.Rank == e.Plan().Victim {
 		t := time.NewTimer(e.StartSkew)
 		select {
 		case <-t.C:
@@ -356,7 +361,37 @@ func runFaultRank(ctx context.Context, c Case, e *Env) error {
 			return ctx.Err()
 		}
 	}
+	if !c.Fault.ParentKill {
+		if err := startBarrier(ctx, e); err != nil {
+			return err
+		}
+	}
 	return c.Run(ctx, e)
+}
+
+// startBarrier waits, under the setup deadline, until every rank of the
+// trial has started: a rank process slow to start (a loaded machine, a
+// launcher that starts the ranks one by one) is then no part of what a
+// fault case times. (Without it a survivor could give up on a rendezvous
+// under the fault deadline before a late victim arrived; the victim,
+// arriving, then waited for the survivor and never reached its planned
+// death.) Cases whose victim the harness kills at a planned time from the
+// ranks' start (Fault.ParentKill) skip it: their victim may die before
+// reaching it.
+func startBarrier(ctx context.Context, e *Env) error {
+	ctx, cancel := context.WithTimeout(ctx, setupDeadline(e))
+	defer cancel()
+	keys := make([]string, e.World)
+	for r := range keys {
+		keys[r] = fmt.Sprintf("faults/started/%d", r)
+	}
+	if err := e.Store.Set(ctx, keys[e.Rank], nil); err != nil {
+		return fmt.Errorf("conformance: rank %d: starting the trial: %w", e.Rank, err)
+	}
+	if err := e.Store.Wait(ctx, keys...); err != nil {
+		return fmt.Errorf("conformance: rank %d: waiting for the trial's ranks to start: %w", e.Rank, err)
+	}
+	return nil
 }
 
 // runTrialGoroutines runs one trial with the ranks as goroutines.

@@ -23,17 +23,21 @@ func TestFakeFaults(t *testing.T) {
 		FaultDeadline: time.Second, Filter: onlyFaults})
 }
 
-// TestFakeFaultsLateVictim runs the kill cases with the victim starting
+// TestFakeFaultsLateVictim runs fault cases with the victim starting
 // four deadlines after the other ranks (Config.StartSkew), as a rank
-// process slow to start does on a loaded machine: the survivors wait for
-// it through what precedes the fault, and still fail within the deadline
-// once it dies. (Under the fault deadline alone, a survivor gave up on the
-// late victim's rendezvous, and the victim, arriving, waited for it.)
+// process slow to start does on a loaded machine: the ranks meet at the
+// trial's start barrier, and the survivors still fail within the deadline
+// once the victim dies or stalls. Without the barrier, ipc-name-taken's
+// victim found its peers gone; without it and with the survivors' setup
+// under the fault deadline, kill-barrier's and kill-allreduce's survivors
+// gave up on the rendezvous before the late victim arrived, and the victim
+// waited for them instead of dying as planned.
 func TestFakeFaultsLateVictim(t *testing.T) {
 	t.Parallel() // mostly waiting for the late victim
 	conformance.RunTests(t, conformance.Config{Backend: "fake", Mode: conformance.Processes, Worlds: []int{2}, Hosts: 2,
 		Quick: true, ChildArgs: []string{"-test.run=^$"}, Faults: true, FaultDeadline: 500 * time.Millisecond,
-		StartSkew: 2 * time.Second, Filter: regexp.MustCompile(`^faults/kill-(barrier|allreduce|hosts)$`).MatchString})
+		StartSkew: 2 * time.Second,
+		Filter:    regexp.MustCompile(`^faults/(kill-(rendezvous|barrier|allreduce|hosts)|stall-(rendezvous|barrier)|ipc-name-taken)$`).MatchString})
 }
 
 // TestFakeFaultsGoroutines runs the cases that need no process of their

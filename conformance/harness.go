@@ -111,12 +111,12 @@ type Config struct {
 	// ranks — so running several only adds load, which the deadlines must
 	// withstand anyway.
 	FaultParallel int
-	// StartSkew makes the victim of every fault trial start its case this
-	// long after the other ranks, as a rank process slow to start would
-	// (a loaded machine, a cold page cache, a launcher that starts the
-	// ranks one by one). What every rank completes before the fault —
-	// rendezvous, the calls that precede it — runs under a deadline long
-	// enough for that; a rank that is late is not the fault. 0: no delay.
+	// StartSkew makes the victim of every fault trial start this long
+	// after the other ranks, as a rank process slow to start would (a
+	// loaded machine, a cold page cache, a launcher that starts the ranks
+	// one by one). The ranks of a fault trial meet at a start barrier,
+	// under a deadline long enough for that, before a case's timed part,
+	// so a late rank is not taken for the fault. 0: no delay.
 	StartSkew time.Duration
 }
 
@@ -173,7 +173,7 @@ type Env struct {
 	// FaultDeadline bounds each operation of a fault case.
 	FaultDeadline time.Duration
 	// StartSkew is Config.StartSkew: the victim of a fault trial waits
-	// this long before running its case.
+	// this long before the trial's start barrier.
 	StartSkew time.Duration
 	// ShareDevice puts every rank on device 0 (Config.ShareDevice).
 	ShareDevice bool
