@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
-	"os/exec"
 	"strconv"
 	"testing"
 
@@ -171,12 +170,8 @@ func TestGPUShareableChildProcess(t *testing.T) {
 	require.NoError(t, err)
 	defer h.File.Close()
 
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestGPUShareableChild$", "-test.v")
-	cmd.Env = append(os.Environ(), envShareChild+"=1", envShareDevice+"=0", envShareSize+"="+strconv.Itoa(h.Size))
-	cmd.ExtraFiles = []*os.File{h.File} // fd 3 in the child
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "child:\n%s", out)
-	require.Contains(t, string(out), "--- PASS: TestGPUShareableChild")
+	gputest.RunChildWith(t, gputest.Child{Env: []string{envShareChild + "=1", envShareDevice + "=0", envShareSize + "=" + strconv.Itoa(h.Size)},
+		Files: []*os.File{h.File}}, "TestGPUShareableChild") // h.File is fd 3 in the child
 
 	// The child overwrote the first KiB with 0x77.
 	got := make([]byte, a.Size())

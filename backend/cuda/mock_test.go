@@ -6,11 +6,7 @@ import (
 	"context"
 	_ "embed"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/intranode/intranode/backend/internal/gpu/gputest"
 )
@@ -61,11 +57,6 @@ func TestMockDriver(t *testing.T) {
 		t.Skipf("cannot build the mock driver: %v", err)
 	}
 
-	run := exec.Command(os.Args[0], "-test.run=^("+strings.Join(mockTests, "|")+")$", "-test.v", "-test.count=1")
-	run.Env = append(os.Environ(), envMockChild+"=1", "LD_LIBRARY_PATH="+dir+":"+os.Getenv("LD_LIBRARY_PATH"))
-	out, err := run.CombinedOutput()
-	require.NoError(t, err, "GPU tests on the mock driver:\n%s", out)
-	for _, name := range mockTests {
-		require.Contains(t, string(out), "--- PASS: "+name+" ", "GPU tests on the mock driver:\n%s", out)
-	}
+	gputest.RunChildWith(t, gputest.Child{Env: []string{envMockChild + "=1", "LD_LIBRARY_PATH=" + dir + ":" + os.Getenv("LD_LIBRARY_PATH")}},
+		mockTests...)
 }

@@ -21,7 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,15 +95,9 @@ func TestNCCLLoader(t *testing.T) {
 	if err != nil {
 		t.Logf("the child skips the mock NCCL: %v", err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestNCCLLoaderChild$", "-test.v", "-test.count=1")
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "NCCL_RUNTIME_CONNECT=") || strings.HasPrefix(kv, "NCCL_NVLS_ENABLE=") ||
-			strings.HasPrefix(kv, EnvNCCLLibrary+"=")
-	})
-	cmd.Env = append(cmd.Env, envNCCLChild+"=1", envNCCLMock+"="+mock, "NCCL_NVLS_ENABLE=1", EnvNCCLLibrary+"="+missingNCCL)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "child output:\n%s", out)
-	require.Contains(t, string(out), "--- PASS: TestNCCLLoaderChild", "child output:\n%s", out)
+	gputest.RunChildWith(t, gputest.Child{Unset: []string{"NCCL_RUNTIME_CONNECT", "NCCL_NVLS_ENABLE", EnvNCCLLibrary},
+		Env: []string{envNCCLChild + "=1", envNCCLMock + "=" + mock, "NCCL_NVLS_ENABLE=1", EnvNCCLLibrary + "=" + missingNCCL}},
+		"TestNCCLLoaderChild")
 }
 
 func TestNCCLLoaderChild(t *testing.T) {
@@ -433,12 +426,8 @@ func TestNCCLMockEndToEnd(t *testing.T) {
 	out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", filepath.Join(dir, "libcuda.so.1"), src).CombinedOutput()
 	require.NoError(t, err, "building the mock driver:\n%s", out)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestNCCLMockEndToEndChild$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), envNCCLMockChild+"=1", EnvNCCLLibrary+"="+mock,
+	gputest.RunChild(t, "TestNCCLMockEndToEndChild", envNCCLMockChild+"=1", EnvNCCLLibrary+"="+mock,
 		"LD_LIBRARY_PATH="+dir+":"+os.Getenv("LD_LIBRARY_PATH"))
-	out, err = cmd.CombinedOutput()
-	require.NoError(t, err, "child output:\n%s", out)
-	require.Contains(t, string(out), "--- PASS: TestNCCLMockEndToEndChild", "child output:\n%s", out)
 }
 
 func TestNCCLMockEndToEndChild(t *testing.T) {
@@ -681,14 +670,8 @@ func TestGPUNCCLMissingLibrary(t *testing.T) {
 	if n, err := b.DeviceCount(t.Context()); err != nil || n < 2 {
 		t.Skipf("needs 2 GPUs: %d, %v", n, err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestGPUNCCLMissingLibraryChild$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), envNCCLMissingChild+"=1", EnvNCCLLibrary+"="+missingNCCL)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "child output:\n%s", out)
-	if !strings.Contains(string(out), "--- PASS: TestGPUNCCLMissingLibraryChild") {
-		require.Contains(t, string(out), "--- SKIP: TestGPUNCCLMissingLibraryChild", "child output:\n%s", out)
-		t.Skipf("the child skipped:\n%s", out)
-	}
+	gputest.RunChildWith(t, gputest.Child{Env: []string{envNCCLMissingChild + "=1", EnvNCCLLibrary + "=" + missingNCCL},
+		MaySkip: true}, "TestGPUNCCLMissingLibraryChild")
 }
 
 func TestGPUNCCLMissingLibraryChild(t *testing.T) {

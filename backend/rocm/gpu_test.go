@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,18 +116,15 @@ func TestGPUShareableChildProcess(t *testing.T) {
 	require.NoError(t, d.CopyToDevice(ctx, a.Ptr(), pattern(a.Size(), 1)))
 	h, err := a.Export(b.share.kind)
 	require.NoError(t, err)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestGPUShareableChild$", "-test.v")
-	cmd.Env = append(os.Environ(), envShareChildSize+"="+strconv.Itoa(h.Size))
+	child := gputest.Child{Env: []string{envShareChildSize + "=" + strconv.Itoa(h.Size)}}
 	if h.File != nil {
 		defer h.File.Close()
-		cmd.ExtraFiles = []*os.File{h.File}
-		cmd.Env = append(cmd.Env, envShareChildHandle+"=fd")
+		child.Files = []*os.File{h.File}
+		child.Env = append(child.Env, envShareChildHandle+"=fd")
 	} else {
-		cmd.Env = append(cmd.Env, envShareChildHandle+"="+hex.EncodeToString(h.Opaque))
+		child.Env = append(child.Env, envShareChildHandle+"="+hex.EncodeToString(h.Opaque))
 	}
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "child:\n%s", out)
-	require.Contains(t, string(out), "--- PASS: TestGPUShareableChild")
+	gputest.RunChildWith(t, child, "TestGPUShareableChild")
 	got := make([]byte, a.Size())
 	require.NoError(t, d.CopyFromDevice(ctx, got, a.Ptr()))
 	require.Equal(t, pattern(a.Size(), 2), got, "what the child wrote")

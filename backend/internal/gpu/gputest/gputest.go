@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,11 +78,41 @@ func opened[T interface{ Close() error }](t testing.TB, v T, err error) T {
 // checks that it passed; it returns the child's output.
 func RunChild(t testing.TB, test string, env ...string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), env...)
+	return RunChildWith(t, Child{Env: env}, test)
+}
+
+// Child is what RunChildWith gives the child process beyond this one's
+// environment.
+type Child struct {
+	// Unset names variables removed from the environment; Env is added
+	// after.
+	Unset []string
+	Env   []string
+	// Files are the child's descriptors 3, 4, ….
+	Files []*os.File
+	// MaySkip lets a test of the child skip: t then skips too.
+	MaySkip bool
+}
+
+// RunChildWith runs tests in one fresh copy of this test binary, set up as
+// c says, and checks that each passed; it returns the child's output.
+func RunChildWith(t testing.TB, c Child, tests ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^("+strings.Join(tests, "|")+")$", "-test.v", "-test.count=1")
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(c.Unset, name)
+	})
+	cmd.Env = append(cmd.Env, c.Env...)
+	cmd.ExtraFiles = c.Files
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "child output:\n%s", out)
-	require.Contains(t, string(out), "--- PASS: "+test)
+	for _, test := range tests {
+		if c.MaySkip && strings.Contains(string(out), "--- SKIP: "+test+" ") {
+			t.Skipf("the child skipped %s:\n%s", test, out)
+		}
+		require.Contains(t, string(out), "--- PASS: "+test+" ", "child output:\n%s", out)
+	}
 	return string(out)
 }
 
