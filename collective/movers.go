@@ -343,28 +343,36 @@ func moverLaunchConfig(n, bytes, world int) backend.LaunchConfig {
 	return backend.LaunchConfig{Grid: backend.D1(uint32(blocks)), Block: backend.D1(block), Early: true}
 }
 
-// Reference is the exact value of element i of rank me's output in a call
-// of o over world ranks with count elements per rank (as the Comm methods
-// take it) and root (broadcast), when element j of rank r's input is
-// in(r, j) and a reduction folds in ascending rank order with fold. It is
-// what the conformance suite and the bench check results against.
-func (o Op) Reference(in func(r, j int) float64, fold func(a, b float64) float64, world, me, root, count, i int) float64 {
-	reduce := func(j int) float64 {
-		acc := in(0, j)
-		for r := 1; r < world; r++ {
-			acc = fold(acc, in(r, j))
-		}
-		return acc
-	}
+// Source says what element i of rank me's output is made of in a call of
+// o with count elements per rank (as the Comm methods take it) and root
+// (broadcast): element j of rank r's input, or, for the reductions (r =
+// -1), element j of every rank's input folded together.
+func (o Op) Source(me, root, count, i int) (r, j int) {
 	switch o {
 	case OpReduceScatter:
-		return reduce(me*count + i)
+		return -1, me*count + i
 	case OpAllGather:
-		return in(i/count, i%count)
+		return i / count, i % count
 	case OpBroadcast:
-		return in(root, i)
+		return root, i
 	case OpAllToAll:
-		return in(i/count, me*count+i%count)
+		return i / count, me*count + i%count
 	}
-	return reduce(i)
+	return -1, i
+}
+
+// Reference is the exact value of element i of rank me's output in a call
+// of o over world ranks (see Source), when element j of rank r's input is
+// in(r, j) and a reduction folds in ascending rank order with fold. It is
+// what the bench and the suite check results against.
+func (o Op) Reference(in func(r, j int) float64, fold func(a, b float64) float64, world, me, root, count, i int) float64 {
+	r, j := o.Source(me, root, count, i)
+	if r >= 0 {
+		return in(r, j)
+	}
+	acc := in(0, j)
+	for r := 1; r < world; r++ {
+		acc = fold(acc, in(r, j))
+	}
+	return acc
 }

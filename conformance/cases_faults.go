@@ -158,25 +158,6 @@ func survive(ctx context.Context, e *Env, c io.Closer, missing int,
 	}
 }
 
-// surviveAfter is survive for a case whose victim dies after the first
-// setup operations of the plan (the rendezvous, the good calls): every
-// rank, the victim too, completes those, so a survivor runs them under
-// setupDeadline, as the victim does (a peer process slow to start or to
-// reach a call is not the fault), and the rest under survive. Under the
-// fault deadline alone, a victim started more than that deadline after a
-// survivor found it gone from its rendezvous and then waited for it.
-func surviveAfter(ctx context.Context, e *Env, c io.Closer, setup int,
-	next func(i int) (string, func(context.Context) error)) error {
-	for i := range setup {
-		op, run := next(i)
-		if a := try(ctx, op, setupDeadline(e), run); a.err != nil {
-			_ = c.Close()
-			return fmt.Errorf("a survivor's %s, before the fault, failed: %w", op, a.err)
-		}
-	}
-	return survive(ctx, e, c, -1, func(i int) (string, func(context.Context) error) { return next(setup + i) })
-}
-
 // barriers is a survivor's plan: rendezvous, then barriers.
 func barriers(c *collective.Comm) func(int) (string, func(context.Context) error) {
 	return func(i int) (string, func(context.Context) error) {
@@ -354,7 +335,7 @@ func killDuring(ctx context.Context, e *Env, what string, good int, delay time.D
 		if err != nil {
 			return err
 		}
-		return surviveAfter(ctx, e, c, good+1, survivors(c))
+		return survive(ctx, e, c, -1, survivors(c))
 	}
 	c, err := victimRendezvous(ctx, e)
 	if err != nil {

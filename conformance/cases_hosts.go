@@ -272,7 +272,7 @@ func caseKillHosts(ctx context.Context, e *Env) error {
 	}
 	call := func(seed int) func(context.Context) error { return f.call(op, backend.Float32, count, seed) }
 	if e.Rank != p.Victim {
-		return surviveAfter(ctx, e, f, good, func(i int) (string, func(context.Context) error) {
+		return survive(ctx, e, f, -1, func(i int) (string, func(context.Context) error) {
 			return fmt.Sprintf("call %d: %v of %d", i+1, op, count), call(i + 1)
 		})
 	}

@@ -75,23 +75,35 @@ func Encode(d backend.DType, b []byte, vals []float64) {
 			}
 			return
 		}
-	case backend.BFloat16:
+	case backend.Float16, backend.BFloat16:
 		if v, ok := Uint16s(b); ok {
-			v = v[:len(vals)]
-			for i, x := range vals {
-				// A value float32 holds exactly rounds the same from it
-				// (no double rounding), through the inlined conversion.
-				if f := float32(x); float64(f) == x {
-					v[i] = F32ToBF16(f)
-				} else {
-					v[i] = F64ToBF16(x)
-				}
-			}
+			encodeHalf(v[:len(vals)], vals, d == backend.BFloat16)
 			return
 		}
 	}
 	for i, x := range vals {
 		Put(d, b, i, x)
+	}
+}
+
+// encodeHalf is Encode for float16 (bf false) and bfloat16 into a typed
+// view of the buffer. A value float32 holds exactly rounds the same from
+// it (no double rounding), through the cheaper conversion.
+//
+//go:norace
+func encodeHalf(v []uint16, vals []float64, bf bool) {
+	for i, x := range vals {
+		f := float32(x)
+		switch exact := float64(f) == x; {
+		case bf && exact:
+			v[i] = F32ToBF16(f)
+		case bf:
+			v[i] = F64ToBF16(x)
+		case exact:
+			v[i] = F32ToF16(f)
+		default:
+			v[i] = F64ToF16(x)
+		}
 	}
 }
 
@@ -120,32 +132,33 @@ const encodeChunk = 1024
 // Put rounds: the values are computed a chunk at a time and each chunk
 // stored by Encode.
 func EncodeFunc(d backend.DType, b []byte, count int, value func(i int) float64) {
-	encodeValues(d, b, count, funcValues(value))
+	EncodeValues(d, b, count, funcValues(value))
 }
 
-// valuer gives the value of element i; Pattern and Expected implement it
-// with methods built without race instrumentation, so that computing a
-// value costs no detector calls under -race (a closure would).
-type valuer interface{ value(i int) float64 }
+// Valuer gives the value of element i. Pattern and Expected implement it
+// with methods built without race instrumentation (//go:norace), so that
+// computing a value costs no detector calls under -race (a closure's
+// would): callers that encode many values can do the same.
+type Valuer interface{ Value(i int) float64 }
 
-// funcValues is a valuer from a function.
+// funcValues is a Valuer from a function.
 type funcValues func(i int) float64
 
-func (f funcValues) value(i int) float64 { return f(i) }
+func (f funcValues) Value(i int) float64 { return f(i) }
 
-// encodeValues is EncodeFunc for any valuer. vals is this call's own
+// EncodeValues is EncodeFunc for any Valuer. vals is this call's own
 // scratch, so its loop needs no race checks (Encode reports what it reads
 // and writes).
 //
 //go:norace
 //go:nocheckptr
-func encodeValues[V valuer](d backend.DType, b []byte, count int, v V) {
+func EncodeValues[V Valuer](d backend.DType, b []byte, count int, v V) {
 	var vals [encodeChunk]float64
 	size := d.Size()
 	for lo := 0; lo < count; lo += encodeChunk {
 		c := vals[:min(encodeChunk, count-lo)]
 		for i := range c {
-			c[i] = v.value(lo + i)
+			c[i] = v.Value(lo + i)
 		}
 		Encode(d, b[lo*size:], c)
 	}

@@ -247,10 +247,15 @@ func TestCompare(t *testing.T) {
 // TestEncodeMatchesPut stores the same values with Encode and with Put, in
 // every type, aligned and one byte off, and expects the same bytes:
 // integers, values that round, halfway cases, values beyond a type's range,
-// infinities and NaN.
+// subnormals, infinities and NaN.
 func TestEncodeMatchesPut(t *testing.T) {
 	vals := []float64{0, math.Copysign(0, -1), 1, -7, 128, 0.1, 1.0 / 3, 65504, 65520, 1e10, -1e40, 3.4e38 * 2,
-		1 + 1.0/256, 1 + 3.0/512, 2147483647.6, -2147483649, math.Inf(1), math.Inf(-1), math.NaN(), 1e-45, 5e-324}
+		1 + 1.0/256, 1 + 3.0/512, 2147483647.6, -2147483649, math.Inf(1), math.Inf(-1), math.NaN(), 1e-45, 5e-324,
+		// float16's halfway cases, its smallest normal and subnormals.
+		2049, 2051, -4097, math.Ldexp(1, -14), math.Ldexp(1, -24), math.Ldexp(1, -25), math.Ldexp(3, -26), math.Ldexp(3, -25),
+		// Just above halfway in float16 and bfloat16, but halfway once
+		// rounded to float32: rounding twice would get them wrong.
+		1 + math.Ldexp(1, -11) + math.Ldexp(1, -40), 1 + math.Ldexp(1, -8) + math.Ldexp(1, -40)}
 	for _, d := range backend.DTypes {
 		t.Run(d.String(), func(t *testing.T) {
 			want := make([]byte, len(vals)*d.Size())

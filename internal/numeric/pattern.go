@@ -30,14 +30,14 @@ func PatternValue(rank, seed, i int) float64 {
 
 // Pattern writes PatternValue(rank, seed, i) into elements [0, count) of b.
 func Pattern(d backend.DType, b []byte, count, rank, seed int) {
-	encodeValues(d, b, count, patternValues{rank, seed})
+	EncodeValues(d, b, count, patternValues{rank, seed})
 }
 
 // patternValues are one rank's PatternValue for one seed.
 type patternValues struct{ rank, seed int }
 
 //go:norace
-func (p patternValues) value(i int) float64 { return PatternValue(p.rank, p.seed, i) }
+func (p patternValues) Value(i int) float64 { return PatternValue(p.rank, p.seed, i) }
 
 // ExpectedValue is op over ranks 0..world-1 of PatternValue(r, seed, i):
 // the exact result of an all-reduce of Pattern inputs.
@@ -55,7 +55,7 @@ func ExpectedValue(op backend.ReduceOp, world, seed, i int) float64 {
 // [0, count) of b. world must be at most 8 for the values to be exact in
 // every type (see PatternRange).
 func Expected(d backend.DType, op backend.ReduceOp, b []byte, count, world, seed int) {
-	encodeValues(d, b, count, expectedValues{op, world, seed})
+	EncodeValues(d, b, count, expectedValues{op, world, seed})
 }
 
 // expectedValues are ExpectedValue for one op, world and seed.
@@ -65,7 +65,7 @@ type expectedValues struct {
 }
 
 //go:norace
-func (e expectedValues) value(i int) float64 { return ExpectedValue(e.op, e.world, e.seed, i) }
+func (e expectedValues) Value(i int) float64 { return ExpectedValue(e.op, e.world, e.seed, i) }
 
 // Mismatch describes the first element where two buffers differ.
 type Mismatch struct {
