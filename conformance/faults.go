@@ -16,6 +16,7 @@ import (
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/internal/launch"
+	"github.com/intranode/intranode/symmetric/store"
 )
 
 // Bounds every fault case is held to.
@@ -379,16 +380,11 @@ func runFaultRank(ctx context.Context, c Case, e *Env) error {
 // ranks' start (Fault.ParentKill) skip it: their victim may die before
 // reaching it.
 func startBarrier(ctx context.Context, e *Env) error {
-	ctx, cancel := context.WithTimeout(ctx, setupDeadline(e))
-	defer cancel()
-	keys := make([]string, e.World)
-	for r := range keys {
-		keys[r] = fmt.Sprintf("faults/started/%d", r)
+	ex, err := store.NewExchange(e.Store, "faults/started", e.Rank, e.World, store.WithTimeout(setupDeadline(e)))
+	if err != nil {
+		return err
 	}
-	if err := e.Store.Set(ctx, keys[e.Rank], nil); err != nil {
-		return fmt.Errorf("conformance: rank %d: starting the trial: %w", e.Rank, err)
-	}
-	if err := e.Store.Wait(ctx, keys...); err != nil {
+	if err := errors.Join(ex.Barrier(ctx), ex.Close(ctx)); err != nil {
 		return fmt.Errorf("conformance: rank %d: waiting for the trial's ranks to start: %w", e.Rank, err)
 	}
 	return nil
