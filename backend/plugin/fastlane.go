@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,16 +56,6 @@ const (
 	fastOK  = 0
 	fastErr = 1 // followed by the backend code (4 bytes, little-endian) and the message
 )
-
-// fastIndex returns method's index in fastMethods, or -1.
-func fastIndex(method string) int {
-	for i, m := range fastMethods {
-		if m == method {
-			return i
-		}
-	}
-	return -1
-}
 
 // fastLane is the host's end.
 type fastLane struct {
@@ -133,7 +124,7 @@ func (ls lanes) keep(n int) lanes {
 // gRPC can watch for its end, a request too large, every lane busy or
 // dropped), and the caller then uses gRPC.
 func (ls lanes) call(ctx context.Context, method string, req, resp any) (ok bool, err error) {
-	i := fastIndex(method)
+	i := slices.Index(fastMethods, method)
 	dl, bounded := ctx.Deadline()
 	if len(ls) == 0 || i < 0 || !bounded {
 		return false, nil
@@ -217,11 +208,7 @@ func (l *fastLane) Close() error {
 func fastHandlers() []grpc.MethodDesc {
 	handlers := make([]grpc.MethodDesc, len(fastMethods))
 	for i, m := range fastMethods {
-		for _, d := range serviceDesc.Methods {
-			if d.MethodName == m {
-				handlers[i] = d
-			}
-		}
+		handlers[i] = serviceDesc.Methods[slices.IndexFunc(serviceDesc.Methods, func(d grpc.MethodDesc) bool { return d.MethodName == m })]
 	}
 	return handlers
 }
