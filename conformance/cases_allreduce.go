@@ -111,7 +111,7 @@ func allReduceOnce(ctx context.Context, e *Env, c *collective.Comm, algo collect
 	out := in
 	var opts []collective.CallOption
 	if outOfPlace {
-		if out, err = newGuarded(ctx, dev, len(host)); err != nil {
+		if out, err = newGuarded(ctx, e, dev, len(host)); err != nil {
 			return err
 		}
 		defer out.close()
@@ -187,7 +187,7 @@ func caseRepeat(ctx context.Context, e *Env) error {
 		defer s.Close()
 		bufs := make([]*guarded, 100)
 		for i := range bufs {
-			if bufs[i], err = newGuarded(ctx, dev, count*d.Size()); err != nil {
+			if bufs[i], err = newGuarded(ctx, e, dev, count*d.Size()); err != nil {
 				return err
 			}
 			defer bufs[i].close()
@@ -249,7 +249,7 @@ func caseSymmetricInput(ctx context.Context, e *Env) error {
 				return err
 			}
 			dev := c.Device()
-			out, err := newGuarded(ctx, dev, count*d.Size())
+			out, err := newGuarded(ctx, e, dev, count*d.Size())
 			if err != nil {
 				return err
 			}
@@ -319,7 +319,7 @@ func caseTooLarge(ctx context.Context, e *Env) error {
 			return fmt.Errorf("SelectAllReduceAlgo(%d > capacity %d) = %v, want none or an algorithm without the buffer's limit", capacity+1, capacity, got)
 		}
 		dev := c.Device()
-		g, err := newGuarded(ctx, dev, (capacity+1)*d.Size())
+		g, err := newGuarded(ctx, e, dev, (capacity+1)*d.Size())
 		if err != nil {
 			return err
 		}
@@ -404,7 +404,7 @@ func caseBadArgs(ctx context.Context, e *Env) error {
 			return err
 		}
 		defer s.Close()
-		g, err := newGuarded(ctx, dev, 64*kernels.MaxRanks)
+		g, err := newGuarded(ctx, e, dev, 64*kernels.MaxRanks)
 		if err != nil {
 			return err
 		}

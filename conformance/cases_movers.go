@@ -120,19 +120,19 @@ func moverOnce(ctx context.Context, e *Env, c *collective.Comm, m moverCall) err
 	dev := c.Device()
 	size := m.dtype.Size()
 	inN, outN, inOff, outOff := m.layout(e.Rank, e.World)
-	in, err := newGuarded(ctx, dev, inN*size)
+	in, err := newGuarded(ctx, e, dev, inN*size)
 	if err != nil {
 		return err
 	}
 	defer in.close()
 	out := in
 	if outN > 0 {
-		if out, err = newGuarded(ctx, dev, outN*size); err != nil {
+		if out, err = newGuarded(ctx, e, dev, outN*size); err != nil {
 			return err
 		}
 		defer out.close()
 	}
-	host := make([]byte, inN*size)
+	host := in.host(inN * size)
 	inElems, _ := m.op.Elements(m.count, e.World)
 	numeric.Pattern(m.dtype, host[inOff*size:], inElems, e.Rank, m.seed)
 	if err := in.write(ctx, host); err != nil {
@@ -190,9 +190,8 @@ func moverOnce(ctx context.Context, e *Env, c *collective.Comm, m moverCall) err
 		return err
 	}
 	_, outElems := m.op.Elements(m.count, e.World)
-	wantFn := func() []byte {
+	wantIn := func(want []byte) []byte {
 		// In place, what is not output must still be the input.
-		want := make([]byte, len(got))
 		if !m.outPlace {
 			copy(want, host)
 		}
@@ -203,9 +202,10 @@ func moverOnce(ctx context.Context, e *Env, c *collective.Comm, m moverCall) err
 	switch m.op {
 	case collective.OpAllGather, collective.OpBroadcast:
 		// The whole output is the same on every rank.
-		want = e.expected.get(expectKey{coll: m.op, d: m.dtype, count: m.count, world: e.World, seed: m.seed, root: m.root}, wantFn)
+		want = e.expected.get(expectKey{coll: m.op, d: m.dtype, count: m.count, world: e.World, seed: m.seed, root: m.root},
+			func() []byte { return wantIn(make([]byte, len(got))) })
 	default:
-		want = wantFn()
+		want = wantIn(out.host(len(got)))
 	}
 	if wrong, first := numeric.Compare(m.dtype, got, want, len(got)/size); wrong > 0 {
 		return fmt.Errorf("%v: %d of %d elements wrong; first at %v", m, wrong, outElems, first)
@@ -382,17 +382,17 @@ func caseMoversRepeat(ctx context.Context, e *Env) error {
 			m := moverCall{op: movers[i%len(movers)], algo: collective.Direct, dtype: d, red: backend.Sum, count: count,
 				root: i % e.World, seed: 500 + i, outPlace: true}
 			inN, outN := m.op.Elements(count, e.World)
-			in, err := newGuarded(ctx, dev, inN*d.Size())
+			in, err := newGuarded(ctx, e, dev, inN*d.Size())
 			if err != nil {
 				return err
 			}
-			out, err := newGuarded(ctx, dev, outN*d.Size())
+			out, err := newGuarded(ctx, e, dev, outN*d.Size())
 			if err != nil {
 				_ = in.close()
 				return err
 			}
 			calls = append(calls, pending{m, in, out})
-			host := make([]byte, inN*d.Size())
+			host := in.host(inN * d.Size())
 			numeric.Pattern(d, host, inN, e.Rank, m.seed)
 			if err := in.write(ctx, host); err != nil {
 				return err
@@ -419,7 +419,7 @@ func caseMoversRepeat(ctx context.Context, e *Env) error {
 			if err != nil {
 				return err
 			}
-			want := make([]byte, len(got))
+			want := p.out.host(len(got))
 			numeric.EncodeValues(d, want, len(got)/d.Size(), p.m.want(e.Rank, e.World))
 			if wrong, first := numeric.Compare(d, got, want, len(got)/d.Size()); wrong > 0 {
 				return fmt.Errorf("call %d, %v: %d elements wrong; first at %v", i, p.m, wrong, first)

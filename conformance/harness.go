@@ -181,6 +181,7 @@ type Env struct {
 	name     string            // the case's name
 	report   func(FaultReport) // where ReportFault sends reports
 	expected *expectations     // shared with the case's other ranks in this process
+	pool     hostPool          // the host buffers of this rank's checked calls
 }
 
 // skipError marks a case as not applicable, with the reason.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
+	"slices"
 	"sync"
 
 	"github.com/intranode/intranode/backend"
@@ -69,13 +71,17 @@ func closeComm(ctx context.Context, c *collective.Comm) error {
 }
 
 // guarded is device memory with canaries on both sides of the usable part.
+// The host buffers it hands out (host, read) are lent by the rank's pool
+// and go back to it at close: they are the caller's until then.
 type guarded struct {
 	dev   backend.Device
 	alloc backend.Allocation
 	n     int
+	pool  *hostPool
+	lent  [][]byte
 }
 
-func newGuarded(ctx context.Context, dev backend.Device, n int) (*guarded, error) {
+func newGuarded(ctx context.Context, e *Env, dev backend.Device, n int) (*guarded, error) {
 	a, err := dev.Alloc(ctx, n+2*canarySize)
 	if err != nil {
 		return nil, err
@@ -84,23 +90,30 @@ func newGuarded(ctx context.Context, dev backend.Device, n int) (*guarded, error
 		_ = a.Close()
 		return nil, err
 	}
-	return &guarded{dev: dev, alloc: a, n: n}, nil
+	return &guarded{dev: dev, alloc: a, n: n, pool: &e.pool}, nil
 }
 
 // newPatterned is a guarded buffer of count elements of d holding this
 // rank's pattern for seed (numeric.Pattern), and that pattern on the host.
 func newPatterned(ctx context.Context, e *Env, dev backend.Device, d backend.DType, count, seed int) (*guarded, []byte, error) {
-	g, err := newGuarded(ctx, dev, count*d.Size())
+	g, err := newGuarded(ctx, e, dev, count*d.Size())
 	if err != nil {
 		return nil, nil, err
 	}
-	host := make([]byte, count*d.Size())
+	host := g.host(count * d.Size())
 	numeric.Pattern(d, host, count, e.Rank, seed)
 	if err := g.write(ctx, host); err != nil {
 		_ = g.close()
 		return nil, nil, err
 	}
 	return g, host, nil
+}
+
+// host returns n zeroed host bytes, the caller's until g is closed.
+func (g *guarded) host(n int) []byte {
+	b := g.pool.get(n)
+	g.lent = append(g.lent, b)
+	return b
 }
 
 // unchanged fails when the buffer no longer holds want (a call that must
@@ -122,8 +135,9 @@ func (g *guarded) write(ctx context.Context, b []byte) error {
 	return g.dev.CopyToDevice(ctx, g.ptr(), b[:g.n])
 }
 
+// read copies the usable part to a new host buffer (g.host).
 func (g *guarded) read(ctx context.Context) ([]byte, error) {
-	out := make([]byte, g.n)
+	out := g.host(g.n)
 	return out, g.dev.CopyFromDevice(ctx, out, g.ptr())
 }
 
@@ -151,7 +165,66 @@ func (g *guarded) checkCanaries(ctx context.Context) error {
 	return nil
 }
 
-func (g *guarded) close() error { return g.alloc.Close() }
+func (g *guarded) close() error {
+	g.pool.put(g.lent)
+	g.lent = nil
+	return g.alloc.Close()
+}
+
+// hostPool keeps the host buffers of a rank's checked calls (inputs,
+// results read back, expected values) for the calls after them. Under the
+// race detector, every new allocation over 64 KiB gets new shadow memory,
+// and each of its pages faults when first touched: with new buffers for
+// every call, that was a fifth of the suite's time on the fake
+// (docs/PERFORMANCE.md, twentieth session). Safe for concurrent use.
+type hostPool struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+// maxPooled bounds how many buffers a pool keeps.
+const maxPooled = 16
+
+// get returns n zeroed bytes: the smallest kept buffer that holds them, or
+// a new one.
+func (p *hostPool) get(n int) []byte {
+	p.mu.Lock()
+	best := -1
+	for i, b := range p.free {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(p.free[best])) {
+			best = i
+		}
+	}
+	var b []byte
+	if best >= 0 {
+		b = p.free[best]
+		p.free = slices.Delete(p.free, best, best+1)
+	}
+	p.mu.Unlock()
+	if b == nil {
+		// Room to the next power of two, so that the slightly larger
+		// sizes of a sweep reuse it too.
+		return make([]byte, n, 1<<bits.Len(uint(n-1)))
+	}
+	b = b[:n]
+	clear(b)
+	return b
+}
+
+// put gives buffers back; past maxPooled the smallest are dropped.
+func (p *hostPool) put(bufs [][]byte) {
+	if len(bufs) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = append(p.free, bufs...)
+	if len(p.free) > maxPooled {
+		slices.SortFunc(p.free, func(a, b []byte) int { return cap(b) - cap(a) })
+		clear(p.free[maxPooled:])
+		p.free = p.free[:maxPooled]
+	}
+}
 
 // checkResult compares an all-reduce result with the exact expected values.
 func (e *Env) checkResult(d backend.DType, op backend.ReduceOp, got []byte, count, seed int) error {
