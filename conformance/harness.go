@@ -118,9 +118,16 @@ type Config struct {
 	// under a deadline long enough for that, before a case's timed part,
 	// so a late rank is not taken for the fault. 0: no delay.
 	StartSkew time.Duration
+
+	// pool keeps the host buffers of the checked calls of a run's ranks
+	// in this process, from case to case (see hostPool).
+	pool *hostPool
 }
 
 func (c *Config) defaults() {
+	if c.pool == nil {
+		c.pool = &hostPool{}
+	}
 	if c.Mode == "" {
 		c.Mode = Goroutines
 	}
@@ -181,7 +188,7 @@ type Env struct {
 	name     string            // the case's name
 	report   func(FaultReport) // where ReportFault sends reports
 	expected *expectations     // shared with the case's other ranks in this process
-	pool     hostPool          // the host buffers of this rank's checked calls
+	pool     *hostPool         // lends the host buffers of its checked calls
 }
 
 // skipError marks a case as not applicable, with the reason.
@@ -219,7 +226,7 @@ func runGoroutines(ctx context.Context, b backend.Backend, cfg Config, world int
 				}
 			}()
 			e := &Env{Rank: r, World: world, Store: stores[r], Backend: b, Timeout: cfg.Timeout, Quick: cfg.Quick,
-				ShareDevice: cfg.ShareDevice, Hosts: cfg.Hosts, expected: expected}
+				ShareDevice: cfg.ShareDevice, Hosts: cfg.Hosts, expected: expected, pool: cfg.pool}
 			if adjust != nil {
 				adjust(e)
 			}
@@ -316,7 +323,7 @@ func childMain(name string) int {
 	}
 	defer b.Close()
 	hosts, _ := strconv.Atoi(os.Getenv(envHosts))
-	e := &Env{Rank: rank, World: world, Store: st, Backend: b, Timeout: timeout, Quick: quick, Hosts: hosts}
+	e := &Env{Rank: rank, World: world, Store: st, Backend: b, Timeout: timeout, Quick: quick, Hosts: hosts, pool: &hostPool{}}
 	childFaultEnv(e, name)
 	err = runFaultRank(ctx, c, e)
 	var sk skipError

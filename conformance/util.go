@@ -71,7 +71,7 @@ func closeComm(ctx context.Context, c *collective.Comm) error {
 }
 
 // guarded is device memory with canaries on both sides of the usable part.
-// The host buffers it hands out (host, read) are lent by the rank's pool
+// The host buffers it hands out (host, read) are lent by the run's pool
 // and go back to it at close: they are the caller's until then.
 type guarded struct {
 	dev   backend.Device
@@ -90,7 +90,7 @@ func newGuarded(ctx context.Context, e *Env, dev backend.Device, n int) (*guarde
 		_ = a.Close()
 		return nil, err
 	}
-	return &guarded{dev: dev, alloc: a, n: n, pool: &e.pool}, nil
+	return &guarded{dev: dev, alloc: a, n: n, pool: e.pool}, nil
 }
 
 // newPatterned is a guarded buffer of count elements of d holding this
@@ -171,23 +171,27 @@ func (g *guarded) close() error {
 	return g.alloc.Close()
 }
 
-// hostPool keeps the host buffers of a rank's checked calls (inputs,
-// results read back, expected values) for the calls after them. Under the
-// race detector, every new allocation over 64 KiB gets new shadow memory,
-// and each of its pages faults when first touched: with new buffers for
-// every call, that was a fifth of the suite's time on the fake
-// (docs/PERFORMANCE.md, twentieth session). Safe for concurrent use.
+// hostPool keeps the host buffers of checked calls (inputs, results read
+// back, expected values) for the calls after them: one pool serves every
+// rank and case of a run in this process. Under the race detector, every
+// new allocation over 64 KiB gets new shadow memory, and each of its pages
+// faults when first touched: with new buffers for every call, those faults
+// took about a fifth of the suite's time on the fake (docs/PERFORMANCE.md,
+// twentieth session). Safe for concurrent use.
 type hostPool struct {
 	mu   sync.Mutex
 	free [][]byte
 }
 
 // maxPooled bounds how many buffers a pool keeps.
-const maxPooled = 16
+const maxPooled = 32
 
 // get returns n zeroed bytes: the smallest kept buffer that holds them, or
-// a new one.
+// a new one. A nil pool keeps nothing.
 func (p *hostPool) get(n int) []byte {
+	if p == nil {
+		return make([]byte, n)
+	}
 	p.mu.Lock()
 	best := -1
 	for i, b := range p.free {
@@ -213,7 +217,7 @@ func (p *hostPool) get(n int) []byte {
 
 // put gives buffers back; past maxPooled the smallest are dropped.
 func (p *hostPool) put(bufs [][]byte) {
-	if len(bufs) == 0 {
+	if p == nil || len(bufs) == 0 {
 		return
 	}
 	p.mu.Lock()

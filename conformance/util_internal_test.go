@@ -8,7 +8,7 @@ import (
 
 // TestHostPool checks that the pool lends zeroed buffers of the asked
 // length, lends a returned buffer again (the smallest that fits), and
-// keeps no more than maxPooled.
+// keeps no more than maxPooled; a nil pool lends new buffers and keeps none.
 func TestHostPool(t *testing.T) {
 	var p hostPool
 	small, large := p.get(100), p.get(70_000)
@@ -37,4 +37,8 @@ func TestHostPool(t *testing.T) {
 	p.put(many)
 	require.Len(t, p.free, maxPooled)
 	require.Equal(t, 10+maxPooled+4, cap(p.free[0]), "the largest are kept")
+
+	var none *hostPool
+	require.Equal(t, make([]byte, 5), none.get(5))
+	none.put([][]byte{make([]byte, 5)})
 }
