@@ -134,6 +134,14 @@ func closeTimed(c io.Closer) (time.Duration, error) {
 // attempt.check).
 func survive(ctx context.Context, e *Env, c io.Closer, missing int,
 	next func(i int) (string, func(context.Context) error)) error {
+	return surviveFrom(ctx, e, c, missing, e.FaultDeadline, next)
+}
+
+// surviveFrom is survive with next(0) under the deadline first: for an
+// operation the fault cannot come before, such as the rendezvous of a
+// case whose victim dies only after its own.
+func surviveFrom(ctx context.Context, e *Env, c io.Closer, missing int, first time.Duration,
+	next func(i int) (string, func(context.Context) error)) error {
 	start := time.Now()
 	for i := 0; ; i++ {
 		op, run := next(i)
@@ -142,7 +150,11 @@ func survive(ctx context.Context, e *Env, c io.Closer, missing int,
 			attempt{op: "every operation", deadline: e.FaultDeadline}.report(e, closing)
 			return cerr
 		}
-		a := try(ctx, op, e.FaultDeadline, run)
+		deadline := e.FaultDeadline
+		if i == 0 {
+			deadline = first
+		}
+		a := try(ctx, op, deadline, run)
 		if a.err == nil {
 			continue
 		}
@@ -327,6 +339,10 @@ func caseKillAllReduce(ctx context.Context, e *Env) error {
 // killDuring runs a kill case: every survivor makes the calls of
 // survivors until one fails (survive); the victim rendezvouses, makes good
 // calls of call (seeds 1 to good), starts one more and dies delay later.
+// The survivors' rendezvous (their first call) has the setup deadline, as
+// the victim's has: the victim dies only after its rendezvous, and under
+// the fault deadline a survivor gave up on a victim slow to get there (a
+// loaded machine), which then waited for the survivor instead of dying.
 func killDuring(ctx context.Context, e *Env, what string, good int, delay time.Duration,
 	survivors func(c *collective.Comm) func(int) (string, func(context.Context) error),
 	call func(c *collective.Comm, seed int) func(context.Context) error) error {
@@ -335,7 +351,7 @@ func killDuring(ctx context.Context, e *Env, what string, good int, delay time.D
 		if err != nil {
 			return err
 		}
-		return survive(ctx, e, c, -1, survivors(c))
+		return surviveFrom(ctx, e, c, -1, setupDeadline(e), survivors(c))
 	}
 	c, err := victimRendezvous(ctx, e)
 	if err != nil {
