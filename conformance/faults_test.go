@@ -27,11 +27,10 @@ func TestFakeFaults(t *testing.T) {
 // four deadlines after the other ranks (Config.StartSkew), as a rank
 // process slow to start does on a loaded machine: the ranks meet at the
 // trial's start barrier, and the survivors still fail within the deadline
-// once the victim dies or stalls. Without the barrier, kill-barrier's and
-// kill-allreduce's survivors gave up on the rendezvous under the fault
-// deadline before the late victim arrived, and the victim waited for them
-// instead of dying as planned; ipc-name-taken's victim found its peers
-// gone.
+// once the victim dies or stalls. Without the barrier, ipc-name-taken's
+// victim finds its peers gone. kill-barrier's and kill-allreduce's
+// survivors gave up on the late victim's rendezvous too, until their
+// rendezvous got the setup deadline (killDuring).
 func TestFakeFaultsLateVictim(t *testing.T) {
 	t.Parallel() // mostly waiting for the late victim
 	conformance.RunTests(t, conformance.Config{Backend: "fake", Mode: conformance.Processes, Worlds: []int{2}, Hosts: 2,
