@@ -293,15 +293,18 @@ func caseKillRendezvous(ctx context.Context, e *Env) error {
 	return die(e) // the rendezvous made fewer calls than planned: die at its end
 }
 
-// victimRendezvous is the victim's own rendezvous before it dies later.
-func victimRendezvous(ctx context.Context, e *Env) (*collective.Comm, error) {
+// setupRendezvous creates this rank's comm and rendezvouses under the
+// setup deadline, for a rank whose fault comes only after the rendezvous
+// (the victim of a kill or stall case); what names the rendezvous in the
+// error.
+func setupRendezvous(ctx context.Context, e *Env, what string) (*collective.Comm, error) {
 	c, err := faultComm(ctx, e, e.Store)
 	if err != nil {
 		return nil, err
 	}
 	if a := try(ctx, "rendezvous", setupDeadline(e), c.Rendezvous); a.err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("the victim's rendezvous failed before it died: %w", a.err)
+		return nil, fmt.Errorf("%s: %w", what, a.err)
 	}
 	return c, nil
 }
@@ -353,7 +356,7 @@ func killDuring(ctx context.Context, e *Env, what string, good int, delay time.D
 		}
 		return surviveFrom(ctx, e, c, -1, setupDeadline(e), survivors(c))
 	}
-	c, err := victimRendezvous(ctx, e)
+	c, err := setupRendezvous(ctx, e, "the victim's rendezvous failed before it died")
 	if err != nil {
 		return err
 	}
@@ -439,13 +442,9 @@ func caseStallRendezvous(ctx context.Context, e *Env) error {
 // never calls op while every other rank does (once).
 func stallAfterRendezvous(ctx context.Context, e *Env, name string, op func(c *collective.Comm) func(context.Context) error) error {
 	p := e.Plan()
-	c, err := faultComm(ctx, e, e.Store)
+	c, err := setupRendezvous(ctx, e, "rendezvous before the stall")
 	if err != nil {
 		return err
-	}
-	if a := try(ctx, "rendezvous", setupDeadline(e), c.Rendezvous); a.err != nil {
-		_ = c.Close()
-		return fmt.Errorf("rendezvous before the stall: %w", a.err)
 	}
 	if e.Rank == p.Victim {
 		return errors.Join(stallUntilDone(ctx, e, p.Victim), c.Close())
