@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -59,8 +60,17 @@ type File struct {
 
 var _ Store = (*File)(nil)
 
-// NewFile opens (creating it if needed) the store kept in dir. It honours
-// WithTimeout and WithLogger.
+// ErrUnsafeDirectory matches (errors.Is) NewFile's refusal of a directory
+// that another user owns or that others may write to: whoever can write
+// there can plant or replace the keys of every job that meets through it.
+var ErrUnsafeDirectory = errors.New("file store: unsafe directory")
+
+// NewFile opens (creating it if needed, mode 0700) the store kept in dir. It
+// refuses, with an error matching ErrUnsafeDirectory and
+// backend.ErrInvalidArgument, a directory owned by another user or writable
+// by its group or others. Keys and the lock file are opened without
+// following symbolic links: a link planted in the directory is an error,
+// never a path to another file. It honours WithTimeout and WithLogger.
 func NewFile(dir string, opts ...Option) (*File, error) {
 	if dir == "" {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "file store: empty directory")
@@ -68,11 +78,67 @@ func NewFile(dir string, opts ...Option) (*File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, backend.Wrap(backend.CodeUnavailable, err, "file store: create directory")
 	}
-	lf, err := os.OpenFile(filepath.Join(dir, fileLockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err := checkPrivateDir(dir); err != nil {
+		return nil, err
+	}
+	lf, err := openNoFollow(filepath.Join(dir, fileLockName), os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return nil, backend.Wrap(backend.CodeUnavailable, err, "file store: open lock file")
 	}
 	return &File{opts: buildOptions(opts), dir: dir, lockFile: lf, done: make(chan struct{})}, nil
+}
+
+// checkPrivateDir refuses a directory this process's user does not own, or
+// that its group or others may write to.
+func checkPrivateDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return backend.Wrap(backend.CodeUnavailable, err, "file store: stat directory")
+	}
+	mode := fs.FileMode(st.Mode & 0o777)
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return backend.Errorf(backend.CodeInvalidArgument, "file store: %s is not a directory", dir)
+	case int(st.Uid) != os.Geteuid():
+		return backend.Wrap(backend.CodeInvalidArgument, ErrUnsafeDirectory,
+			fmt.Sprintf("file store: %s is owned by uid %d, not by this process's uid %d", dir, st.Uid, os.Geteuid()))
+	case mode&0o022 != 0:
+		return backend.Wrap(backend.CodeInvalidArgument, ErrUnsafeDirectory,
+			fmt.Sprintf("file store: %s has mode %v: its group or others may write to it (chmod go-w, or use a new directory)", dir, mode))
+	}
+	return nil
+}
+
+// openNoFollow opens path without following a symbolic link in its last
+// element and without blocking on a FIFO, and checks that what it opened
+// is a regular file.
+func openNoFollow(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link; the store does not follow links: %w", path, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is a %v, not a regular file", path, fi.Mode().Type())
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// readNoFollow reads the regular file at path (see openNoFollow).
+func readNoFollow(path string) ([]byte, error) {
+	f, err := openNoFollow(path, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
 // Dir returns the store's directory.
@@ -104,7 +170,7 @@ func (f *File) closedError(op, key string) error {
 
 // read returns key's value; ok is false when the key is not set.
 func (f *File) read(op, key string) (value []byte, ok bool, err error) {
-	v, err := os.ReadFile(f.path(key))
+	v, err := readNoFollow(f.path(key))
 	switch {
 	case err == nil:
 		return v, true, nil

@@ -186,3 +186,77 @@ func TestNewFileErrors(t *testing.T) {
 		})
 	}
 }
+
+// A File store reads no key and opens no lock through a symbolic link
+// planted in its directory, and refuses a directory that others may write
+// to or that another user owns.
+func TestFileRefusesLinksAndUnsafeDirectories(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	t.Run("key link", func(t *testing.T) {
+		dir := t.TempDir()
+		secret := filepath.Join(t.TempDir(), "secret")
+		require.NoError(t, os.WriteFile(secret, []byte("not yours"), 0o600))
+		s, err := store.NewFile(dir)
+		require.NoError(t, err)
+		defer s.Close()
+		require.NoError(t, s.Set(ctx, "probe", []byte("x")))
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "k") {
+				require.NoError(t, os.Remove(filepath.Join(dir, e.Name())))
+				require.NoError(t, os.Symlink(secret, filepath.Join(dir, e.Name())))
+			}
+		}
+		v, err := s.Get(ctx, "probe")
+		require.ErrorContains(t, err, "symbolic link")
+		require.Nil(t, v)
+	})
+	t.Run("lock link", func(t *testing.T) {
+		dir := t.TempDir()
+		target := filepath.Join(t.TempDir(), "target")
+		require.NoError(t, os.Symlink(target, filepath.Join(dir, ".lock")))
+		_, err := store.NewFile(dir)
+		require.ErrorContains(t, err, "symbolic link")
+		_, statErr := os.Lstat(target)
+		require.ErrorIs(t, statErr, os.ErrNotExist, "the link's target was created")
+	})
+	t.Run("key FIFO", func(t *testing.T) {
+		dir := t.TempDir()
+		s, err := store.NewFile(dir)
+		require.NoError(t, err)
+		defer s.Close()
+		require.NoError(t, s.Set(ctx, "probe", []byte("x")))
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "k") {
+				p := filepath.Join(dir, e.Name())
+				require.NoError(t, os.Remove(p))
+				require.NoError(t, mkfifo(p))
+			}
+		}
+		_, err = s.Get(ctx, "probe")
+		require.ErrorContains(t, err, "not a regular file")
+	})
+	t.Run("writable by others", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.Chmod(dir, 0o777))
+		_, err := store.NewFile(dir)
+		require.ErrorIs(t, err, store.ErrUnsafeDirectory)
+		require.ErrorIs(t, err, backend.ErrInvalidArgument)
+		require.ErrorContains(t, err, "may write")
+	})
+	t.Run("another user's", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to give a directory to another user")
+		}
+		dir := t.TempDir()
+		require.NoError(t, os.Chown(dir, 65534, 65534))
+		_, err := store.NewFile(dir)
+		require.ErrorIs(t, err, store.ErrUnsafeDirectory)
+		require.ErrorContains(t, err, "owned by uid 65534")
+	})
+}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -667,6 +669,31 @@ func TestOpenTCPUnreachable(t *testing.T) {
 	defer cancel()
 	_, err = store.Open(ctx, "tcp://"+addr)
 	require.ErrorIs(t, err, backend.ErrUnavailable)
+}
+
+// A URL that parses but whose store fails to open gives a nil Store, not an
+// interface holding a nil pointer: a caller that defers Close after a nil
+// check alone must not panic. (require.Nil would accept a typed nil.)
+func TestOpenFailureIsNilStore(t *testing.T) {
+	srv, err := store.ListenTCP("")
+	require.NoError(t, err)
+	addr := srv.Addr()
+	require.NoError(t, srv.Close())
+	notDir := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(notDir, nil, 0o600))
+	for _, raw := range []string{
+		"tcp://" + addr,
+		"file://" + notDir,
+		"file://" + filepath.Join(notDir, "below"),
+	} {
+		t.Run(raw, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s, err := store.Open(ctx, raw)
+			require.Error(t, err)
+			require.True(t, s == nil, "store.Open returned %#v with its error", s)
+		})
+	}
 }
 
 // testScheme is registered once for the whole test binary, as a store

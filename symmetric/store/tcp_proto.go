@@ -66,6 +66,13 @@ var opNames = map[byte]string{
 // frameHeaderSize is the opcode and the request id.
 const frameHeaderSize = 1 + 8
 
+// maxHandshakeFrame bounds every frame a server reads before the
+// connection has said hello and, with a secret, proved it: the hello is 21
+// bytes and the proof 73, so a connection that has not authenticated can
+// make the server hold no more than this (and the connection's read
+// buffer), whatever it declares.
+const maxHandshakeFrame = 1 << 10
+
 // bodyChunk is how much of a frame's body is allocated before its bytes
 // arrive: a peer that declares a large frame and sends nothing costs this
 // much, not the declared size.

@@ -327,7 +327,7 @@ func (q *admissionQueue) remove(c *serverConn) bool {
 func (c *serverConn) handshake() error {
 	deadline := time.Now().Add(c.s.opts.admission.HelloTimeout)
 	_ = c.conn.SetReadDeadline(deadline)
-	op, id, body, err := c.readFrame()
+	op, id, body, err := c.readHandshakeFrame()
 	if err != nil {
 		return err
 	}
@@ -362,8 +362,6 @@ func (c *serverConn) handshake() error {
 	if err := c.send(w); err != nil {
 		return err
 	}
-	// readPayload cleared the deadline; the proof is due by the same one.
-	_ = c.conn.SetReadDeadline(deadline)
 	if err := c.authenticate(serverNonce); err != nil {
 		return err
 	}
@@ -374,7 +372,7 @@ func (c *serverConn) handshake() error {
 // server's own. A client that sends anything else, or a wrong proof, gets
 // one error frame and is disconnected; nothing of the store is reached.
 func (c *serverConn) authenticate(serverNonce []byte) error {
-	op, id, body, err := c.readFrame()
+	op, id, body, err := c.readHandshakeFrame()
 	if err != nil {
 		return err
 	}
@@ -398,10 +396,24 @@ func (c *serverConn) authenticate(serverNonce []byte) error {
 	return c.send(w)
 }
 
-// readFrame reads one frame and splits its header; a frame that does not
-// parse is a protocolError.
+// readFrame reads one request frame and splits its header; a frame that
+// does not parse is a protocolError.
 func (c *serverConn) readFrame() (op byte, id uint64, body *frameReader, err error) {
-	p, err := c.readPayload()
+	return c.parseFrame(c.readPayload())
+}
+
+// readHandshakeFrame reads a frame of the hello exchange: at most
+// maxHandshakeFrame bytes, under the read deadline the handshake set, which
+// bounds the whole exchange from accept to proof.
+func (c *serverConn) readHandshakeFrame() (op byte, id uint64, body *frameReader, err error) {
+	n, err := readFrameHeader(c.r, maxHandshakeFrame)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	return c.parseFrame(readFrameBody(c.r, n))
+}
+
+func (c *serverConn) parseFrame(p []byte, err error) (op byte, id uint64, body *frameReader, _ error) {
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -411,9 +423,9 @@ func (c *serverConn) readFrame() (op byte, id uint64, body *frameReader, err err
 	return op, id, body, nil
 }
 
-// readPayload reads one frame. The body must follow its header within the
-// store's timeout; the gap between frames is unbounded, since clients hold
-// idle connections for the life of a job.
+// readPayload reads one request frame. The body must follow its header
+// within the store's timeout; the gap between frames is unbounded, since
+// clients hold idle connections for the life of a job.
 func (c *serverConn) readPayload() ([]byte, error) {
 	n, err := readFrameHeader(c.r, c.s.opts.maxFrameSize)
 	if err != nil {

@@ -140,7 +140,17 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Store, error) {
 		return nil, backend.Errorf(backend.CodeNotSupported, "store: unknown URL scheme %q%s; known: %s",
 			u.Scheme, hint, strings.Join(Schemes(), ", "))
 	}
-	return open(ctx, u, opts...)
+	return asStore(open(ctx, u, opts...))
+}
+
+// asStore returns s as a Store, or a nil Store when err is set: a
+// constructor's nil *T put in an interface is not nil, and a caller that
+// checks only for nil before deferring Close must not get one.
+func asStore[T Store](s T, err error) (Store, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // OpenPrefixed opens the store rawURL names, as Open does, and returns a
@@ -260,7 +270,7 @@ func openFile(u *url.URL, opts []Option) (Store, error) {
 		return nil, backend.Errorf(backend.CodeInvalidArgument,
 			"store: URL %q: the directory must be an absolute path (file:///ABSOLUTE/PATH)", u.Redacted())
 	}
-	return NewFile(filepath.Clean(u.Path), opts...)
+	return asStore(NewFile(filepath.Clean(u.Path), opts...))
 }
 
 // ServedTCP is what Open returns for tcp://HOST:PORT?serve=1: a client of a
@@ -304,7 +314,7 @@ func openTCP(ctx context.Context, u *url.URL, opts []Option) (Store, error) {
 		serve = b
 	}
 	if !serve {
-		return DialTCP(ctx, u.Host, opts...)
+		return asStore(DialTCP(ctx, u.Host, opts...))
 	}
 	srv, err := ListenTCP(u.Host, opts...)
 	if err != nil {

@@ -26,7 +26,11 @@ const EnvPassword = "INTRANODE_ETCD_PASSWORD"
 
 func init() {
 	store.RegisterScheme(Scheme, func(ctx context.Context, u *url.URL, opts ...store.Option) (store.Store, error) {
-		return Open(ctx, u, opts...)
+		s, err := Open(ctx, u, opts...)
+		if err != nil {
+			return nil, err // a nil Store, not a Store holding a nil *Store
+		}
+		return s, nil
 	})
 }
 
