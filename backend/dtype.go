@@ -1,6 +1,9 @@
 package backend
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // DType is an element type the collectives understand.
 type DType uint32
@@ -27,6 +30,18 @@ func (d DType) Size() int {
 		return dtypeSizes[d]
 	}
 	return 0
+}
+
+// Bytes returns the size in bytes of count elements of d, and false when
+// count is negative, d unknown, or the size does not fit an int: every
+// place a count from a caller meets a byte size goes through it, so that an
+// overflowing count is refused instead of wrapping into a small size.
+func (d DType) Bytes(count int) (int, bool) {
+	size := d.Size()
+	if size == 0 || count < 0 || count > math.MaxInt/size {
+		return 0, false
+	}
+	return count * size, true
 }
 
 // Valid reports whether d is a known type.

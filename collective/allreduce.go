@@ -106,7 +106,7 @@ func (c *Comm) Capacity(algo Algo, dtype backend.DType) int {
 func (c *Comm) SelectAllReduceAlgo(count int, dtype backend.DType) Algo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.initialized || !dtype.Valid() || count <= 0 {
+	if !c.initialized || !dtype.Valid() || count <= 0 || count > maxCount(dtype) {
 		return None
 	}
 	bytes := count * dtype.Size()
@@ -257,6 +257,9 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 	}
 	if count <= 0 {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: count %d must be positive", count)
+	}
+	if count > maxCount(dtype) {
+		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: count %d of %v too large (at most %d: its byte sizes would overflow)", count, dtype, maxCount(dtype))
 	}
 	if algo == HCM && c.topo != connectivity.HybridCubeMesh {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: HCM needs a hybrid cube mesh, topology is %v", c.topo)

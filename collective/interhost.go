@@ -497,6 +497,8 @@ func (h *HostGroups) start(ctx context.Context, s backend.Stream, c hostCall,
 		return nil, bad("count %d must be positive", c.count)
 	case !c.dtype.Valid():
 		return nil, bad("unsupported dtype %v", c.dtype)
+	case c.count > maxCount(c.dtype) || c.count > maxCountOver(c.dtype, h.World):
+		return nil, bad("count %d of %v too large (at most %d: its byte sizes would overflow)", c.count, c.dtype, min(maxCount(c.dtype), maxCountOver(c.dtype, h.World)))
 	case c.op != OpAllGather && !c.red.Valid():
 		return nil, bad("unsupported reduce op %v", c.red)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/intranode/intranode/backend"
@@ -112,7 +111,7 @@ func (c *Comm) SelectAlgo(op Op, count int, dtype backend.DType) Algo {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.initialized || !dtype.Valid() || count <= 0 {
+	if !c.initialized || !dtype.Valid() || count <= 0 || count > maxCount(dtype) {
 		return None
 	}
 	in, out := op.Elements(count, c.world)
@@ -231,8 +230,8 @@ func (c *Comm) checkMove(s backend.Stream, m moveCall, algo Algo) error {
 		return bad("unsupported reduce op %v", m.red)
 	case m.count <= 0:
 		return bad("count %d must be positive", m.count)
-	case m.count > math.MaxInt/(kernels.MaxRanks*m.dtype.Size()):
-		return bad("count %d too large", m.count)
+	case m.count > maxCount(m.dtype):
+		return bad("count %d of %v too large (at most %d: its byte sizes would overflow)", m.count, m.dtype, maxCount(m.dtype))
 	case m.op == OpBroadcast && (m.root < 0 || m.root >= c.world):
 		return bad("root %d out of range [0,%d)", m.root, c.world)
 	}

@@ -179,7 +179,7 @@ func (m *Memory) GetBuffer(r, count int, dtype backend.DType, off int) (View, er
 	if !dtype.Valid() {
 		return View{}, backend.Errorf(backend.CodeInvalidArgument, "symmetric: invalid dtype %v", dtype)
 	}
-	if count < 0 || off < 0 || off%dtype.Size() != 0 || off+count*dtype.Size() > m.size {
+	if n, ok := dtype.Bytes(count); !ok || off < 0 || off%dtype.Size() != 0 || off > m.size || n > m.size-off {
 		return View{}, backend.Errorf(backend.CodeInvalidArgument,
 			"symmetric: view of %d %v at offset %d does not fit a %d-byte buffer", count, dtype, off, m.size)
 	}
