@@ -188,6 +188,7 @@ func (w *Work) Synchronize(ctx context.Context) error {
 			if serr := w.c.CheckStatus(); serr != nil {
 				return serr
 			}
+			err = w.c.nameLate(err)
 			if !time.Now().Before(w.deadline) {
 				err = w.c.overran(err)
 			}

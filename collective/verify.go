@@ -112,6 +112,37 @@ func (c *Comm) mismatch(code, peer int) error {
 		strings.Join(calls, "; "))
 }
 
+// nameLate adds to err, the end of a wait on the caller's stream at the
+// caller's deadline, the ranks that had not started this rank's call: those
+// whose call record is of an earlier call. The caller's deadline and the
+// kernels' own timeout are the same instant, so a rank's wait on its stream
+// may end before its kernel reports the rank it waited for; the records
+// name it either way. err is returned unchanged when no rank is behind or
+// the records cannot be read.
+func (c *Comm) nameLate(err error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mem == nil {
+		return err
+	}
+	recs, rerr := c.readRecords(false)
+	if rerr != nil {
+		c.log.Debug("reading call records failed", "err", rerr)
+		return err
+	}
+	mine := recs[c.rank]
+	var late []string
+	for r, rec := range recs {
+		if int32(rec.Seq()-mine.Seq()) < 0 {
+			late = append(late, fmt.Sprintf("rank %d (%v)", r, rec))
+		}
+	}
+	if len(late) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w: %s did not arrive in this rank's %v", err, strings.Join(late, ", "), mine)
+}
+
 // recordSettle is how long readRecords waits for ranks whose record is
 // still of an earlier call: a rank a little behind has yet to start the
 // call in question, and its record would name the wrong call.
