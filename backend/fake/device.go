@@ -2,8 +2,10 @@ package fake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -204,6 +206,17 @@ func (d *device) LoadModule(ctx context.Context, src backend.ModuleSource) (back
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "fake: module source has neither a name nor an image")
 	}
 	kernels, err := lookupModule(src.Name)
+	if override := d.b.cfg.kernels[src.Name]; override != nil {
+		if err != nil && !errors.Is(err, backend.ErrNotFound) {
+			return nil, err
+		}
+		kernels = maps.Clone(kernels)
+		if kernels == nil {
+			kernels = map[string]Kernel{}
+		}
+		maps.Copy(kernels, override)
+		err = nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package fake
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -49,6 +50,8 @@ type config struct {
 	// brokenBy names what broke them, for PeerTest's reason.
 	broken   map[[2]int]bool
 	brokenBy string
+	// kernels replaces kernels of registered modules, by module name.
+	kernels map[string]map[string]Kernel
 }
 
 func defaultConfig() config {
@@ -103,6 +106,29 @@ func WithMemoryLimit(bytes uint64) Option {
 func WithFabric(on bool) Option {
 	return func(c *config) error {
 		c.fabric = on
+		return nil
+	}
+}
+
+// WithKernels replaces, on this backend's devices only, the named kernels
+// of the registered module: LoadModule of module serves these in place of
+// the registered ones, and the registered ones for every other name. It
+// lets a test put a faulty kernel under code that must catch it (the
+// bench's check, the suite); module need not be registered yet.
+func WithKernels(module string, kernels map[string]Kernel) Option {
+	return func(c *config) error {
+		if module == "" {
+			return backend.Errorf(backend.CodeInvalidArgument, "fake: WithKernels with an empty module name")
+		}
+		for name, k := range kernels {
+			if k == nil {
+				return backend.Errorf(backend.CodeInvalidArgument, "fake: WithKernels(%q): kernel %q is nil", module, name)
+			}
+		}
+		if c.kernels == nil {
+			c.kernels = map[string]map[string]Kernel{}
+		}
+		c.kernels[module] = maps.Clone(kernels)
 		return nil
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -234,7 +235,7 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 					algo, why := m.algo(name, count)
 					if why != "" {
 						smp.Skipped = why
-					} else if smp.TimeUS, smp.Wrong, err = m.run(ctx, algo, count, size, inPlace); err != nil {
+					} else if smp.TimeUS, smp.Wrong, err = m.run(ctx, algo, count, m.nextSeed(), inPlace); err != nil {
 						return fmt.Errorf("%v %d bytes %s: %w", coll, size, name, err)
 					}
 					if err := emit(smp); err != nil {
@@ -333,6 +334,7 @@ type benchMeasure struct {
 	rank    int
 	timing  bool
 	input   []byte
+	row     int // rows measured so far: each row's input has a seed of its own
 }
 
 // placement returns where a call of count elements per rank reads and
@@ -351,6 +353,33 @@ func (m *benchMeasure) placement(count int, inPlace bool) (in, out backend.Devic
 		return block, m.in
 	}
 	return m.in, m.in
+}
+
+// nextSeed is the seed of the next row's input. Every rank measures the
+// same rows in the same order, so their seeds agree; no two rows share
+// one, so no row can pass on what an earlier row left in the output.
+func (m *benchMeasure) nextSeed() int {
+	m.row++
+	return m.row
+}
+
+// poisonByte fills every byte of a poisoned buffer. As an element of any
+// dtype it is a value no correct result of the bench's inputs (small
+// integers, summed over at most a few ranks) can hold: a NaN in float16, a
+// number near the largest finite one in bfloat16, float32 and float64,
+// 2139062143 in int32.
+const poisonByte = 0x7f
+
+// poison overwrites where a call of count elements per rank writes (out
+// of place the output; in place the whole buffer, input included) with
+// poisonByte.
+func (m *benchMeasure) poison(ctx context.Context, count int, inPlace bool) error {
+	inN, outN := m.coll.Elements(count, m.cfg.World)
+	dst, n := m.out, outN
+	if inPlace {
+		dst, n = m.in, max(inN, outN)
+	}
+	return m.dev.CopyToDevice(ctx, dst, bytes.Repeat([]byte{poisonByte}, n*m.cfg.DType.Size()))
 }
 
 // fill writes the pattern input of a call of count elements per rank
@@ -510,17 +539,28 @@ func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, see
 	if err := m.c.CheckStatus(); err != nil {
 		return 0, 0, err
 	}
-	// Check: in-place iterations compound, so redo one call on fresh input.
-	if inPlace {
-		if err := m.fill(ctx, count, seed, inPlace); err != nil {
-			return 0, 0, err
-		}
-		if err := call(); err != nil {
-			return 0, 0, err
-		}
-		if err := m.s.Synchronize(ctx); err != nil {
-			return 0, 0, err
-		}
+	// Check one more call of the row's own: its output poisoned first (in
+	// place, the whole buffer, then the input written afresh), so that
+	// only what this call writes can pass, not what the timed calls or an
+	// earlier row left there. The barrier keeps a peer from writing into
+	// this rank's output before it is poisoned.
+	if err := m.poison(ctx, count, inPlace); err != nil {
+		return 0, 0, err
+	}
+	if err := m.fill(ctx, count, seed, inPlace); err != nil {
+		return 0, 0, err
+	}
+	if err := m.c.Barrier(ctx); err != nil {
+		return 0, 0, err
+	}
+	if err := call(); err != nil {
+		return 0, 0, err
+	}
+	if err := m.s.Synchronize(ctx); err != nil {
+		return 0, 0, err
+	}
+	if err := m.c.CheckStatus(); err != nil {
+		return 0, 0, err
 	}
 	wrong, err := m.check(ctx, count, seed, inPlace)
 	if err != nil {
