@@ -205,6 +205,21 @@ type RangeChecker interface {
 	CheckRange(p DevicePtr, n int) error
 }
 
+// NativeStreams is implemented by devices whose streams are the vendor
+// runtime's (a CUstream on CUDA, a hipStream_t on ROCm), so that code
+// outside Go (the C ABI, the NCCL-API library) can pass its own streams in
+// and hand the device's streams to other libraries.
+type NativeStreams interface {
+	// ImportStream wraps a runtime stream the caller created (0: the
+	// context's default stream). The Stream does not own it: Close
+	// releases the wrapper and neither synchronizes nor destroys the
+	// runtime stream.
+	ImportStream(h uintptr) (Stream, error)
+	// NativeStream returns the runtime handle of a stream of this device,
+	// and false for a stream that is not one.
+	NativeStream(s Stream) (uintptr, bool)
+}
+
 // Device is an opened device. Its methods are safe for concurrent use;
 // work queued on one Stream runs in order, work on different streams may
 // overlap.

@@ -273,6 +273,28 @@ func (d *Device) NewStream(ctx context.Context) (backend.Stream, error) {
 	return s, nil
 }
 
+// ImportStream wraps the caller's runtime stream h (0: the default
+// stream) without taking it over (backend.NativeStreams).
+func (d *Device) ImportStream(h uintptr) (backend.Stream, error) {
+	if err := d.usable(context.Background()); err != nil {
+		return nil, err
+	}
+	s := &Stream{d: d, h: Handle(h), borrowed: true, params: new([inlineParams / 8]uint64)}
+	if err := d.track(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NativeStream returns the runtime handle of a stream of d.
+func (d *Device) NativeStream(s backend.Stream) (uintptr, bool) {
+	gs, ok := s.(*Stream)
+	if !ok || gs.d != d {
+		return 0, false
+	}
+	return uintptr(gs.h), true
+}
+
 // NewEvent creates an event; without timing it is cheaper to record and
 // wait on.
 func (d *Device) NewEvent(ctx context.Context, timing bool) (backend.Event, error) {
@@ -354,4 +376,7 @@ func (d *Device) Close() error {
 	return err
 }
 
-var _ backend.Device = (*Device)(nil)
+var (
+	_ backend.Device        = (*Device)(nil)
+	_ backend.NativeStreams = (*Device)(nil)
+)

@@ -51,6 +51,7 @@ type Stream struct {
 	h         Handle
 	closed    atomic.Bool
 	capturing atomic.Bool
+	borrowed  bool // imported (ImportStream): the caller owns the runtime stream
 
 	// params is the parameter buffer Launch packs arguments into, kept
 	// with the stream so that a launch allocates nothing. Words, not bytes,
@@ -220,6 +221,9 @@ func (s *Stream) Close() error {
 		return nil
 	}
 	s.d.res.Remove(s)
+	if s.borrowed {
+		return nil
+	}
 	v, c := s.d.v, s.d.ctx
 	var errs []error
 	if s.capturing.Load() {
