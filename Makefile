@@ -9,13 +9,14 @@ BIN   ?= bin
 CUDA_GO := $(shell find backend/cuda -name '*.go' 2>/dev/null)
 ROCM_GO := $(shell find backend/rocm -name '*.go' 2>/dev/null)
 
-.PHONY: all help build plugins test lint run bench conformance kernels clean
+.PHONY: all help build plugins cabi test lint run bench conformance kernels clean
 
 all: lint test build
 
 help:
 	@echo "build        go build ./..., the CLI into $(BIN)/intranode and the plugins"
 	@echo "plugins      the example backend plugin into $(BIN)/intranode-fake-plugin"
+	@echo "cabi         the C library of include/intranode.h into $(BIN)/libintranode.so (TAGS=cuda for CUDA)"
 	@echo "test         go test -race -timeout 20m ./..."
 	@echo "lint         gofmt check, go vet (plus -tags purego, GOARCH=arm64, and -tags cuda / rocm when those backends exist)"
 	@echo "run, bench   go run ./cmd/intranode bench"
@@ -31,6 +32,11 @@ build: plugins
 # intranode conformance --backend plugin:$(BIN)/intranode-fake-plugin.
 plugins:
 	$(GO) build -o $(BIN)/intranode-fake-plugin ./cmd/intranode-fake-plugin
+
+# The C interface (include/intranode.h): TAGS=cuda or TAGS=rocm adds that
+# backend to the fake.
+cabi:
+	$(GO) build -buildmode=c-shared -tags "$(TAGS)" -o $(BIN)/libintranode.so ./cmd/libintranode
 
 test:
 	$(GO) test -race -timeout 20m ./...
