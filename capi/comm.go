@@ -115,6 +115,14 @@ func (c *Comm) Rank() int { return c.c.Rank() }
 // World is the number of ranks.
 func (c *Comm) World() int { return c.c.World() }
 
+// NativeStreams reports whether stream arguments are the backend
+// runtime's streams; without them, calls on stream 0 run on the comm's
+// own default stream, which only SyncStream can wait for.
+func (c *Comm) NativeStreams() bool {
+	_, ok := c.c.Device().(backend.NativeStreams)
+	return ok
+}
+
 // Device is the index of the comm's device.
 func (c *Comm) Device() int { return c.c.Device().Index() }
 
@@ -134,7 +142,8 @@ func (c *Comm) usable() error {
 
 // stream resolves a stream argument: a token NewStream handed out, else
 // the backend's runtime stream h (0: the default stream), imported once
-// and kept.
+// and kept. On a backend without runtime streams, 0 is a stream of the
+// comm's own, made at first use.
 func (c *Comm) stream(h uintptr) (backend.Stream, error) {
 	if s, ok := c.owned[h]; ok {
 		return s, nil
@@ -143,6 +152,15 @@ func (c *Comm) stream(h uintptr) (backend.Stream, error) {
 		return s, nil
 	}
 	ns, ok := c.c.Device().(backend.NativeStreams)
+	if !ok && h == 0 {
+		// No runtime streams: NULL is the comm's own default stream.
+		s, err := c.c.Device().NewStream(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		c.streams[0] = s
+		return s, nil
+	}
 	if !ok {
 		return nil, backend.Errorf(backend.CodeInvalidArgument,
 			"intranode: stream %#x: the %s backend has no runtime streams; pass a stream made by intranodeStreamCreate", h, c.c.Backend().Name())

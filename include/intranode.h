@@ -26,7 +26,8 @@
  * Streams: a stream argument is the backend's runtime stream (a
  * cudaStream_t on CUDA, a hipStream_t on ROCm; NULL is the default
  * stream). On backends without runtime streams (the fake backend, used for
- * tests, and plugins) pass a stream made by intranodeStreamCreate.
+ * tests, and plugins) pass a stream made by intranodeStreamCreate, or NULL
+ * for a stream of the communicator's own.
  * Collectives are enqueued on the stream and return at once; they work
  * eagerly and inside CUDA/HIP graph capture.
  *

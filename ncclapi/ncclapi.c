@@ -1,0 +1,301 @@
+// ncclapi.c: the C side of the NCCL-API library. It loads the real NCCL,
+// forwards every function it does not run itself, keeps NCCL's group
+// state per thread, and hands the collectives it may run to Go
+// (intranodeNcclRun), which decides. Logic beyond that lives in Go.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl_decl.h"
+#include "_cgo_export.h"
+
+// --- the real library -----------------------------------------------------
+
+ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+
+static void *real;
+static char real_error[512];
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+
+// load opens the NCCL the program would have used: INTRANODE_NCCL_LIBRARY
+// if set, else the libnccl.so.2 already loaded (in any scope), else a
+// fresh one. A library that turns out to be this one is refused.
+static void load(void) {
+	const char *path = getenv("INTRANODE_NCCL_LIBRARY");
+	if (path != NULL && *path != 0) {
+		real = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	} else {
+		path = "libnccl.so.2";
+		real = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+		if (real == NULL) real = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	}
+	if (real == NULL) {
+		snprintf(real_error, sizeof real_error, "intranode: cannot load the real NCCL (%s): %s", path, dlerror());
+		return;
+	}
+	if (dlsym(real, "ncclAllReduce") == (void *)ncclAllReduce) {
+		snprintf(real_error, sizeof real_error,
+		         "intranode: %s is this library, not NCCL; set INTRANODE_NCCL_LIBRARY to the real libnccl.so.2", path);
+		real = NULL;
+	}
+}
+
+void *intranode_real_sym(const char *name) {
+	pthread_once(&real_once, load);
+	return real != NULL ? dlsym(real, name) : NULL;
+}
+
+const char *intranode_real_error(void) {
+	pthread_once(&real_once, load);
+	return real_error;
+}
+
+// --- errors -----------------------------------------------------------------
+
+static __thread char last_error[1024];
+static __thread int last_error_ours;
+
+void intranode_set_error(const char *msg, size_t n) {
+	if (n >= sizeof last_error) n = sizeof last_error - 1;
+	memcpy(last_error, msg, n);
+	last_error[n] = 0;
+	last_error_ours = 1;
+}
+
+// missing reports a function the real library lacks (or no real library).
+ncclResult_t intranode_missing(const char *name) {
+	char msg[768];
+	const char *why = intranode_real_error();
+	int n = *why ? snprintf(msg, sizeof msg, "%s", why)
+	             : snprintf(msg, sizeof msg, "intranode: the real NCCL has no %s", name);
+	intranode_set_error(msg, n < 0 ? 0 : (size_t)n);
+	return *why ? ncclSystemError : ncclInvalidUsage;
+}
+
+// REAL(name, ret, params) binds the real library's name once, as f_.
+#define REAL(name, ret, params)                                                           \
+	typedef ret(*name##_fn) params;                                                       \
+	static name##_fn fn_;                                                                 \
+	name##_fn f_ = __atomic_load_n(&fn_, __ATOMIC_ACQUIRE);                               \
+	if (f_ == NULL) {                                                                     \
+		f_ = (name##_fn)intranode_real_sym(#name);                                        \
+		__atomic_store_n(&fn_, f_, __ATOMIC_RELEASE);                                     \
+	}
+
+// --- switches ---------------------------------------------------------------
+
+static int enabled = -1;
+
+// intranode_enabled: INTRANODE_NCCL=off (or 0, false) makes the library a
+// pure pass-through.
+int intranode_enabled(void) {
+	int e = __atomic_load_n(&enabled, __ATOMIC_RELAXED);
+	if (e < 0) {
+		const char *v = getenv("INTRANODE_NCCL");
+		e = !(v != NULL && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0 || strcmp(v, "false") == 0));
+		__atomic_store_n(&enabled, e, __ATOMIC_RELAXED);
+	}
+	return e;
+}
+
+// --- groups -----------------------------------------------------------------
+
+// A group holding exactly one collective runs it as a single call; any
+// other call in the group first sends the held one to NCCL, in order.
+static __thread int depth;
+static __thread int held_n, others;
+static __thread struct intranode_call held;
+
+#define ALLREDUCE_P (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t)
+#define ALLGATHER_P (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t)
+#define BROADCAST_P (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)
+
+ncclResult_t intranode_forward(const struct intranode_call *c) {
+	switch (c->op) {
+	case IN_ALLREDUCE: {
+		REAL(ncclAllReduce, ncclResult_t, ALLREDUCE_P)
+		return f_ ? f_(c->send, c->recv, c->count, c->dtype, c->red, c->comm, c->stream) : intranode_missing("ncclAllReduce");
+	}
+	case IN_REDUCESCATTER: {
+		REAL(ncclReduceScatter, ncclResult_t, ALLREDUCE_P)
+		return f_ ? f_(c->send, c->recv, c->count, c->dtype, c->red, c->comm, c->stream) : intranode_missing("ncclReduceScatter");
+	}
+	case IN_ALLGATHER: {
+		REAL(ncclAllGather, ncclResult_t, ALLGATHER_P)
+		return f_ ? f_(c->send, c->recv, c->count, c->dtype, c->comm, c->stream) : intranode_missing("ncclAllGather");
+	}
+	case IN_BROADCAST: {
+		REAL(ncclBroadcast, ncclResult_t, BROADCAST_P)
+		return f_ ? f_(c->send, c->recv, c->count, c->dtype, c->root, c->comm, c->stream) : intranode_missing("ncclBroadcast");
+	}
+	}
+	return ncclInternalError;
+}
+
+// intranode_group_flush sends a held collective to NCCL: another call
+// joined the group.
+ncclResult_t intranode_group_flush(void) {
+	if (depth == 0) return ncclSuccess;
+	others = 1;
+	if (held_n == 0) return ncclSuccess;
+	held_n = 0;
+	return intranode_forward(&held);
+}
+
+// run gives a call to Go, which runs it or (-1) sends it to NCCL.
+static ncclResult_t run(struct intranode_call *c) {
+	int r = intranodeNcclRun(c);
+	return r < 0 ? intranode_forward(c) : (ncclResult_t)r;
+}
+
+static ncclResult_t collective(struct intranode_call c) {
+	if (!intranode_enabled()) return intranode_forward(&c);
+	if (depth > 0) {
+		if (held_n == 0 && !others) {
+			held = c;
+			held_n = 1;
+			return ncclSuccess;
+		}
+		ncclResult_t r = intranode_group_flush();
+		if (r != ncclSuccess) return r;
+		return intranode_forward(&c);
+	}
+	return run(&c);
+}
+
+ncclResult_t ncclGroupStart(void) {
+	REAL(ncclGroupStart, ncclResult_t, (void))
+	if (f_ == NULL) return intranode_missing("ncclGroupStart");
+	ncclResult_t r = f_();
+	if (r == ncclSuccess && depth++ == 0) held_n = others = 0;
+	return r;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+	REAL(ncclGroupEnd, ncclResult_t, (void))
+	if (f_ == NULL) return intranode_missing("ncclGroupEnd");
+	ncclResult_t mine = ncclSuccess;
+	if (depth == 1 && held_n == 1 && !others) {
+		held_n = 0;
+		mine = run(&held);
+	}
+	if (depth > 0) depth--;
+	ncclResult_t r = f_();
+	return mine != ncclSuccess ? mine : r;
+}
+
+// --- the collectives intranode may run -------------------------------------
+
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+	return collective((struct intranode_call){IN_ALLREDUCE, send, recv, count, dt, op, 0, comm, stream});
+}
+
+ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t stream) {
+	return collective((struct intranode_call){IN_REDUCESCATTER, send, recv, count, dt, op, 0, comm, stream});
+}
+
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclComm_t comm,
+                           cudaStream_t stream) {
+	return collective((struct intranode_call){IN_ALLGATHER, send, recv, count, dt, ncclSum, 0, comm, stream});
+}
+
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
+	return collective((struct intranode_call){IN_BROADCAST, send, recv, count, dt, ncclSum, root, comm, stream});
+}
+
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t stream) {
+	return ncclBroadcast(buff, buff, count, dt, root, comm, stream);
+}
+
+// --- communicators: intranode's share goes first ----------------------------
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+	REAL(ncclCommDestroy, ncclResult_t, (ncclComm_t))
+	intranodeNcclCommGone(comm);
+	return f_ ? f_(comm) : intranode_missing("ncclCommDestroy");
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+	REAL(ncclCommAbort, ncclResult_t, (ncclComm_t))
+	intranodeNcclCommGone(comm);
+	return f_ ? f_(comm) : intranode_missing("ncclCommAbort");
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+	REAL(ncclCommGetAsyncError, ncclResult_t, (ncclComm_t, ncclResult_t *))
+	if (f_ == NULL) return intranode_missing("ncclCommGetAsyncError");
+	ncclResult_t r = f_(comm, asyncError);
+	if (r == ncclSuccess && asyncError != NULL && *asyncError == ncclSuccess) {
+		int mine = intranodeNcclAsyncError(comm);
+		if (mine != ncclSuccess) *asyncError = mine;
+	}
+	return r;
+}
+
+const char *ncclGetLastError(ncclComm_t comm) {
+	if (last_error_ours) return last_error;
+	REAL(ncclGetLastError, const char *, (ncclComm_t))
+	return f_ ? f_(comm) : intranode_real_error();
+}
+
+const char *ncclGetErrorString(ncclResult_t result) {
+	REAL(ncclGetErrorString, const char *, (ncclResult_t))
+	return f_ ? f_(result) : "intranode: the real NCCL is not loaded";
+}
+
+ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
+	int r = intranodeNcclMemAlloc(ptr, size);
+	if (r >= 0) return r;
+	REAL(ncclMemAlloc, ncclResult_t, (void **, size_t))
+	return f_ ? f_(ptr, size) : intranode_missing("ncclMemAlloc");
+}
+
+ncclResult_t ncclMemFree(void *ptr) {
+	int r = intranodeNcclMemFree(ptr);
+	if (r >= 0) return r;
+	REAL(ncclMemFree, ncclResult_t, (void *))
+	return f_ ? f_(ptr) : intranode_missing("ncclMemFree");
+}
+
+// --- services to Go ---------------------------------------------------------
+
+ncclResult_t intranode_real_comm_info(ncclComm_t comm, int *nranks, int *rank, int *device) {
+	typedef ncclResult_t (*get_t)(ncclComm_t, int *);
+	get_t count = (get_t)intranode_real_sym("ncclCommCount");
+	get_t user = (get_t)intranode_real_sym("ncclCommUserRank");
+	get_t dev = (get_t)intranode_real_sym("ncclCommCuDevice");
+	if (count == NULL || user == NULL || dev == NULL) return intranode_missing("ncclCommCount");
+	ncclResult_t r = count(comm, nranks);
+	if (r == ncclSuccess) r = user(comm, rank);
+	if (r == ncclSuccess) r = dev(comm, device);
+	return r;
+}
+
+// intranode_real_allgather all-gathers count 32-bit words (the bootstrap's
+// rounds) on the real communicator.
+ncclResult_t intranode_real_allgather(const void *send, void *recv, size_t count, ncclComm_t comm, cudaStream_t stream) {
+	REAL(ncclAllGather, ncclResult_t, ALLGATHER_P)
+	return f_ ? f_(send, recv, count, ncclInt32, comm, stream) : intranode_missing("ncclAllGather");
+}
+
+// intranode_stream_capturing reports whether a CUDA stream is being
+// captured into a graph (cuStreamIsCapturing of the driver the process
+// has loaded; 0 without one).
+int intranode_stream_capturing(cudaStream_t stream) {
+	static int (*is_capturing)(void *, int *);
+	static int bound;
+	if (!__atomic_load_n(&bound, __ATOMIC_ACQUIRE)) {
+		void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+		if (cu != NULL) is_capturing = (int (*)(void *, int *))dlsym(cu, "cuStreamIsCapturing");
+		__atomic_store_n(&bound, 1, __ATOMIC_RELEASE);
+	}
+	int status = 0;
+	if (is_capturing == NULL || is_capturing(stream, &status) != 0) return 0;
+	return status != 0; // CU_STREAM_CAPTURE_STATUS_NONE is 0
+}

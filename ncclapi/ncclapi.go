@@ -1,0 +1,460 @@
+package ncclapi
+
+/*
+#cgo CFLAGS: -I${SRCDIR}
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "nccl_decl.h"
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/capi"
+	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/kernels"
+)
+
+// Environment variables (docs/NCCL.md).
+const (
+	// EnvSwitch set to off, 0 or false forwards everything (read by the C
+	// side).
+	EnvSwitch = "INTRANODE_NCCL"
+	// EnvDebug is INFO (a line per communicator: accelerated or not, and
+	// why) or TRACE (and a line per call).
+	EnvDebug = "INTRANODE_NCCL_DEBUG"
+	// EnvBackend names intranode's backend ("auto" when unset).
+	EnvBackend = "INTRANODE_NCCL_BACKEND"
+	// EnvTimeoutMs bounds the bootstrap and every accelerated call's wait
+	// for a peer, in milliseconds (collective.DefaultTimeout when unset).
+	EnvTimeoutMs = "INTRANODE_NCCL_TIMEOUT_MS"
+)
+
+// settings are read from the environment once.
+type settings struct {
+	backend string
+	timeout time.Duration
+	log     *slog.Logger // INFO and TRACE
+	commLog *slog.Logger // the comms' own debug logs: TRACE only
+	trace   bool
+}
+
+var loadSettings = sync.OnceValue(func() settings {
+	s := settings{backend: os.Getenv(EnvBackend), timeout: collective.DefaultTimeout, log: slog.New(slog.DiscardHandler)}
+	s.commLog = s.log
+	if ms, err := strconv.Atoi(os.Getenv(EnvTimeoutMs)); err == nil && ms > 0 {
+		s.timeout = time.Duration(ms) * time.Millisecond
+	}
+	switch strings.ToUpper(os.Getenv(EnvDebug)) {
+	case "TRACE":
+		s.trace = true
+		s.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("lib", "intranode-nccl", "pid", os.Getpid())
+		s.commLog = s.log
+	case "INFO":
+		s.log = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("lib", "intranode-nccl", "pid", os.Getpid())
+	}
+	return s
+})
+
+// state is what the library knows of one NCCL communicator.
+type state struct {
+	mu   sync.Mutex
+	comm *capi.Comm // nil until bootstrapped
+	off  string     // why it is not accelerated, for good
+}
+
+// comms is the registry of the communicators seen, by NCCL handle.
+var comms = struct {
+	sync.Mutex
+	m map[uintptr]*state
+}{m: map[uintptr]*state{}}
+
+func stateOf(comm uintptr) *state {
+	comms.Lock()
+	defer comms.Unlock()
+	st := comms.m[comm]
+	if st == nil {
+		st = &state{}
+		comms.m[comm] = st
+	}
+	return st
+}
+
+// forward is intranodeNcclRun's answer for "NCCL runs this call".
+const forward = -1
+
+// ncclResult maps an error to NCCL's result codes and records its message
+// as the thread's last error.
+func ncclResult(err error) C.int {
+	msg := err.Error()
+	C.intranode_set_error((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
+	switch capi.ResultOf(err) {
+	case capi.InvalidArgument:
+		return C.ncclInvalidArgument
+	case capi.Timeout, capi.PeerFailed, capi.Mismatch:
+		return C.ncclRemoteError
+	case capi.Closed, capi.NotSupported:
+		return C.ncclInvalidUsage
+	case capi.OutOfMemory, capi.Unavailable:
+		return C.ncclSystemError
+	}
+	return C.ncclInternalError
+}
+
+// dtypes and reductions intranode runs, by NCCL value.
+var (
+	dtypes = map[C.int]backend.DType{C.ncclFloat32: backend.Float32, C.ncclFloat16: backend.Float16,
+		C.ncclBfloat16: backend.BFloat16, C.ncclFloat64: backend.Float64, C.ncclInt32: backend.Int32}
+	reductions = map[C.int]backend.ReduceOp{C.ncclSum: backend.Sum, C.ncclMax: backend.Max, C.ncclMin: backend.Min}
+	ops        = map[C.int]collective.Op{C.IN_ALLREDUCE: collective.OpAllReduce, C.IN_REDUCESCATTER: collective.OpReduceScatter,
+		C.IN_ALLGATHER: collective.OpAllGather, C.IN_BROADCAST: collective.OpBroadcast}
+)
+
+// intranodeNcclRun runs one collective on intranode's kernels and returns
+// its NCCL result, or forward (-1) when NCCL is to run it: a datatype or
+// reduction intranode does not have, a communicator it cannot serve, a
+// size where its selection picks the vendor library.
+//
+//export intranodeNcclRun
+func intranodeNcclRun(c *C.struct_intranode_call) C.int {
+	set := loadSettings()
+	op := ops[c.op]
+	dt, okType := dtypes[c.dtype]
+	red, okRed := reductions[c.red]
+	if !okType || (!okRed && (op == collective.OpAllReduce || op == collective.OpReduceScatter)) {
+		if set.trace {
+			set.log.Debug("forwarded: datatype or reduction", "op", op, "ncclDtype", int(c.dtype), "ncclOp", int(c.red))
+		}
+		return forward
+	}
+	comm := uintptr(unsafe.Pointer(c.comm))
+	st := stateOf(comm)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.off != "" {
+		return forward
+	}
+	if st.comm == nil {
+		if C.intranode_stream_capturing(c.stream) != 0 {
+			// The bootstrap synchronizes; it waits for a call outside capture.
+			if set.trace {
+				set.log.Debug("forwarded: first eligible call is under graph capture", "comm", fmt.Sprintf("%#x", comm))
+			}
+			return forward
+		}
+		cm, err := bootstrap(c.comm, set)
+		if err != nil {
+			st.off = err.Error()
+			set.log.Info("not accelerated", "comm", fmt.Sprintf("%#x", comm), "why", st.off)
+			return forward
+		}
+		st.comm = cm
+		set.log.Info("accelerated", "comm", fmt.Sprintf("%#x", comm), "rank", cm.Rank(), "nranks", cm.World(), "device", cm.Device())
+	}
+	call := capi.Call{Op: op, Send: uintptr(c.send), Recv: uintptr(c.recv), Count: uint64(c.count), DType: dt, Red: red,
+		Root: int(c.root), Stream: uintptr(c.stream)}
+	algo, err := st.comm.Select(call)
+	if err != nil {
+		return ncclResult(err)
+	}
+	if algo == collective.None {
+		if set.trace {
+			set.log.Debug("forwarded: NCCL is faster", "op", op, "count", call.Count, "dtype", dt)
+		}
+		return forward
+	}
+	ctx := context.Background()
+	if err := st.comm.Run(ctx, call, algo); err != nil {
+		return ncclResult(err)
+	}
+	if !st.comm.NativeStreams() {
+		// No runtime stream the caller could wait on: the call completes
+		// before it returns.
+		if err := st.comm.SyncStream(ctx, 0); err != nil {
+			return ncclResult(err)
+		}
+	}
+	if set.trace {
+		set.log.Debug("ran", "op", op, "count", call.Count, "dtype", dt, "algo", algo)
+	}
+	return C.ncclSuccess
+}
+
+// intranodeNcclCommGone releases what the library holds for a
+// communicator being destroyed or aborted. It does not wait for peers.
+//
+//export intranodeNcclCommGone
+func intranodeNcclCommGone(comm C.ncclComm_t) {
+	comms.Lock()
+	st := comms.m[uintptr(unsafe.Pointer(comm))]
+	delete(comms.m, uintptr(unsafe.Pointer(comm)))
+	comms.Unlock()
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.comm != nil {
+		if err := st.comm.Destroy(); err != nil {
+			loadSettings().log.Info("releasing the comm", "err", err)
+		}
+		st.comm = nil
+	}
+}
+
+// intranodeNcclAsyncError is the first asynchronous failure of the
+// communicator's accelerated calls, as an NCCL result (0: none).
+//
+//export intranodeNcclAsyncError
+func intranodeNcclAsyncError(comm C.ncclComm_t) C.int {
+	comms.Lock()
+	st := comms.m[uintptr(unsafe.Pointer(comm))]
+	comms.Unlock()
+	if st == nil {
+		return C.ncclSuccess
+	}
+	st.mu.Lock()
+	cm := st.comm
+	st.mu.Unlock()
+	if cm == nil {
+		return C.ncclSuccess
+	}
+	if err := cm.AsyncError(); err != nil {
+		return ncclResult(err)
+	}
+	return C.ncclSuccess
+}
+
+// bootstrap forms intranode's comm for an NCCL communicator, every rank at
+// the same call: rounds of all-gathers on the communicator carry the
+// rendezvous (gatherStore); a last round agrees on the outcome, so that
+// either every rank accelerates or none does.
+func bootstrap(comm C.ncclComm_t, set settings) (*capi.Comm, error) {
+	var n, r, d C.int
+	if res := C.intranode_real_comm_info(comm, &n, &r, &d); res != C.ncclSuccess {
+		return nil, fmt.Errorf("ncclCommCount/UserRank/CuDevice: NCCL result %d", int(res))
+	}
+	world, rank, dev := int(n), int(r), int(d)
+	if world < 2 || world > kernels.MaxRanks {
+		return nil, fmt.Errorf("%d ranks: intranode serves 2 to %d", world, kernels.MaxRanks)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), set.timeout)
+	defer cancel()
+	g, err := openGather(ctx, set.backend, dev, comm, world)
+	if err != nil {
+		return nil, err
+	}
+	defer g.close()
+	gs := newGatherStore(world, g.allGather)
+	cm, ierr := capi.InitWithStore(ctx, gs, rank, world, capi.Config{Backend: set.backend, Device: dev, Timeout: set.timeout, Logger: set.commLog})
+	ok, ferr := gs.finish(ctx, ierr == nil)
+	switch {
+	case ierr == nil && ok:
+		return cm, nil
+	case ierr == nil:
+		_ = cm.Destroy()
+		if ferr != nil {
+			return nil, ferr
+		}
+		return nil, fmt.Errorf("intranode bootstrap: %s", gs.endedText())
+	}
+	return nil, ierr
+}
+
+// ncclGather all-gathers bytes on an NCCL communicator through a scratch
+// buffer of the device and a stream of its own.
+type ncclGather struct {
+	b       backend.Backend
+	dev     backend.Device
+	s       backend.Stream
+	native  uintptr // the stream NCCL is given (0 without runtime streams)
+	scratch backend.Allocation
+	comm    C.ncclComm_t
+	world   int
+}
+
+func openGather(ctx context.Context, name string, index int, comm C.ncclComm_t, world int) (_ *ncclGather, err error) {
+	g := &ncclGather{comm: comm, world: world}
+	defer func() {
+		if err != nil {
+			g.close()
+		}
+	}()
+	if g.b, err = backend.Open(ctx, name); err != nil {
+		return nil, err
+	}
+	if g.dev, err = g.b.Open(ctx, index); err != nil {
+		return nil, err
+	}
+	if g.s, err = g.dev.NewStream(ctx); err != nil {
+		return nil, err
+	}
+	if ns, ok := g.dev.(backend.NativeStreams); ok {
+		g.native, _ = ns.NativeStream(g.s)
+	}
+	return g, nil
+}
+
+func (g *ncclGather) close() {
+	if g.scratch != nil {
+		_ = g.scratch.Close()
+	}
+	if g.s != nil {
+		_ = g.s.Close()
+	}
+	if g.dev != nil {
+		_ = g.dev.Close()
+	}
+	if g.b != nil {
+		_ = g.b.Close()
+	}
+}
+
+// round all-gathers size bytes (a multiple of 4) from every rank.
+func (g *ncclGather) round(ctx context.Context, mine []byte) ([][]byte, error) {
+	size := len(mine)
+	need := size * (g.world + 1)
+	if g.scratch == nil || g.scratch.Size() < need {
+		if g.scratch != nil {
+			_ = g.scratch.Close()
+			g.scratch = nil
+		}
+		a, err := g.dev.Alloc(ctx, max(need, 64<<10))
+		if err != nil {
+			return nil, err
+		}
+		g.scratch = a
+	}
+	send := g.scratch.Ptr()
+	recv := send.Add(size)
+	if err := g.dev.CopyToDevice(ctx, send, mine); err != nil {
+		return nil, err
+	}
+	res := C.intranode_real_allgather(ptr(uintptr(send)), ptr(uintptr(recv)), C.size_t(size/4), g.comm, C.cudaStream_t(ptr(g.native)))
+	if res != C.ncclSuccess {
+		return nil, backend.Errorf(backend.CodePeerFailed, "intranode bootstrap: ncclAllGather returned %d", int(res))
+	}
+	if err := g.s.Synchronize(ctx); err != nil {
+		return nil, fmt.Errorf("intranode bootstrap: waiting for ncclAllGather: %w", err)
+	}
+	all := make([]byte, size*g.world)
+	if err := g.dev.CopyFromDevice(ctx, all, recv); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, g.world)
+	for r := range out {
+		out[r] = all[r*size : (r+1)*size]
+	}
+	return out, nil
+}
+
+// allGather all-gathers byte strings of any length: their lengths first,
+// then the strings padded to the longest.
+func (g *ncclGather) allGather(ctx context.Context, mine []byte) ([][]byte, error) {
+	lens, err := g.round(ctx, leU64(uint64(len(mine))))
+	if err != nil {
+		return nil, err
+	}
+	longest := 0
+	for r, l := range lens {
+		n := int(leGet(l))
+		if n < 0 || n > 64<<20 {
+			return nil, backend.Errorf(backend.CodeInternal, "intranode bootstrap: rank %d sends %d bytes", r, n)
+		}
+		longest = max(longest, n)
+	}
+	padded := make([]byte, (longest+3)&^3)
+	copy(padded, mine)
+	if len(padded) == 0 {
+		padded = make([]byte, 4)
+	}
+	all, err := g.round(ctx, padded)
+	if err != nil {
+		return nil, err
+	}
+	for r := range all {
+		all[r] = all[r][:leGet(lens[r])]
+	}
+	return all, nil
+}
+
+func ptr(v uintptr) unsafe.Pointer { return C.intranode_ptr(C.uintptr_t(v)) }
+
+func leU64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+
+func leGet(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+
+// memory is the device memory ncclMemAlloc serves on a backend without a
+// GPU runtime (the fake): NCCL would allocate with cudaMalloc, which such
+// a backend does not have. With a runtime the real ncclMemAlloc serves.
+var memory = struct {
+	sync.Mutex
+	probed bool
+	dev    backend.Device // nil: forward to NCCL
+	allocs map[uintptr]backend.Allocation
+}{allocs: map[uintptr]backend.Allocation{}}
+
+//export intranodeNcclMemAlloc
+func intranodeNcclMemAlloc(out *unsafe.Pointer, size C.size_t) C.int {
+	if C.intranode_enabled() == 0 {
+		return forward
+	}
+	memory.Lock()
+	defer memory.Unlock()
+	if !memory.probed {
+		memory.probed = true
+		ctx := context.Background()
+		b, err := backend.Open(ctx, loadSettings().backend)
+		if err == nil {
+			if d, err := b.Open(ctx, 0); err == nil {
+				if _, native := d.(backend.NativeStreams); !native {
+					memory.dev = d
+				} else {
+					_ = d.Close()
+				}
+			}
+			if memory.dev == nil {
+				_ = b.Close()
+			}
+		}
+	}
+	if memory.dev == nil {
+		return forward
+	}
+	if out == nil || size == 0 || uint64(size) > 1<<40 {
+		return ncclResult(backend.Errorf(backend.CodeInvalidArgument, "ncclMemAlloc: ptr %p, size %d", out, uint64(size)))
+	}
+	a, err := memory.dev.Alloc(context.Background(), int(size))
+	if err != nil {
+		return ncclResult(err)
+	}
+	memory.allocs[uintptr(a.Ptr())] = a
+	*out = ptr(uintptr(a.Ptr()))
+	return C.ncclSuccess
+}
+
+//export intranodeNcclMemFree
+func intranodeNcclMemFree(p unsafe.Pointer) C.int {
+	memory.Lock()
+	defer memory.Unlock()
+	a, ok := memory.allocs[uintptr(p)]
+	if !ok {
+		return forward
+	}
+	delete(memory.allocs, uintptr(p))
+	if err := a.Close(); err != nil {
+		return ncclResult(err)
+	}
+	return C.ncclSuccess
+}

@@ -1,0 +1,243 @@
+// check.c is a program written against NCCL's interface, run with the
+// NCCL-API library in front of a mock NCCL (mocknccl.c) on the fake
+// backend, ranks as threads:
+//
+//	check accel WORLD    accelerated ops checked element by element and
+//	                     against what reached NCCL; forwarding; groups;
+//	                     splits; bad arguments; a stalled peer; abort
+//	check off WORLD      with INTRANODE_NCCL=off: everything reaches NCCL
+//
+// It prints "ok" and exits 0, or names the first failure and exits 1.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../nccl_decl.h"
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config);
+ncclResult_t ncclCommDestroy(ncclComm_t comm);
+ncclResult_t ncclCommAbort(ncclComm_t comm);
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err);
+ncclResult_t ncclMemAlloc(void **ptr, size_t size);
+ncclResult_t ncclMemFree(void *ptr);
+ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+ncclResult_t ncclReduceScatter(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+ncclResult_t ncclAllGather(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+ncclResult_t ncclBroadcast(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+ncclResult_t ncclBcast(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+ncclResult_t pncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+ncclResult_t ncclSend(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+ncclResult_t ncclRecv(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+const char *ncclGetLastError(ncclComm_t comm);
+
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
+			fprintf(stderr, __VA_ARGS__);                          \
+			fprintf(stderr, " (last error: %s)\n", ncclGetLastError(NULL)); \
+			exit(1);                                               \
+		}                                                              \
+	} while (0)
+#define OK(call)                                                               \
+	do {                                                                   \
+		ncclResult_t r_ = (call);                                      \
+		CHECK(r_ == ncclSuccess, "%s returned %d", #call, r_);         \
+	} while (0)
+
+enum { COUNT = 999, MAXW = 8 };
+
+static ncclUniqueId uid;
+static int world, accel;
+static pthread_barrier_t sync_all;
+static int (*calls)(const char *);
+
+static float value(int r, int i) { return (float)((i * 7 + r * 13) % 61 - 30); }
+
+static double now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+// reached checks, on rank 0 between barriers, how many calls of name
+// reached NCCL since the last check (want < 0: only note the count).
+static void reached(int rank, const char *name, int want) {
+	static int last[16];
+	static const char *names[16];
+	pthread_barrier_wait(&sync_all);
+	if (rank == 0) {
+		int i = 0;
+		while (names[i] != NULL && strcmp(names[i], name) != 0) i++;
+		names[i] = name;
+		int n = calls(name);
+		CHECK(want < 0 || n - last[i] == want, "%d calls of %s reached NCCL, want %d", n - last[i], name, want);
+		last[i] = n;
+	}
+	pthread_barrier_wait(&sync_all);
+}
+
+static void check_sum(const float *dst, int rank, int w) {
+	for (int i = 0; i < COUNT; i++) {
+		float want = 0;
+		for (int r = 0; r < w; r++) want += value(r, i);
+		CHECK(dst[i] == want, "sum rank %d [%d] = %g, want %g", rank, i, dst[i], want);
+	}
+}
+
+static void allreduce_sum(ncclComm_t comm, int rank, int w, float *in, float *out, int inplace) {
+	for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
+	float *dst = inplace ? in : out;
+	OK(ncclAllReduce(in, dst, COUNT, ncclFloat32, ncclSum, comm, NULL));
+	check_sum(dst, rank, w);
+}
+
+static void *rank_main(void *arg) {
+	int rank = (int)(long)arg;
+	ncclComm_t comm;
+	OK(ncclCommInitRank(&comm, world, uid, rank));
+	size_t big = (size_t)world * COUNT;
+	float *in, *out;
+	OK(ncclMemAlloc((void **)&in, big * sizeof(float)));
+	OK(ncclMemAlloc((void **)&out, big * sizeof(float)));
+	int fwd = accel ? 0 : world; // calls of each accelerated kind that reach NCCL
+
+	// The first eligible call bootstraps (all-gathers on the communicator).
+	allreduce_sum(comm, rank, world, in, out, 0);
+	reached(rank, "ncclAllReduce", fwd);
+	reached(rank, "ncclAllGather", -1); // the bootstrap's rounds
+	for (int inplace = 0; inplace < 2; inplace++) {
+		allreduce_sum(comm, rank, world, in, out, inplace);
+		for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
+		float *dst = inplace ? in : out;
+		OK(pncclAllReduce(in, dst, COUNT, ncclFloat32, ncclMax, comm, NULL));
+		for (int i = 0; i < COUNT; i++) {
+			float want = value(0, i);
+			for (int r = 1; r < world; r++) want = value(r, i) > want ? value(r, i) : want;
+			CHECK(dst[i] == want, "max rank %d [%d] = %g", rank, i, dst[i]);
+		}
+		for (size_t i = 0; i < big; i++) in[i] = value(rank, (int)i);
+		dst = inplace ? in + (size_t)rank * COUNT : out;
+		OK(ncclReduceScatter(in, dst, COUNT, ncclFloat32, ncclSum, comm, NULL));
+		for (int i = 0; i < COUNT; i++) {
+			float want = 0;
+			for (int r = 0; r < world; r++) want += value(r, rank * COUNT + i);
+			CHECK(dst[i] == want, "reduce-scatter rank %d [%d] = %g, want %g", rank, i, dst[i], want);
+		}
+		float *src = inplace ? out + (size_t)rank * COUNT : in;
+		for (int i = 0; i < COUNT; i++) src[i] = value(rank, i);
+		OK(ncclAllGather(src, out, COUNT, ncclFloat32, comm, NULL));
+		for (size_t i = 0; i < big; i++)
+			CHECK(out[i] == value((int)(i / COUNT), (int)(i % COUNT)), "all-gather rank %d [%zu] = %g", rank, i, out[i]);
+		int root = world - 1;
+		for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
+		dst = inplace ? in : out;
+		OK(ncclBroadcast(in, dst, COUNT, ncclFloat32, root, comm, NULL));
+		for (int i = 0; i < COUNT; i++) CHECK(dst[i] == value(root, i), "broadcast rank %d [%d] = %g", rank, i, dst[i]);
+		for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
+		OK(ncclBcast(in, COUNT, ncclFloat32, 0, comm, NULL));
+		for (int i = 0; i < COUNT; i++) CHECK(in[i] == value(0, i), "bcast rank %d [%d] = %g", rank, i, in[i]);
+	}
+	reached(rank, "ncclAllReduce", 4 * fwd);
+	reached(rank, "ncclReduceScatter", 2 * fwd);
+	reached(rank, "ncclAllGather", 2 * fwd);
+	reached(rank, "ncclBroadcast", 4 * fwd);
+
+	// Forwarded whatever the switch: int8, avg, send/receive.
+	signed char *b8 = (signed char *)in;
+	for (int i = 0; i < COUNT; i++) b8[i] = (signed char)(i % 5);
+	OK(ncclAllReduce(b8, b8, COUNT, ncclInt8, ncclSum, comm, NULL));
+	for (int i = 0; i < COUNT; i++) CHECK(b8[i] == (i % 5) * world, "int8 all-reduce rank %d [%d] = %d", rank, i, b8[i]);
+	for (int i = 0; i < COUNT; i++) in[i] = (float)(rank * 2);
+	OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclAvg, comm, NULL));
+	CHECK(out[0] == (float)(world - 1), "avg rank %d = %g", rank, out[0]);
+	reached(rank, "ncclAllReduce", 2 * world);
+	for (int i = 0; i < COUNT; i++) in[i] = (float)rank;
+	OK(ncclGroupStart());
+	OK(ncclSend(in, COUNT, ncclFloat32, (rank + 1) % world, comm, NULL));
+	OK(ncclRecv(out, COUNT, ncclFloat32, (rank + world - 1) % world, comm, NULL));
+	OK(ncclGroupEnd());
+	CHECK(out[COUNT - 1] == (float)((rank + world - 1) % world), "recv rank %d = %g", rank, out[0]);
+	reached(rank, "ncclSend", world);
+
+	// A group of one collective runs as that call; a group of two goes
+	// to NCCL whole.
+	OK(ncclGroupStart());
+	for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
+	OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL));
+	OK(ncclGroupEnd());
+	check_sum(out, rank, world);
+	reached(rank, "ncclAllReduce", fwd);
+	OK(ncclGroupStart());
+	OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL));
+	OK(ncclAllReduce(in, in, COUNT, ncclFloat32, ncclSum, comm, NULL));
+	OK(ncclGroupEnd());
+	reached(rank, "ncclAllReduce", 2 * world);
+
+	if (accel) {
+		// Bad arguments get NCCL's codes and a message naming them.
+		CHECK(ncclAllReduce(in, NULL, COUNT, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidArgument, "NULL recvbuff");
+		CHECK(strstr(ncclGetLastError(comm), "recvbuff is NULL") != NULL, "message: %s", ncclGetLastError(comm));
+		CHECK(ncclAllReduce(in, out, big + 4096, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidArgument, "past the buffer");
+		CHECK(strstr(ncclGetLastError(comm), "bytes at") != NULL, "message: %s", ncclGetLastError(comm));
+		pthread_barrier_wait(&sync_all);
+
+		// A split into two halves: each sub-communicator is bootstrapped
+		// over itself at its first call.
+		if (world % 2 == 0 && world >= 4) {
+			ncclComm_t half;
+			OK(ncclCommSplit(comm, rank % 2, rank, &half, NULL));
+			allreduce_sum(half, rank / 2, world / 2, in, out, 1);
+			allreduce_sum(half, rank / 2, world / 2, in, out, 0);
+			OK(ncclCommDestroy(half));
+		}
+		reached(rank, "ncclAllReduce", 0);
+	}
+	pthread_barrier_wait(&sync_all);
+
+	// A stalled peer: rank 0 all-reduces alone and fails within the
+	// timeout; its communicator reports the failure as NCCL does.
+	if (accel && rank == 0) {
+		double t0 = now();
+		ncclResult_t r = ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL);
+		CHECK(r == ncclRemoteError, "stalled all-reduce returned %d", r);
+		CHECK(strstr(ncclGetLastError(comm), "rank ") != NULL, "message: %s", ncclGetLastError(comm));
+		CHECK(now() - t0 < 3.5, "the stall took %.2f s", now() - t0);
+		ncclResult_t async = ncclSuccess;
+		OK(ncclCommGetAsyncError(comm, &async));
+		CHECK(async == ncclRemoteError, "async error %d", async);
+	}
+	pthread_barrier_wait(&sync_all);
+	double t0 = now();
+	OK(ncclMemFree(in));
+	OK(ncclMemFree(out));
+	OK(rank == 0 ? ncclCommAbort(comm) : ncclCommDestroy(comm));
+	CHECK(now() - t0 < 2, "abort took %.2f s", now() - t0);
+	return NULL;
+}
+
+int main(int argc, char **argv) {
+	if (argc != 3) return 2;
+	accel = strcmp(argv[1], "accel") == 0;
+	world = atoi(argv[2]);
+	void *mock = dlopen(getenv("INTRANODE_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+	OK(ncclGetUniqueId(&uid)); // loads the real (mock) library
+	if (mock == NULL) mock = dlopen(getenv("INTRANODE_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+	CHECK(mock != NULL, "the mock NCCL is not loaded");
+	calls = (int (*)(const char *))dlsym(mock, "mockNcclCalls");
+	CHECK(calls != NULL, "mockNcclCalls");
+	pthread_barrier_init(&sync_all, NULL, world);
+	pthread_t t[MAXW];
+	for (int r = 0; r < world; r++) pthread_create(&t[r], NULL, rank_main, (void *)(long)r);
+	for (int r = 0; r < world; r++) pthread_join(t[r], NULL);
+	printf("ok\n");
+	return 0;
+}
