@@ -42,13 +42,13 @@ type gatherStore struct {
 	gather allGatherFunc
 	world  int
 
-	mu       sync.Mutex
-	kv       map[string][]byte
-	pending  map[string][]byte
-	ended    []byte // the verdicts of the round that ended the bootstrap, one per rank
-	sealed   bool
-	closed   bool
-	rounds   int
+	mu      sync.Mutex
+	kv      map[string][]byte
+	pending map[string][]byte
+	ended   []byte // the verdicts of the round that ended the bootstrap, one per rank
+	sealed  bool
+	closed  bool
+	rounds  int
 }
 
 func newGatherStore(world int, gather allGatherFunc) *gatherStore {
