@@ -103,8 +103,9 @@ int intranode_enabled(void) {
 
 // --- groups -----------------------------------------------------------------
 
-// A group holding exactly one collective runs it as a single call; any
-// other call in the group first sends the held one to NCCL, in order.
+// A group holding exactly one collective runs it as a single call, after
+// the real group has ended; any other call in the group first sends the
+// held one to NCCL, in order.
 static __thread int depth;
 static __thread int held_n, others;
 static __thread struct intranode_call held;
@@ -174,17 +175,19 @@ ncclResult_t ncclGroupStart(void) {
 	return r;
 }
 
+// ncclGroupEnd closes the real group first, then runs a held single
+// collective outside it: the collective may bootstrap its communicator,
+// whose all-gathers must not be deferred into the caller's group.
 ncclResult_t ncclGroupEnd(void) {
 	REAL(ncclGroupEnd, ncclResult_t, (void))
 	if (f_ == NULL) return intranode_missing("ncclGroupEnd");
-	ncclResult_t mine = ncclSuccess;
-	if (depth == 1 && held_n == 1 && !others) {
-		held_n = 0;
-		mine = run(&held);
-	}
+	int single = depth == 1 && held_n == 1 && !others;
+	struct intranode_call c = held;
+	held_n = 0;
 	if (depth > 0) depth--;
 	ncclResult_t r = f_();
-	return mine != ncclSuccess ? mine : r;
+	if (r != ncclSuccess || !single) return r;
+	return run(&c);
 }
 
 // --- the collectives intranode may run -------------------------------------

@@ -195,11 +195,18 @@ static void *rank_main(void *arg) {
 		if (world % 2 == 0 && world >= 4) {
 			ncclComm_t half;
 			OK(ncclCommSplit(comm, rank % 2, rank, &half, NULL));
+			// Its first call, which bootstraps it, inside a group.
+			for (int i = 0; i < COUNT; i++) in[i] = value(rank / 2, i);
+			OK(ncclGroupStart());
+			OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, half, NULL));
+			OK(ncclGroupEnd());
+			check_sum(out, rank / 2, world / 2);
 			allreduce_sum(half, rank / 2, world / 2, in, out, 1);
 			allreduce_sum(half, rank / 2, world / 2, in, out, 0);
 			OK(ncclCommDestroy(half));
 		}
 		reached(rank, "ncclAllReduce", 0);
+		reached(rank, "ncclAllGather in a group", 0);
 	}
 	pthread_barrier_wait(&sync_all);
 

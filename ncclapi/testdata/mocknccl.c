@@ -228,8 +228,13 @@ int ncclReduceScatter(const void *send, void *recv, size_t n, int dtype, int op,
 	return 0;
 }
 
+static __thread int grouped;
+
 int ncclAllGather(const void *send, void *recv, size_t n, int dtype, struct comm *c, void *stream) {
 	(void)stream;
+	// Real NCCL defers a collective issued inside a group to its end: a
+	// caller that waits for it there waits forever. Count such calls.
+	if (grouped) count("ncclAllGather in a group");
 	int r = enter("ncclAllGather", c, dtype, 0);
 	if (r) return r;
 	struct group *g = c->g;
@@ -264,7 +269,6 @@ int ncclBroadcast(const void *send, void *recv, size_t n, int dtype, int root, s
 }
 
 // Groups of sends and receives, per thread.
-static __thread int grouped;
 static __thread struct comm *gcomm;
 static __thread struct { void *buf; int peer; size_t bytes; } recvs[MAXR];
 static __thread int nrecvs;
