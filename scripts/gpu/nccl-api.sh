@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The NCCL-API library on a GPU host, in one device call: nccl-tests
+# (built here from its source with the host's nvcc) and PyTorch, each
+# without and with the library in LD_PRELOAD, in the same call. Build first
+# on the development machine:
+#   go build -buildmode=c-shared -tags cuda -ldflags='-s -w' -o .gpu/libintranode-nccl.so ./cmd/libintranode-nccl
+#   (the nccl-tests source in .gpu/nccl-tests)
+# then run this with the device tool, carrying .gpu. Raw output lands in
+# $OUT/r, packed into $OUT/nccl-api.tgz at the end.
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+R=$OUT/r
+mkdir -p "$R"
+W=${WORLD:-$(nvidia-smi -L | wc -l)}
+STEPS=${STEPS:-"info build tests torch perf kill"}
+LIB=$PWD/.gpu/libintranode-nccl.so
+step() { echo; echo "=== $1 ($(date -u +%T))"; }
+NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])')
+export LD_LIBRARY_PATH=$NCCL_DIR/lib:${LD_LIBRARY_PATH:-}
+for s in $STEPS; do
+  case $s in
+  info)
+    step info
+    { nvidia-smi --query-gpu=index,name,driver_version --format=csv; nvidia-smi topo -m; echo "NCCL_DIR=$NCCL_DIR"; ls "$NCCL_DIR/lib" "$NCCL_DIR/include"; python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'; } 2>&1 | tee "$R/info.txt" ;;
+  build)
+    step build
+    mkdir -p /tmp/ncclhome/lib && ln -sf "$NCCL_DIR/include" /tmp/ncclhome/include && ln -sf "$NCCL_DIR/lib/libnccl.so.2" /tmp/ncclhome/lib/libnccl.so
+    B=/tmp/nt
+    ( cd .gpu/nccl-tests/src && timeout 400 make -j32 BUILDDIR=$B NCCL_HOME=/tmp/ncclhome CUDA_HOME=/usr/local/cuda \
+        NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" \
+        $B/all_reduce_perf $B/reduce_scatter_perf $B/all_gather_perf $B/broadcast_perf $B/sendrecv_perf $B/alltoall_perf ) \
+      > "$R/build.txt" 2>&1; echo "build exit $?"; tail -5 "$R/build.txt"; ls $B ;;
+  tests)
+    step nccl-tests
+    for t in all_reduce reduce_scatter all_gather broadcast sendrecv alltoall; do
+      for with in no yes; do
+        pre=""; [ $with = yes ] && pre=$LIB
+        f="$R/nccltests-$t-$with.txt"
+        LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO timeout 120 /tmp/nt/${t}_perf -b 8 -e 256M -f 2 -c 1 -t "$W" -g 1 -d bfloat16 -w 5 -n 20 > "$f" 2>&1
+        echo "$t lib=$with exit $? $(grep -E 'Out of bounds|Avg bus' "$f" | tr '\n' ' ') accelerated=$(grep -c 'msg=accelerated' "$f")"
+      done
+    done ;;
+  torch)
+    step torch-correct
+    for with in no yes; do
+      pre=""; [ $with = yes ] && pre=$LIB
+      LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO MODE=correct timeout 240 torchrun --standalone --nproc-per-node "$W" \
+        scripts/gpu/nccl_api_torch.py > "$R/torch-correct-$with.txt" 2>&1
+      echo "lib=$with exit $? $(grep -E '^RESULT|^WRONG' "$R/torch-correct-$with.txt" | head -12 | tr '\n' ' ') accelerated=$(grep -c 'msg=accelerated' "$R/torch-correct-$with.txt")"
+    done ;;
+  perf)
+    step torch-perf
+    for with in no yes no yes; do
+      pre=""; [ $with = yes ] && pre=$LIB
+      LD_PRELOAD=$pre MODE=perf timeout 150 torchrun --standalone --nproc-per-node "$W" scripts/gpu/nccl_api_torch.py \
+        >> "$R/torch-perf-$with.txt" 2>&1
+      echo "lib=$with exit $?"
+    done
+    grep PERF "$R/torch-perf-no.txt" > "$R/p-no"; grep PERF "$R/torch-perf-yes.txt" > "$R/p-yes"
+    paste "$R/p-no" "$R/p-yes" | awk '{printf "%10d graph nccl %8s lib %8s (%.2fx)  eager nccl %8s lib %8s\n", $2, $3, $8, $3/$8, $4, $9}' ;;
+  kill)
+    step kill
+    LD_PRELOAD=$LIB INTRANODE_NCCL_TIMEOUT_MS=5000 INTRANODE_NCCL_DEBUG=INFO MODE=kill timeout 90 torchrun --standalone \
+      --nproc-per-node "$W" scripts/gpu/nccl_api_torch.py > "$R/torch-kill.txt" 2>&1
+    echo "exit $?"; grep -E 'KILL|Watchdog|watchdog|error|Error' "$R/torch-kill.txt" | head -15 ;;
+  esac
+done
+tar -czf "$OUT/nccl-api.tgz" -C "$OUT" r

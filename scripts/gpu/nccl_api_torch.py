@@ -1,0 +1,185 @@
+"""PyTorch through the NCCL API, unmodified: run under torchrun with or
+without the NCCL-API library in LD_PRELOAD (scripts/gpu/nccl-api.sh).
+
+MODE=correct: all_reduce (sum, max), reduce_scatter_tensor,
+all_gather_into_tensor, broadcast and all_to_all_single on random bf16,
+fp16 and fp32 data, eager and inside torch.cuda.graph, checked against a
+float64 reference computed on the CPU from every rank's input (gathered
+over a gloo group); the same on new_group subgroups; destroy_process_group.
+MODE=perf: all_reduce bf16 from 1 KiB to 256 MiB, the mean time per call
+in a CUDA-graph replay of ITERS calls and eagerly, rank 0 prints a table.
+MODE=kill: rank 1 exits after the first accelerated call; rank 0's next
+all_reduce must end in an error, and it prints how long that took.
+"""
+
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+MODE = os.environ.get("MODE", "correct")
+rank = int(os.environ["RANK"])
+world = int(os.environ["WORLD_SIZE"])
+local = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local)
+dev = torch.device("cuda", local)
+import datetime  # noqa: E402
+
+dist.init_process_group("nccl", device_id=dev, timeout=datetime.timedelta(seconds=30 if MODE == "kill" else 600))
+cpu = dist.new_group(backend="gloo")
+
+TOL = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10, torch.float32: 2.0**-20}
+
+
+def gather_cpu(t, group=None):
+    """Every rank's t, as float64 on the CPU, through gloo."""
+    n = dist.get_world_size(group)
+    c = t.detach().to("cpu", torch.float64)
+    out = [torch.empty_like(c) for _ in range(n)]
+    g = cpu if group is None else dist.new_group(dist.get_process_group_ranks(group), backend="gloo")
+    dist.all_gather(out, c, group=g)
+    return out
+
+
+def close(got, want, dtype, n, what):
+    tol = TOL[dtype] * n
+    err = (got.to("cpu", torch.float64) - want).abs() - tol * want.abs()
+    bad = int((err > tol).sum())
+    if bad:
+        print(f"WRONG rank {rank} {what}: {bad} of {want.numel()} elements", flush=True)
+    return bad
+
+
+def check_ops(group, tag):
+    n = dist.get_world_size(group)
+    me = dist.get_rank(group)
+    wrong = 0
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        for count in (1, 1000, 65536 + 3, 1 << 20):
+            g = torch.Generator(device=dev).manual_seed(1000 * rank + count)
+            x = torch.randn(count * n, device=dev, dtype=dtype, generator=g)
+            ins = gather_cpu(x, group)
+            what = f"{tag} {dtype} count {count}"
+            for graph in (False, True):
+                w = what + (" graph" if graph else " eager")
+                outs = {}
+
+                def ops():
+                    a = x[:count].clone()
+                    dist.all_reduce(a, group=group)
+                    m = x[:count].clone()
+                    dist.all_reduce(m, op=dist.ReduceOp.MAX, group=group)
+                    rs = torch.empty(count, device=dev, dtype=dtype)
+                    dist.reduce_scatter_tensor(rs, x, group=group)
+                    ag = torch.empty(count * n, device=dev, dtype=dtype)
+                    dist.all_gather_into_tensor(ag, x[:count], group=group)
+                    b = x[:count].clone()
+                    dist.broadcast(b, src=dist.get_global_rank(group, n - 1) if group else n - 1, group=group)
+                    a2a = torch.empty(count * n, device=dev, dtype=dtype)
+                    dist.all_to_all_single(a2a, x, group=group)
+                    outs.update(a=a, m=m, rs=rs, ag=ag, b=b, a2a=a2a)
+
+                if graph:
+                    s = torch.cuda.Stream()
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        ops()  # warm up outside capture
+                    torch.cuda.current_stream().wait_stream(s)
+                    gr = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(gr):
+                        ops()
+                    gr.replay()
+                else:
+                    ops()
+                torch.cuda.synchronize()
+                heads = [i[:count] for i in ins]
+                wrong += close(outs["a"], sum(heads), dtype, n, w + " all_reduce")
+                wrong += close(outs["m"], torch.stack(heads).max(0).values, dtype, 1, w + " all_reduce max")
+                blk = [i[me * count:(me + 1) * count] for i in ins]
+                wrong += close(outs["rs"], sum(blk), dtype, n, w + " reduce_scatter")
+                wrong += close(outs["ag"], torch.cat(heads), dtype, 1, w + " all_gather")
+                wrong += close(outs["b"], heads[n - 1], dtype, 1, w + " broadcast")
+                wrong += close(outs["a2a"], torch.cat(blk), dtype, 1, w + " all_to_all")
+    return wrong
+
+
+def perf():
+    iters = int(os.environ.get("ITERS", "20"))
+    rows = []
+    size = 1024
+    while size <= 256 << 20:
+        x = torch.ones(size // 2, device=dev, dtype=torch.bfloat16)
+        for _ in range(3):
+            dist.all_reduce(x)
+        torch.cuda.synchronize()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            dist.all_reduce(x)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(iters):
+                dist.all_reduce(x)
+        g.replay()
+        torch.cuda.synchronize()
+        dist.barrier(group=cpu)
+        reps = 5 if size <= 16 << 20 else 2
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            g.replay()
+        torch.cuda.synchronize()
+        graph_us = (time.perf_counter() - t0) / (reps * iters) * 1e6
+        n = 50 if size <= 16 << 20 else 5
+        dist.barrier(group=cpu)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            dist.all_reduce(x)
+        torch.cuda.synchronize()
+        eager_us = (time.perf_counter() - t0) / n * 1e6
+        rows.append((size, graph_us, eager_us))
+        del g
+        size *= 4
+    if rank == 0:
+        print("# size_bytes graph_us eager_us busbw_graph_GBps", flush=True)
+        for size, gu, eu in rows:
+            print(f"PERF {size} {gu:.2f} {eu:.2f} {size * 2 * (world - 1) / world / gu / 1e3:.1f}", flush=True)
+
+
+if MODE == "correct":
+    wrong = check_ops(None, "world")
+    if world >= 4:
+        halves = [dist.new_group([r for r in range(world) if r % 2 == h]) for h in (0, 1)]
+        wrong += check_ops(halves[rank % 2], f"half{rank % 2}")
+    pair = dist.new_group([0, 1])
+    if rank in (0, 1):
+        wrong += check_ops(pair, "pair")
+    dist.barrier(group=cpu)
+    print(f"RESULT rank {rank} wrong {wrong}", flush=True)
+elif MODE == "perf":
+    perf()
+elif MODE == "kill":
+    x = torch.ones(4096, device=dev, dtype=torch.bfloat16)
+    dist.all_reduce(x)
+    torch.cuda.synchronize()
+    dist.barrier(group=cpu)
+    if rank == 1:
+        os._exit(9)
+    time.sleep(0.5)
+    t0 = time.perf_counter()
+    print("KILL rank 0: rank 1 is gone; calling all_reduce", flush=True)
+    try:
+        for i in range(200):
+            dist.all_reduce(x)
+            torch.cuda.synchronize()
+            print(f"KILL rank 0: call {i} returned after {time.perf_counter() - t0:.2f} s", flush=True)
+            time.sleep(0.2)
+        print("KILL rank 0: no error in 200 calls", flush=True)
+    except Exception as e:  # noqa: BLE001
+        print(f"KILL rank 0: error after {time.perf_counter() - t0:.2f} s: {str(e)[:300]}", flush=True)
+    os._exit(0)
+dist.destroy_process_group()
+print(f"DONE rank {rank}", flush=True)
