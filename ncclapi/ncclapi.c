@@ -101,6 +101,15 @@ int intranode_enabled(void) {
 	return e;
 }
 
+// --- re-entry ---------------------------------------------------------------
+
+// inside counts this thread's calls into Go. The real NCCL calls its own
+// public functions (ncclCommCount calls ncclCommGetAsyncError, say), and
+// with this library in front those calls land here: while a thread is
+// inside Go, every function goes straight to the real library, so that
+// nothing re-enters Go (and waits for a lock the same thread holds).
+static __thread int inside;
+
 // --- groups -----------------------------------------------------------------
 
 // A group holding exactly one collective runs it as a single call, after
@@ -148,12 +157,14 @@ ncclResult_t intranode_group_flush(void) {
 
 // run gives a call to Go, which runs it or (-1) sends it to NCCL.
 static ncclResult_t run(struct intranode_call *c) {
+	inside++;
 	int r = intranodeNcclRun(c);
+	inside--;
 	return r < 0 ? intranode_forward(c) : (ncclResult_t)r;
 }
 
 static ncclResult_t collective(struct intranode_call c) {
-	if (!intranode_enabled()) return intranode_forward(&c);
+	if (inside || !intranode_enabled()) return intranode_forward(&c);
 	if (depth > 0) {
 		if (held_n == 0 && !others) {
 			held = c;
@@ -171,7 +182,7 @@ ncclResult_t ncclGroupStart(void) {
 	REAL(ncclGroupStart, ncclResult_t, (void))
 	if (f_ == NULL) return intranode_missing("ncclGroupStart");
 	ncclResult_t r = f_();
-	if (r == ncclSuccess && depth++ == 0) held_n = others = 0;
+	if (r == ncclSuccess && !inside && depth++ == 0) held_n = others = 0;
 	return r;
 }
 
@@ -181,6 +192,7 @@ ncclResult_t ncclGroupStart(void) {
 ncclResult_t ncclGroupEnd(void) {
 	REAL(ncclGroupEnd, ncclResult_t, (void))
 	if (f_ == NULL) return intranode_missing("ncclGroupEnd");
+	if (inside) return f_();
 	int single = depth == 1 && held_n == 1 && !others;
 	struct intranode_call c = held;
 	held_n = 0;
@@ -220,13 +232,21 @@ ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t dt, int root, nc
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 	REAL(ncclCommDestroy, ncclResult_t, (ncclComm_t))
-	intranodeNcclCommGone(comm);
+	if (!inside) {
+		inside++;
+		intranodeNcclCommGone(comm);
+		inside--;
+	}
 	return f_ ? f_(comm) : intranode_missing("ncclCommDestroy");
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
 	REAL(ncclCommAbort, ncclResult_t, (ncclComm_t))
-	intranodeNcclCommGone(comm);
+	if (!inside) {
+		inside++;
+		intranodeNcclCommGone(comm);
+		inside--;
+	}
 	return f_ ? f_(comm) : intranode_missing("ncclCommAbort");
 }
 
@@ -234,8 +254,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
 	REAL(ncclCommGetAsyncError, ncclResult_t, (ncclComm_t, ncclResult_t *))
 	if (f_ == NULL) return intranode_missing("ncclCommGetAsyncError");
 	ncclResult_t r = f_(comm, asyncError);
-	if (r == ncclSuccess && asyncError != NULL && *asyncError == ncclSuccess) {
+	if (r == ncclSuccess && !inside && asyncError != NULL && *asyncError == ncclSuccess) {
+		inside++;
 		int mine = intranodeNcclAsyncError(comm);
+		inside--;
 		if (mine != ncclSuccess) *asyncError = mine;
 	}
 	return r;
@@ -253,14 +275,24 @@ const char *ncclGetErrorString(ncclResult_t result) {
 }
 
 ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
-	int r = intranodeNcclMemAlloc(ptr, size);
+	int r = -1;
+	if (!inside) {
+		inside++;
+		r = intranodeNcclMemAlloc(ptr, size);
+		inside--;
+	}
 	if (r >= 0) return r;
 	REAL(ncclMemAlloc, ncclResult_t, (void **, size_t))
 	return f_ ? f_(ptr, size) : intranode_missing("ncclMemAlloc");
 }
 
 ncclResult_t ncclMemFree(void *ptr) {
-	int r = intranodeNcclMemFree(ptr);
+	int r = -1;
+	if (!inside) {
+		inside++;
+		r = intranodeNcclMemFree(ptr);
+		inside--;
+	}
 	if (r >= 0) return r;
 	REAL(ncclMemFree, ncclResult_t, (void *))
 	return f_ ? f_(ptr) : intranode_missing("ncclMemFree");

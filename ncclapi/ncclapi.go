@@ -14,9 +14,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -72,6 +74,9 @@ type state struct {
 	mu   sync.Mutex
 	comm *capi.Comm // nil until bootstrapped
 	off  string     // why it is not accelerated, for good
+	// formed is comm once bootstrapped, for readers that must not wait
+	// for mu (the watchdog's ncclCommGetAsyncError).
+	formed atomic.Pointer[capi.Comm]
 }
 
 // comms is the registry of the communicators seen, by NCCL handle.
@@ -153,6 +158,12 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 			}
 			return forward
 		}
+		if set.trace {
+			set.log.Debug("bootstrapping", "comm", fmt.Sprintf("%#x", comm))
+			done := make(chan struct{})
+			defer close(done)
+			go dumpIfSlow(done, set.log)
+		}
 		cm, err := bootstrap(c.comm, set)
 		if err != nil {
 			st.off = err.Error()
@@ -160,6 +171,7 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 			return forward
 		}
 		st.comm = cm
+		st.formed.Store(cm)
 		set.log.Info("accelerated", "comm", fmt.Sprintf("%#x", comm), "rank", cm.Rank(), "nranks", cm.World(), "device", cm.Device())
 	}
 	call := capi.Call{Op: op, Send: uintptr(c.send), Recv: uintptr(c.recv), Count: uint64(c.count), DType: dt, Red: red,
@@ -205,6 +217,7 @@ func intranodeNcclCommGone(comm C.ncclComm_t) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.formed.Store(nil)
 	if st.comm != nil {
 		if err := st.comm.Destroy(); err != nil {
 			loadSettings().log.Info("releasing the comm", "err", err)
@@ -224,9 +237,7 @@ func intranodeNcclAsyncError(comm C.ncclComm_t) C.int {
 	if st == nil {
 		return C.ncclSuccess
 	}
-	st.mu.Lock()
-	cm := st.comm
-	st.mu.Unlock()
+	cm := st.formed.Load()
 	if cm == nil {
 		return C.ncclSuccess
 	}
@@ -246,6 +257,9 @@ func bootstrap(comm C.ncclComm_t, set settings) (*capi.Comm, error) {
 		return nil, fmt.Errorf("ncclCommCount/UserRank/CuDevice: NCCL result %d", int(res))
 	}
 	world, rank, dev := int(n), int(r), int(d)
+	if set.trace {
+		set.log.Debug("bootstrap: the NCCL communicator", "rank", rank, "nranks", world, "device", dev)
+	}
 	if world < 2 || world > kernels.MaxRanks {
 		return nil, fmt.Errorf("%d ranks: intranode serves 2 to %d", world, kernels.MaxRanks)
 	}
@@ -256,7 +270,19 @@ func bootstrap(comm C.ncclComm_t, set settings) (*capi.Comm, error) {
 		return nil, err
 	}
 	defer g.close()
-	gs := newGatherStore(world, g.allGather)
+	if set.trace {
+		set.log.Debug("bootstrap: device open", "rank", rank, "backend", g.b.Name())
+	}
+	gather := g.allGather
+	if set.trace {
+		gather = func(ctx context.Context, mine []byte) ([][]byte, error) {
+			start := time.Now()
+			all, err := g.allGather(ctx, mine)
+			set.log.Debug("bootstrap: round", "rank", rank, "bytes", len(mine), "took", time.Since(start), "err", err)
+			return all, err
+		}
+	}
+	gs := newGatherStore(world, gather)
 	cm, ierr := capi.InitWithStore(ctx, gs, rank, world, capi.Config{Backend: set.backend, Device: dev, Timeout: set.timeout, Logger: set.commLog})
 	ok, ferr := gs.finish(ctx, ierr == nil)
 	switch {
@@ -458,3 +484,18 @@ func intranodeNcclMemFree(p unsafe.Pointer) C.int {
 	}
 	return C.ncclSuccess
 }
+
+// dumpIfSlow writes every goroutine's stack to the log when a bootstrap
+// has not ended after slowBootstrap (TRACE only): what it waits for.
+func dumpIfSlow(done <-chan struct{}, log *slog.Logger) {
+	select {
+	case <-done:
+	case <-time.After(slowBootstrap):
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+		log.Debug("bootstrap is slow; goroutines", "stacks", b.String())
+	}
+}
+
+// slowBootstrap is when dumpIfSlow writes the stacks.
+const slowBootstrap = 10 * time.Second

@@ -153,7 +153,17 @@ int ncclCommSplit(struct comm *c, int color, int key, struct comm **out, void *c
 	return 0;
 }
 
-int ncclCommCount(struct comm *c, int *n) { count("ncclCommCount"); if (!ok(c)) return 5; *n = c->g->nranks; return 0; }
+int ncclCommGetAsyncError(struct comm *c, int *state);
+
+// Like the real NCCL, ncclCommCount calls a public function of its own,
+// which a library in front of it receives (interposition).
+int ncclCommCount(struct comm *c, int *n) {
+	count("ncclCommCount");
+	int e = 0;
+	if (!ok(c) || ncclCommGetAsyncError(c, &e) != 0) return 5;
+	*n = c->g->nranks;
+	return 0;
+}
 int ncclCommUserRank(struct comm *c, int *r) { count("ncclCommUserRank"); if (!ok(c)) return 5; *r = c->rank; return 0; }
 int ncclCommCuDevice(struct comm *c, int *d) { count("ncclCommCuDevice"); if (!ok(c)) return 5; *d = c->device; return 0; }
 
