@@ -6,7 +6,8 @@
 #   go build -buildmode=c-shared -tags cuda -ldflags='-s -w' -o .gpu/libintranode-nccl.so ./cmd/libintranode-nccl
 #   (the nccl-tests source in .gpu/nccl-tests)
 # then run this with the device tool, carrying .gpu. Raw output lands in
-# $OUT/r, packed into $OUT/nccl-api.tgz at the end.
+# $OUT/r, packed into $OUT/nccl-api.tgz at the end (run it under a
+# timeout shorter than the call's and tar what is there if it is cut).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
@@ -37,7 +38,7 @@ for s in $STEPS; do
       for with in no yes; do
         pre=""; [ $with = yes ] && pre=$LIB
         f="$R/nccltests-$t-$with.txt"
-        LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO timeout 120 /tmp/nt/${t}_perf -b 8 -e 256M -f 2 -c 1 -t "$W" -g 1 -d bfloat16 -w 5 -n 20 > "$f" 2>&1
+        LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO timeout 60 /tmp/nt/${t}_perf -b 8 -e 256M -f 2 -c 1 -t "$W" -g 1 -d bfloat16 -w 5 -n 20 > "$f" 2>&1
         echo "$t lib=$with exit $? $(grep -E 'Out of bounds|Avg bus' "$f" | tr '\n' ' ') accelerated=$(grep -c 'msg=accelerated' "$f")"
       done
     done ;;
@@ -51,7 +52,7 @@ for s in $STEPS; do
     done ;;
   perf)
     step torch-perf
-    for with in no yes no yes; do
+    for with in no yes; do
       pre=""; [ $with = yes ] && pre=$LIB
       LD_PRELOAD=$pre MODE=perf timeout 150 torchrun --standalone --nproc-per-node "$W" scripts/gpu/nccl_api_torch.py \
         >> "$R/torch-perf-$with.txt" 2>&1
@@ -66,4 +67,4 @@ for s in $STEPS; do
     echo "exit $?"; grep -E 'KILL|Watchdog|watchdog|error|Error' "$R/torch-kill.txt" | head -15 ;;
   esac
 done
-tar -czf "$OUT/nccl-api.tgz" -C "$OUT" r
+tar -czf "$OUT/nccl-api.tgz" -C "$OUT" r && rm -rf "$R"

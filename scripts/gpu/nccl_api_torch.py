@@ -29,6 +29,15 @@ import datetime  # noqa: E402
 
 dist.init_process_group("nccl", device_id=dev, timeout=datetime.timedelta(seconds=30 if MODE == "kill" else 600))
 cpu = dist.new_group(backend="gloo")
+# Subgroups, made by every rank in the same order (new_group is collective
+# over the default group): NCCL ones to test, gloo twins for the reference.
+SUBGROUPS = {}
+if world >= 4:
+    for h in (0, 1):
+        ranks = [r for r in range(world) if r % 2 == h]
+        SUBGROUPS[f"half{h}"] = (dist.new_group(ranks), dist.new_group(ranks, backend="gloo"), rank in ranks)
+SUBGROUPS["pair"] = (dist.new_group([0, 1]), dist.new_group([0, 1], backend="gloo"), rank in (0, 1))
+GLOO = {id(v[0]): v[1] for v in SUBGROUPS.values()}
 
 TOL = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10, torch.float32: 2.0**-20}
 
@@ -38,8 +47,7 @@ def gather_cpu(t, group=None):
     n = dist.get_world_size(group)
     c = t.detach().to("cpu", torch.float64)
     out = [torch.empty_like(c) for _ in range(n)]
-    g = cpu if group is None else dist.new_group(dist.get_process_group_ranks(group), backend="gloo")
-    dist.all_gather(out, c, group=g)
+    dist.all_gather(out, c, group=cpu if group is None else GLOO[id(group)])
     return out
 
 
@@ -151,12 +159,9 @@ def perf():
 
 if MODE == "correct":
     wrong = check_ops(None, "world")
-    if world >= 4:
-        halves = [dist.new_group([r for r in range(world) if r % 2 == h]) for h in (0, 1)]
-        wrong += check_ops(halves[rank % 2], f"half{rank % 2}")
-    pair = dist.new_group([0, 1])
-    if rank in (0, 1):
-        wrong += check_ops(pair, "pair")
+    for name, (group, _, member) in SUBGROUPS.items():
+        if member:
+            wrong += check_ops(group, name)
     dist.barrier(group=cpu)
     print(f"RESULT rank {rank} wrong {wrong}", flush=True)
 elif MODE == "perf":
