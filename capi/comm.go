@@ -16,7 +16,8 @@ import (
 // Config is how a Comm is made (intranodeConfig_t).
 type Config struct {
 	// Backend names the backend ("", "auto": the best one whose probe
-	// passes; "fake"; "cuda"; "rocm"; "plugin:PATH").
+	// passes; "fake"; "cuda"; "rocm"; "plugin:PATH"); the process's
+	// comms share one instance of each (see Backend).
 	Backend string
 	// Device is this rank's device index; negative: the rank's index.
 	Device int
@@ -81,7 +82,11 @@ func InitWithStore(ctx context.Context, st store.Store, rank, world int, cfg Con
 	if err := checkRank(rank, world); err != nil {
 		return nil, err
 	}
-	opts := collective.Options{BackendName: cfg.Backend, Timeout: cfg.Timeout, BufferSize: cfg.BufferSize, Logger: cfg.Logger}
+	b, err := Backend(ctx, cfg.Backend)
+	if err != nil {
+		return nil, err
+	}
+	opts := collective.Options{Backend: b, Timeout: cfg.Timeout, BufferSize: cfg.BufferSize, Logger: cfg.Logger}
 	if cfg.Device >= 0 {
 		dev := cfg.Device
 		opts.Device = &dev

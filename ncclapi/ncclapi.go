@@ -301,7 +301,7 @@ func bootstrap(comm C.ncclComm_t, set settings) (*capi.Comm, error) {
 // ncclGather all-gathers bytes on an NCCL communicator through a scratch
 // buffer of the device and a stream of its own.
 type ncclGather struct {
-	b       backend.Backend
+	b       backend.Backend // the process's shared instance (capi.Backend)
 	dev     backend.Device
 	s       backend.Stream
 	native  uintptr // the stream NCCL is given (0 without runtime streams)
@@ -317,7 +317,7 @@ func openGather(ctx context.Context, name string, index int, comm C.ncclComm_t, 
 			g.close()
 		}
 	}()
-	if g.b, err = backend.Open(ctx, name); err != nil {
+	if g.b, err = capi.Backend(ctx, name); err != nil {
 		return nil, err
 	}
 	if g.dev, err = g.b.Open(ctx, index); err != nil {
@@ -341,9 +341,6 @@ func (g *ncclGather) close() {
 	}
 	if g.dev != nil {
 		_ = g.dev.Close()
-	}
-	if g.b != nil {
-		_ = g.b.Close()
 	}
 }
 
@@ -441,17 +438,13 @@ func intranodeNcclMemAlloc(out *unsafe.Pointer, size C.size_t) C.int {
 	if !memory.probed {
 		memory.probed = true
 		ctx := context.Background()
-		b, err := backend.Open(ctx, loadSettings().backend)
-		if err == nil {
+		if b, err := capi.Backend(ctx, loadSettings().backend); err == nil {
 			if d, err := b.Open(ctx, 0); err == nil {
 				if _, native := d.(backend.NativeStreams); !native {
 					memory.dev = d
 				} else {
 					_ = d.Close()
 				}
-			}
-			if memory.dev == nil {
-				_ = b.Close()
 			}
 		}
 	}

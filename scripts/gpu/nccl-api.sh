@@ -61,10 +61,16 @@ for s in $STEPS; do
     grep PERF "$R/torch-perf-no.txt" > "$R/p-no"; grep PERF "$R/torch-perf-yes.txt" > "$R/p-yes"
     paste "$R/p-no" "$R/p-yes" | awk '{printf "%10d graph nccl %8s lib %8s (%.2fx)  eager nccl %8s lib %8s\n", $2, $3, $8, $3/$8, $4, $9}' ;;
   kill)
+    # Ranks started by hand, not by torchrun (whose agent would end the
+    # survivors itself): rank 1 exits after its first accelerated call.
     step kill
-    LD_PRELOAD=$LIB INTRANODE_NCCL_TIMEOUT_MS=5000 INTRANODE_NCCL_DEBUG=INFO MODE=kill timeout 90 torchrun --standalone \
-      --nproc-per-node "$W" scripts/gpu/nccl_api_torch.py > "$R/torch-kill.txt" 2>&1
-    echo "exit $?"; grep -E 'KILL|Watchdog|watchdog|error|Error' "$R/torch-kill.txt" | head -15 ;;
+    for r in $(seq 0 $((W - 1))); do
+      MASTER_ADDR=127.0.0.1 MASTER_PORT=29561 RANK=$r WORLD_SIZE=$W LOCAL_RANK=$r LD_PRELOAD=$LIB \
+        INTRANODE_NCCL_TIMEOUT_MS=5000 INTRANODE_NCCL_DEBUG=INFO MODE=kill timeout 90 python3 scripts/gpu/nccl_api_torch.py \
+        > "$R/torch-kill-$r.txt" 2>&1 &
+    done
+    wait
+    grep -h -E 'KILL|msg=' "$R"/torch-kill-*.txt | cut -c1-300 | head -20 ;;
   esac
 done
 tar -czf "$OUT/nccl-api.tgz" -C "$OUT" r && rm -rf "$R"
