@@ -65,6 +65,7 @@ ncclResult_t intranode_real_allgather(const void *send, void *recv, size_t count
 int intranode_stream_capturing(cudaStream_t stream);
 void intranode_set_error(const char *msg, size_t n);
 int intranode_enabled(void);
+void intranode_set_off(ncclComm_t comm, int on);
 
 // intranode_ptr turns an address kept in Go as an integer into a pointer.
 static inline void *intranode_ptr(uintptr_t v) { return (void *)v; }

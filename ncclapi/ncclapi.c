@@ -155,8 +155,52 @@ ncclResult_t intranode_group_flush(void) {
 	return intranode_forward(&held);
 }
 
+// --- calls that need not reach Go ----------------------------------------------
+
+// eligible: the datatypes and reductions intranode has (the same sets as
+// ncclapi.go's maps); any other call goes to NCCL without a call into Go.
+static int eligible(const struct intranode_call *c) {
+	int type = c->dtype == ncclFloat32 || c->dtype == ncclFloat16 || c->dtype == ncclBfloat16 ||
+	           c->dtype == ncclFloat64 || c->dtype == ncclInt32;
+	int reduces = c->op == IN_ALLREDUCE || c->op == IN_REDUCESCATTER;
+	int op = !reduces || c->red == ncclSum || c->red == ncclMax || c->red == ncclMin;
+	return type && op;
+}
+
+// off remembers the communicators Go has ruled out for good (an open
+// hashed table of their handles), so that their calls go straight to NCCL.
+enum { OFF_SLOTS = 1024 };
+static ncclComm_t off[OFF_SLOTS];
+#define TOMBSTONE ((ncclComm_t)(uintptr_t)1)
+
+static size_t slot(ncclComm_t comm) { return ((uintptr_t)comm >> 4) % OFF_SLOTS; }
+
+void intranode_set_off(ncclComm_t comm, int on) {
+	for (size_t i = slot(comm), n = 0; n < OFF_SLOTS; i = (i + 1) % OFF_SLOTS, n++) {
+		ncclComm_t cur = __atomic_load_n(&off[i], __ATOMIC_ACQUIRE);
+		if (on && (cur == NULL || cur == TOMBSTONE) &&
+		    __atomic_compare_exchange_n(&off[i], &cur, comm, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return;
+		if (on && cur == comm) return;
+		if (!on && cur == comm) {
+			__atomic_store_n(&off[i], TOMBSTONE, __ATOMIC_RELEASE);
+			return;
+		}
+	}
+}
+
+static int is_off(ncclComm_t comm) {
+	for (size_t i = slot(comm), n = 0; n < OFF_SLOTS; i = (i + 1) % OFF_SLOTS, n++) {
+		ncclComm_t cur = __atomic_load_n(&off[i], __ATOMIC_ACQUIRE);
+		if (cur == comm) return 1;
+		if (cur == NULL) return 0;
+	}
+	return 0;
+}
+
 // run gives a call to Go, which runs it or (-1) sends it to NCCL.
 static ncclResult_t run(struct intranode_call *c) {
+	if (!eligible(c) || is_off(c->comm)) return intranode_forward(c);
 	inside++;
 	int r = intranodeNcclRun(c);
 	inside--;

@@ -167,6 +167,7 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 		cm, err := bootstrap(c.comm, set)
 		if err != nil {
 			st.off = err.Error()
+			C.intranode_set_off(c.comm, 1)
 			set.log.Info("not accelerated", "comm", fmt.Sprintf("%#x", comm), "why", st.off)
 			return forward
 		}
@@ -215,6 +216,7 @@ func intranodeNcclCommGone(comm C.ncclComm_t) {
 	if st == nil {
 		return
 	}
+	C.intranode_set_off(comm, 0) // the handle may be reused for a new communicator
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.formed.Store(nil)
