@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -91,7 +90,7 @@ func (c *Comm) Capacity(algo Algo, dtype backend.DType) int {
 		return 0
 	}
 	if algo == Pipeline {
-		return math.MaxInt / dtype.Size()
+		return maxCount(dtype) // no buffer: only the bound of every call
 	}
 	if algo == HCM {
 		return kernels.HCMPartialOffset(c.opts.BufferSize) / dtype.Size()
@@ -260,7 +259,8 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: count %d must be positive", count)
 	}
 	if count > maxCount(dtype) {
-		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: count %d of %v too large (at most %d: its byte sizes would overflow)", count, dtype, maxCount(dtype))
+		return nil, backend.Wrap(backend.CodeInvalidArgument, ErrTooLarge,
+			fmt.Sprintf("collective: count %d of %v too large (at most %d: its byte sizes would overflow)", count, dtype, maxCount(dtype)))
 	}
 	if algo == HCM && c.topo != connectivity.HybridCubeMesh {
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: HCM needs a hybrid cube mesh, topology is %v", c.topo)
