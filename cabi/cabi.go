@@ -185,13 +185,18 @@ func intranodeCommDestroy(h C.intranodeComm_t) C.intranodeResult_t {
 //export intranodeCommAbort
 func intranodeCommAbort(h C.intranodeComm_t) C.intranodeResult_t { return intranodeCommDestroy(h) }
 
-// do runs one collective.
-func do(h C.intranodeComm_t, call capi.Call) C.intranodeResult_t {
+// with runs f on the communicator h names and returns its result.
+func with(h C.intranodeComm_t, f func(*capi.Comm) error) C.intranodeResult_t {
 	c, err := lookup(h)
 	if err != nil {
 		return result(err)
 	}
-	return result(c.Do(context.Background(), call))
+	return result(f(c))
+}
+
+// do runs one collective.
+func do(h C.intranodeComm_t, call capi.Call) C.intranodeResult_t {
+	return with(h, func(c *capi.Comm) error { return c.Do(context.Background(), call) })
 }
 
 //export intranodeAllReduce
@@ -243,20 +248,12 @@ func intranodeStreamCreate(h C.intranodeComm_t, out *unsafe.Pointer) C.intranode
 
 //export intranodeStreamDestroy
 func intranodeStreamDestroy(h C.intranodeComm_t, stream unsafe.Pointer) C.intranodeResult_t {
-	c, err := lookup(h)
-	if err != nil {
-		return result(err)
-	}
-	return result(c.DestroyStream(uintptr(stream)))
+	return with(h, func(c *capi.Comm) error { return c.DestroyStream(uintptr(stream)) })
 }
 
 //export intranodeStreamSynchronize
 func intranodeStreamSynchronize(h C.intranodeComm_t, stream unsafe.Pointer) C.intranodeResult_t {
-	c, err := lookup(h)
-	if err != nil {
-		return result(err)
-	}
-	return result(c.SyncStream(context.Background(), uintptr(stream)))
+	return with(h, func(c *capi.Comm) error { return c.SyncStream(context.Background(), uintptr(stream)) })
 }
 
 //export intranodeMemAlloc
@@ -281,9 +278,5 @@ func intranodeMemAlloc(h C.intranodeComm_t, out *unsafe.Pointer, size C.size_t) 
 
 //export intranodeMemFree
 func intranodeMemFree(h C.intranodeComm_t, ptr unsafe.Pointer) C.intranodeResult_t {
-	c, err := lookup(h)
-	if err != nil {
-		return result(err)
-	}
-	return result(c.Free(uintptr(ptr)))
+	return with(h, func(c *capi.Comm) error { return c.Free(uintptr(ptr)) })
 }

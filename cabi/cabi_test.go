@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/internal/ctest"
 )
 
 // buildLibrary builds libintranode.so and the C check program against
@@ -18,24 +20,11 @@ import (
 // compiler.
 func buildLibrary(t *testing.T) (dir string) {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc: the C interface cannot be built")
-	}
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err)
-	if out, err := exec.Command(goTool, "env", "CGO_ENABLED").Output(); err != nil || strings.TrimSpace(string(out)) != "1" {
-		t.Skip("cgo is off: the C interface cannot be built")
-	}
+	gcc, goTool := ctest.Tools(t)
 	dir = t.TempDir()
-	build := exec.Command(goTool, "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libintranode.so"),
-		"github.com/intranode/intranode/cmd/libintranode")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	cc := exec.Command(gcc, "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", "-I", "../include",
+	ctest.SharedLibrary(t, goTool, filepath.Join(dir, "libintranode.so"), "github.com/intranode/intranode/cmd/libintranode")
+	ctest.Run(t, gcc, "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", "-I", "../include",
 		"-o", filepath.Join(dir, "check"), "testdata/check.c", "-L", dir, "-lintranode", "-Wl,-rpath,"+dir)
-	out, err = cc.CombinedOutput()
-	require.NoError(t, err, "%s", out)
 	return dir
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/internal/ctest"
 )
 
 // TestNCCLLibrary builds libintranode-nccl.so, a mock NCCL
@@ -21,27 +23,13 @@ import (
 // ncclCommGetAsyncError, abort; and with INTRANODE_NCCL=off, every call
 // reaching NCCL.
 func TestNCCLLibrary(t *testing.T) {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc: the library cannot be built")
-	}
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err)
-	if out, err := exec.Command(goTool, "env", "CGO_ENABLED").Output(); err != nil || strings.TrimSpace(string(out)) != "1" {
-		t.Skip("cgo is off: the library cannot be built")
-	}
+	gcc, goTool := ctest.Tools(t)
 	dir := t.TempDir()
-	run := func(name string, args ...string) {
-		t.Helper()
-		out, err := exec.Command(name, args...).CombinedOutput()
-		require.NoError(t, err, "%s %s: %s", name, strings.Join(args, " "), out)
-	}
-	run(goTool, "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libintranode-nccl.so"),
-		"github.com/intranode/intranode/cmd/libintranode-nccl")
+	ctest.SharedLibrary(t, goTool, filepath.Join(dir, "libintranode-nccl.so"), "github.com/intranode/intranode/cmd/libintranode-nccl")
 	mock := filepath.Join(dir, "mock", "libnccl.so.2")
 	require.NoError(t, os.MkdirAll(filepath.Dir(mock), 0o700))
-	run(gcc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", mock, "testdata/mocknccl.c", "-lpthread")
-	run(gcc, "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", filepath.Join(dir, "check"), "testdata/check.c",
+	ctest.Run(t, gcc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", mock, "testdata/mocknccl.c", "-lpthread")
+	ctest.Run(t, gcc, "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", filepath.Join(dir, "check"), "testdata/check.c",
 		"-L", dir, "-lintranode-nccl", "-Wl,-rpath,"+dir, "-ldl")
 
 	for _, tc := range []struct {

@@ -198,18 +198,7 @@ func TestFileRefusesLinksAndUnsafeDirectories(t *testing.T) {
 		dir := t.TempDir()
 		secret := filepath.Join(t.TempDir(), "secret")
 		require.NoError(t, os.WriteFile(secret, []byte("not yours"), 0o600))
-		s, err := store.NewFile(dir)
-		require.NoError(t, err)
-		defer s.Close()
-		require.NoError(t, s.Set(ctx, "probe", []byte("x")))
-		entries, err := os.ReadDir(dir)
-		require.NoError(t, err)
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), "k") {
-				require.NoError(t, os.Remove(filepath.Join(dir, e.Name())))
-				require.NoError(t, os.Symlink(secret, filepath.Join(dir, e.Name())))
-			}
-		}
+		s := withKeyReplaced(t, ctx, dir, func(p string) error { return os.Symlink(secret, p) })
 		v, err := s.Get(ctx, "probe")
 		require.ErrorContains(t, err, "symbolic link")
 		require.Nil(t, v)
@@ -224,21 +213,8 @@ func TestFileRefusesLinksAndUnsafeDirectories(t *testing.T) {
 		require.ErrorIs(t, statErr, os.ErrNotExist, "the link's target was created")
 	})
 	t.Run("key FIFO", func(t *testing.T) {
-		dir := t.TempDir()
-		s, err := store.NewFile(dir)
-		require.NoError(t, err)
-		defer s.Close()
-		require.NoError(t, s.Set(ctx, "probe", []byte("x")))
-		entries, err := os.ReadDir(dir)
-		require.NoError(t, err)
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), "k") {
-				p := filepath.Join(dir, e.Name())
-				require.NoError(t, os.Remove(p))
-				require.NoError(t, mkfifo(p))
-			}
-		}
-		_, err = s.Get(ctx, "probe")
+		s := withKeyReplaced(t, ctx, t.TempDir(), mkfifo)
+		_, err := s.Get(ctx, "probe")
 		require.ErrorContains(t, err, "not a regular file")
 	})
 	t.Run("writable by others", func(t *testing.T) {
@@ -259,4 +235,24 @@ func TestFileRefusesLinksAndUnsafeDirectories(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrUnsafeDirectory)
 		require.ErrorContains(t, err, "owned by uid 65534")
 	})
+}
+
+// withKeyReplaced opens a File store in dir, sets the key "probe", and
+// replaces its file with what plant makes at its path.
+func withKeyReplaced(t *testing.T, ctx context.Context, dir string, plant func(path string) error) *store.File {
+	t.Helper()
+	s, err := store.NewFile(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	require.NoError(t, s.Set(ctx, "probe", []byte("x")))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "k") {
+			p := filepath.Join(dir, e.Name())
+			require.NoError(t, os.Remove(p))
+			require.NoError(t, plant(p))
+		}
+	}
+	return s
 }
