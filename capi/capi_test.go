@@ -98,16 +98,24 @@ func runOne(t *testing.T, ctx context.Context, c *capi.Comm, op collective.Op, r
 	require.Zero(t, wrong, "rank %d: first mismatch %+v", rank, first)
 }
 
+// rankZero forms a group of two with the comm timeout and returns rank 0's
+// comm, a stream of it and 4 KiB of its device memory.
+func rankZero(t *testing.T, timeout time.Duration) (c *capi.Comm, stream, buf uintptr) {
+	t.Helper()
+	c = group(t, 2, capi.Config{Backend: "fake", Device: -1, Timeout: timeout})[0]
+	ctx := context.Background()
+	stream, err := c.NewStream(ctx)
+	require.NoError(t, err)
+	buf, err = c.Alloc(ctx, 4096)
+	require.NoError(t, err)
+	return c, stream, buf
+}
+
 // TestBadArguments: every argument a caller can get wrong is an
 // InvalidArgument result naming it, never a launch.
 func TestBadArguments(t *testing.T) {
-	comms := group(t, 2, capi.Config{Backend: "fake", Device: -1, Timeout: 5 * time.Second})
-	c := comms[0]
+	c, s, buf := rankZero(t, 5*time.Second)
 	ctx := context.Background()
-	s, err := c.NewStream(ctx)
-	require.NoError(t, err)
-	buf, err := c.Alloc(ctx, 4096)
-	require.NoError(t, err)
 	ok := capi.Call{Op: collective.OpAllReduce, Send: buf, Recv: buf, Count: 16, DType: backend.Float32, Stream: s}
 	for _, tc := range []struct {
 		name string
@@ -138,7 +146,7 @@ func TestBadArguments(t *testing.T) {
 	require.Equal(t, capi.InvalidArgument, capi.ResultOf(c.Free(buf+8)))
 	require.Equal(t, capi.InvalidArgument, capi.ResultOf(c.DestroyStream(s+1)))
 
-	_, err = capi.InitRank(ctx, capi.UniqueID{}, 0, 2, capi.Config{Backend: "fake"})
+	_, err := capi.InitRank(ctx, capi.UniqueID{}, 0, 2, capi.Config{Backend: "fake"})
 	require.Equal(t, capi.InvalidArgument, capi.ResultOf(err))
 	require.ErrorContains(t, err, "not a unique id")
 	id, err := capi.NewUniqueID()
@@ -151,17 +159,12 @@ func TestBadArguments(t *testing.T) {
 // within the timeout, reported by the stream sync and by AsyncError, naming
 // the rank; after Destroy the comm refuses calls.
 func TestDeadPeer(t *testing.T) {
-	comms := group(t, 2, capi.Config{Backend: "fake", Device: -1, Timeout: 500 * time.Millisecond})
-	c := comms[0]
+	c, s, buf := rankZero(t, 500*time.Millisecond)
 	ctx := context.Background()
-	s, err := c.NewStream(ctx)
-	require.NoError(t, err)
-	buf, err := c.Alloc(ctx, 4096)
-	require.NoError(t, err)
 	call := capi.Call{Op: collective.OpAllReduce, Send: buf, Recv: buf, Count: 64, DType: backend.Float32, Stream: s}
 	start := time.Now()
 	require.NoError(t, c.Do(ctx, call))
-	err = c.SyncStream(ctx, s)
+	err := c.SyncStream(ctx, s)
 	require.Less(t, time.Since(start), 3*time.Second)
 	require.Error(t, err)
 	require.Equal(t, capi.Timeout, capi.ResultOf(err), "%v", err)
