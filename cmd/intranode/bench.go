@@ -56,6 +56,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	iters := fs.Int("iters", 20, "timed iterations per row")
 	warmup := fs.Int("warmup", 5, "untimed iterations before timing")
 	graph := fs.Bool("graph", false, "capture the timed iterations into a graph and replay it")
+	single := fs.Bool("single", false, "time one call at a time: wait for each call (with --graph, each launch of a graph of one call) before the next, on the host's clock; without it the calls are chained")
 	replays := fs.Int("replays", 5, "timed runs of the iterations per row (each after a barrier); the median is reported")
 	inPlace := fs.Bool("inplace", false, "also measure in-place")
 	buffer := fs.String("buffer", "10M", "symmetric buffer per rank")
@@ -93,7 +94,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	if hostAlgos != nil {
 		cfg.Hosts, cfg.Algos, cfg.NoCallCheck = *hosts, hostAlgos, !*callCheck
 	}
-	cfg.Graph, cfg.InPlace, cfg.Timeout, cfg.Store = *graph, *inPlace, *timeout, *storeURL
+	cfg.Graph, cfg.Single, cfg.InPlace, cfg.Timeout, cfg.Store = *graph, *single, *inPlace, *timeout, *storeURL
 	cfg.Replays, cfg.Verbose = *replays, c.verbose
 	if *share {
 		if *asCSV || *asJSON || *plot != "" {
@@ -496,10 +497,7 @@ func writeTable(w io.Writer, cfg benchConfig, procs bool, openUS, rendezvousUS f
 	if procs {
 		mode = "processes"
 	}
-	graph := "eager launches"
-	if cfg.Graph {
-		graph = "graph replay"
-	}
+	graph := cfg.timing()
 	if cfg.ShareDevice {
 		mode += ", every rank on device 0"
 		w = labelled{w, "  [shared device 0: correctness run, not a performance figure]"}
@@ -634,11 +632,7 @@ func savePlot(path string, o collective.Op, cfg benchConfig, rows []benchRow) er
 	if err != nil {
 		return err
 	}
-	mode := "eager"
-	if cfg.Graph {
-		mode = "graph replay"
-	}
-	title := fmt.Sprintf("%v %v, %s backend, %d ranks, %s", o, cfg.DType, cfg.Backend, cfg.World, mode)
+	title := fmt.Sprintf("%v %v, %s backend, %d ranks, %s", o, cfg.DType, cfg.Backend, cfg.World, cfg.timing())
 	if err := writePlot(f, title, rows); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("plot: %w", err)

@@ -107,3 +107,24 @@ func TestBenchCheckCatchesBrokenKernels(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchSingle: --single times one call at a time, eagerly and one call
+// per graph launch; every row is checked and the header says which mode.
+func TestBenchSingle(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		mode string
+	}{
+		{[]string{"--single"}, "eager launches, each waited for"},
+		{[]string{"--single", "--graph"}, "one call per graph launch, each waited for"},
+		{nil, "eager launches, chained"},
+	} {
+		args := append([]string{"bench", "--backend", "fake", "--procs=false", "-b", "1K", "-e", "16K", "--iters", "4",
+			"--warmup", "1", "--algo", "auto,oneshot", "--op", "all_reduce,all_gather"}, tc.args...)
+		out, stderr, code := runCLI(t, args...)
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, out, tc.mode)
+		require.Contains(t, out, "# Out of bounds values : 0 OK")
+	}
+}

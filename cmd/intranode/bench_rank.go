@@ -37,6 +37,12 @@ type benchConfig struct {
 	Iters  int             `json:"iters"`
 	Warmup int             `json:"warmup"`
 	Graph  bool            `json:"graph"`
+	// Single times one call at a time, as a program making one call and
+	// waiting for it sees: each call (with Graph, each launch of a graph
+	// of one call) is waited for before the next, on the host's clock.
+	// Without it the Iters calls are chained: each is enqueued while the
+	// previous runs, and the device's time for all of them is divided.
+	Single bool `json:"single,omitempty"`
 	// Replays (at least 1) is how many times the timed iterations run, each
 	// after a barrier; the median is reported. A graph is replayed once untimed
 	// first (its first launch uploads it to the device).
@@ -479,8 +485,12 @@ func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, see
 		if err := m.s.BeginCapture(); err != nil {
 			return 0, 0, err
 		}
+		captured := m.cfg.Iters
+		if m.cfg.Single {
+			captured = 1
+		}
 		var cerr error
-		for range m.cfg.Iters {
+		for range captured {
 			if cerr = call(); cerr != nil {
 				break
 			}
@@ -509,6 +519,15 @@ func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, see
 		}
 		return nil
 	}
+	timed := m.timed
+	if m.cfg.Single {
+		one := call
+		if graph != nil {
+			one = func() error { return graph.Launch(m.s) }
+		}
+		enqueue = func() error { return one() }
+		timed = m.timedSingly
+	}
 	if graph != nil {
 		// The first launch of a graph uploads it: not part of a replay.
 		if err := enqueue(); err != nil {
@@ -528,7 +547,7 @@ func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, see
 		if err := m.c.Barrier(ctx); err != nil {
 			return 0, 0, err
 		}
-		elapsed, err := m.timed(ctx, enqueue)
+		elapsed, err := timed(ctx, enqueue)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -569,6 +588,20 @@ func (m *benchMeasure) run(ctx context.Context, algo collective.Algo, count, see
 	return float64(elapsed.Nanoseconds()) / 1e3 / float64(m.cfg.Iters), wrong, nil
 }
 
+// timing says how the run times its calls: chained or one at a time,
+// eagerly or from graphs (the three latencies a program can see).
+func (cfg benchConfig) timing() string {
+	switch {
+	case cfg.Graph && cfg.Single:
+		return "one call per graph launch, each waited for"
+	case cfg.Graph:
+		return "graph replay, chained"
+	case cfg.Single:
+		return "eager launches, each waited for"
+	}
+	return "eager launches, chained"
+}
+
 // check counts the wrong elements of the output of the last call.
 func (m *benchMeasure) check(ctx context.Context, count, seed int, inPlace bool) (int, error) {
 	_, dst := m.placement(count, inPlace)
@@ -586,6 +619,21 @@ func (m *benchMeasure) check(ctx context.Context, count, seed int, inPlace bool)
 	})
 	wrong, _ := numeric.Compare(d, got, want, n)
 	return wrong, nil
+}
+
+// timedSingly runs enqueue (one call) cfg.Iters times, waiting for each
+// before the next, and returns the host time all of them took.
+func (m *benchMeasure) timedSingly(ctx context.Context, enqueue func() error) (time.Duration, error) {
+	start := time.Now()
+	for range m.cfg.Iters {
+		if err := enqueue(); err != nil {
+			return 0, err
+		}
+		if err := m.s.Synchronize(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start), nil
 }
 
 // timed runs enqueue and returns the device time it took: from events

@@ -47,7 +47,13 @@ for s in $STEPS; do
     timeout 200 .gpu/intranode bench --backend cuda --world "$WORLD" --graph --op reduce_scatter,all_gather,broadcast,alltoall \
       -b 1K -e 256M -f 4 --iters 30 --warmup 5 --algo direct,nccl,auto --plot "$R/bench.svg" 2>&1 | tee "$R/bench-movers.txt" \
       | grep -E '^# [a-z_]+$|auto|nccl'
-    timeout 60 .gpu/intranode bench --backend cuda --world "$WORLD" -b 1K -e 64K -f 4 --iters 50 --warmup 10 --algo auto 2>&1 | tee "$R/bench-eager.txt" ;;
+    timeout 60 .gpu/intranode bench --backend cuda --world "$WORLD" -b 1K -e 64K -f 4 --iters 50 --warmup 10 --algo auto 2>&1 | tee "$R/bench-eager.txt"
+    # The latency a program making one call at a time sees: one call per
+    # graph launch, and eager calls, each waited for; NCCL the same ways.
+    timeout 60 .gpu/intranode bench --backend cuda --world "$WORLD" --graph --single -b 1K -e 1M -f 4 --iters 50 --warmup 10 \
+      --algo auto,nccl 2>&1 | tee "$R/bench-single-graph.txt" | grep -E 'auto|nccl'
+    timeout 60 .gpu/intranode bench --backend cuda --world "$WORLD" --single -b 1K -e 1M -f 4 --iters 50 --warmup 10 \
+      --algo auto,nccl 2>&1 | tee "$R/bench-single-eager.txt" | grep -E 'auto|nccl' ;;
   shared)
     # Every collective's kernels with 2, 4 and 8 ranks on GPU 0.
     step shared
