@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"context"
+	"os"
 	"sync"
 	"time"
 	"unsafe"
@@ -16,6 +17,7 @@ import (
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/capi"
 	"github.com/intranode/intranode/collective"
+	"github.com/intranode/intranode/internal/ncclboot"
 )
 
 // comms is the registry of live communicators, by handle key.
@@ -81,6 +83,35 @@ func intranodeGetUniqueId(out *C.intranodeUniqueId) C.intranodeResult_t {
 
 //export intranodeCommInitRank
 func intranodeCommInitRank(out *C.intranodeComm_t, nranks C.int, uid C.intranodeUniqueId, rank C.int, config *C.intranodeConfig_t) C.intranodeResult_t {
+	return initComm(out, config, func(cfg capi.Config) (*capi.Comm, error) {
+		var id capi.UniqueID
+		C.memcpy(unsafe.Pointer(&id[0]), unsafe.Pointer(&uid), C.size_t(len(id)))
+		return capi.InitRank(context.Background(), id, int(rank), int(nranks), cfg)
+	})
+}
+
+//export intranodeCommInitFromNccl
+func intranodeCommInitFromNccl(out *C.intranodeComm_t, ncclComm unsafe.Pointer, config *C.intranodeConfig_t) C.intranodeResult_t {
+	return initComm(out, config, func(cfg capi.Config) (*capi.Comm, error) {
+		if ncclComm == nil {
+			return nil, backend.Errorf(backend.CodeInvalidArgument, "intranode: ncclComm is NULL")
+		}
+		f, err := ncclboot.Load(os.Getenv("INTRANODE_NCCL_LIBRARY"))
+		if err != nil {
+			return nil, err
+		}
+		c, err := ncclboot.Bootstrap(f, ncclComm, ncclboot.Options{Backend: cfg.Backend, Timeout: cfg.Timeout})
+		if err != nil && backend.CodeOf(err) == backend.CodeUnknown {
+			// Refused by the group (not served here), as InitRank's are.
+			err = backend.Wrap(backend.CodeNotSupported, err, "intranode: over an NCCL communicator")
+		}
+		return c, err
+	})
+}
+
+// initComm converts a config, makes a comm with mk and hands out its
+// handle.
+func initComm(out *C.intranodeComm_t, config *C.intranodeConfig_t, mk func(capi.Config) (*capi.Comm, error)) C.intranodeResult_t {
 	if out == nil {
 		return invalid("comm is NULL")
 	}
@@ -100,9 +131,7 @@ func intranodeCommInitRank(out *C.intranodeComm_t, nranks C.int, uid C.intranode
 		cfg.Timeout = time.Duration(config.timeoutMs) * time.Millisecond
 		cfg.BufferSize = int(config.bufferBytes)
 	}
-	var id capi.UniqueID
-	C.memcpy(unsafe.Pointer(&id[0]), unsafe.Pointer(&uid), C.size_t(len(id)))
-	c, err := capi.InitRank(context.Background(), id, int(rank), int(nranks), cfg)
+	c, err := mk(cfg)
 	if err != nil {
 		return result(err)
 	}

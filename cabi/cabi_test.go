@@ -24,22 +24,26 @@ func buildLibrary(t *testing.T) (dir string) {
 	dir = t.TempDir()
 	ctest.SharedLibrary(t, goTool, filepath.Join(dir, "libintranode.so"), "github.com/intranode/intranode/cmd/libintranode")
 	ctest.Run(t, gcc, "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", "-I", "../include",
-		"-o", filepath.Join(dir, "check"), "testdata/check.c", "-L", dir, "-lintranode", "-Wl,-rpath,"+dir)
+		"-o", filepath.Join(dir, "check"), "testdata/check.c", "-L", dir, "-lintranode", "-Wl,-rpath,"+dir, "-ldl")
+	// The NCCL-API library's mock NCCL, for communicators made over NCCL's.
+	ctest.Run(t, gcc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", filepath.Join(dir, "libmocknccl.so"),
+		"../ncclapi/testdata/mocknccl.c", "-lpthread")
 	return dir
 }
 
 // TestCLibrary runs the C check program (testdata/check.c): every
 // collective checked element by element, bad arguments, a stalled peer,
-// abort; ranks as threads of one process and as processes.
+// abort; ranks as threads of one process and as processes, and as threads
+// whose communicators are made over a (mock) NCCL communicator.
 func TestCLibrary(t *testing.T) {
 	dir := buildLibrary(t)
 	t.Run("exports", func(t *testing.T) {
 		requireExportsMatchHeader(t, filepath.Join(dir, "libintranode.so"), "intranode")
 	})
-	for _, args := range [][]string{{"threads", "2"}, {"threads", "4"}, {"procs", "2"}, {"procs", "3"}} {
+	for _, args := range [][]string{{"threads", "2"}, {"threads", "4"}, {"procs", "2"}, {"procs", "3"}, {"nccl", "2"}, {"nccl", "4"}} {
 		t.Run(strings.Join(args, "-"), func(t *testing.T) {
 			cmd := exec.Command(filepath.Join(dir, "check"), args...)
-			cmd.Env = append(os.Environ(), "INTRANODE_FAKE_DEVICES=8")
+			cmd.Env = append(os.Environ(), "INTRANODE_FAKE_DEVICES=8", "INTRANODE_NCCL_LIBRARY="+filepath.Join(dir, "libmocknccl.so"))
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "%s", out)
 			require.Equal(t, "ok\n", string(out))

@@ -147,6 +147,21 @@ intranodeResult_t intranodeCommInitRank(intranodeComm_t *comm, int nranks,
                                         intranodeUniqueId uniqueId, int rank,
                                         const intranodeConfig_t *config);
 
+/*
+ * Makes this rank's communicator over an existing NCCL communicator
+ * (ncclComm, an ncclComm_t of the NCCL the process has loaded,
+ * libnccl.so.2, or the file INTRANODE_NCCL_LIBRARY names): the same ranks,
+ * in the same order, on the device NCCL uses. Every rank of ncclComm must
+ * call it at the same point, as it would a collective: the ranks meet
+ * through all-gathers on ncclComm, on a stream of the library's own (no
+ * store, server or port). Either every rank gets its communicator or every
+ * rank fails (a group the library cannot serve: intranodeNotSupported).
+ * ncclComm stays the caller's; it must outlive this call only.
+ */
+intranodeResult_t intranodeCommInitFromNccl(intranodeComm_t *comm,
+                                            void *ncclComm,
+                                            const intranodeConfig_t *config);
+
 /* The communicator's rank, number of ranks and device index. */
 intranodeResult_t intranodeCommUserRank(intranodeComm_t comm, int *rank);
 intranodeResult_t intranodeCommCount(intranodeComm_t comm, int *nranks);

@@ -8,6 +8,6 @@
 // The C side (ncclapi.c, forward.c) loads the real library, forwards, and
 // keeps NCCL's group state per thread; this package decides. A
 // communicator is bootstrapped at its first eligible call, over the NCCL
-// communicator itself (gatherStore): no server, port or variable of its
-// own. Without cgo only the bootstrap store (gather.go) is built.
+// communicator itself (internal/ncclboot): no server, port or variable of
+// its own. Without cgo the package is empty.
 package ncclapi

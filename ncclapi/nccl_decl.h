@@ -60,8 +60,6 @@ struct intranode_call {
 void *intranode_real_sym(const char *name);
 const char *intranode_real_error(void);
 ncclResult_t intranode_forward(const struct intranode_call *c);
-ncclResult_t intranode_real_comm_info(ncclComm_t comm, int *nranks, int *rank, int *device);
-ncclResult_t intranode_real_allgather(const void *send, void *recv, size_t count, ncclComm_t comm, cudaStream_t stream);
 int intranode_stream_capturing(cudaStream_t stream);
 void intranode_set_error(const char *msg, size_t n);
 int intranode_enabled(void);

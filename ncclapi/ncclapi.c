@@ -345,25 +345,6 @@ ncclResult_t ncclMemFree(void *ptr) {
 
 // --- services to Go ---------------------------------------------------------
 
-ncclResult_t intranode_real_comm_info(ncclComm_t comm, int *nranks, int *rank, int *device) {
-	typedef ncclResult_t (*get_t)(ncclComm_t, int *);
-	get_t count = (get_t)intranode_real_sym("ncclCommCount");
-	get_t user = (get_t)intranode_real_sym("ncclCommUserRank");
-	get_t dev = (get_t)intranode_real_sym("ncclCommCuDevice");
-	if (count == NULL || user == NULL || dev == NULL) return intranode_missing("ncclCommCount");
-	ncclResult_t r = count(comm, nranks);
-	if (r == ncclSuccess) r = user(comm, rank);
-	if (r == ncclSuccess) r = dev(comm, device);
-	return r;
-}
-
-// intranode_real_allgather all-gathers count 32-bit words (the bootstrap's
-// rounds) on the real communicator.
-ncclResult_t intranode_real_allgather(const void *send, void *recv, size_t count, ncclComm_t comm, cudaStream_t stream) {
-	REAL(ncclAllGather, ncclResult_t, ALLGATHER_P)
-	return f_ ? f_(send, recv, count, ncclInt32, comm, stream) : intranode_missing("ncclAllGather");
-}
-
 // intranode_stream_capturing reports whether a CUDA stream is being
 // captured into a graph (cuStreamIsCapturing of the driver the process
 // has loaded; 0 without one).

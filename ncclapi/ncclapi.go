@@ -10,7 +10,6 @@ import "C"
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"os"
@@ -25,7 +24,7 @@ import (
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/capi"
 	"github.com/intranode/intranode/collective"
-	"github.com/intranode/intranode/kernels"
+	"github.com/intranode/intranode/internal/ncclboot"
 )
 
 // Environment variables (docs/NCCL.md).
@@ -125,6 +124,27 @@ var (
 	ops        = map[C.int]collective.Op{C.IN_ALLREDUCE: collective.OpAllReduce, C.IN_REDUCESCATTER: collective.OpReduceScatter,
 		C.IN_ALLGATHER: collective.OpAllGather, C.IN_BROADCAST: collective.OpBroadcast}
 )
+
+// realFuncs are the real NCCL's functions the bootstrap calls.
+var realFuncs = sync.OnceValue(func() ncclboot.Funcs {
+	sym := func(name string) unsafe.Pointer {
+		cname := C.CString(name)
+		defer C.free(unsafe.Pointer(cname))
+		return C.intranode_real_sym(cname)
+	}
+	return ncclboot.Funcs{CommCount: sym("ncclCommCount"), CommUserRank: sym("ncclCommUserRank"),
+		CommCuDevice: sym("ncclCommCuDevice"), AllGather: sym("ncclAllGather")}
+})
+
+// bootstrap forms intranode's comm for an NCCL communicator (ncclboot).
+func bootstrap(comm C.ncclComm_t, set settings) (*capi.Comm, error) {
+	f := realFuncs()
+	if f.CommCount == nil || f.CommUserRank == nil || f.CommCuDevice == nil || f.AllGather == nil {
+		return nil, fmt.Errorf("the real NCCL lacks a function the bootstrap needs: %s", C.GoString(C.intranode_real_error()))
+	}
+	return ncclboot.Bootstrap(f, unsafe.Pointer(comm), ncclboot.Options{Backend: set.backend, Timeout: set.timeout,
+		Log: set.log, CommLog: set.commLog, Trace: set.trace})
+}
 
 // intranodeNcclRun runs one collective on intranode's kernels and returns
 // its NCCL result, or forward (-1) when NCCL is to run it: a datatype or
@@ -249,177 +269,6 @@ func intranodeNcclAsyncError(comm C.ncclComm_t) C.int {
 	return C.ncclSuccess
 }
 
-// bootstrap forms intranode's comm for an NCCL communicator, every rank at
-// the same call: rounds of all-gathers on the communicator carry the
-// rendezvous (gatherStore); a last round agrees on the outcome, so that
-// either every rank accelerates or none does.
-func bootstrap(comm C.ncclComm_t, set settings) (*capi.Comm, error) {
-	var n, r, d C.int
-	if res := C.intranode_real_comm_info(comm, &n, &r, &d); res != C.ncclSuccess {
-		return nil, fmt.Errorf("ncclCommCount/UserRank/CuDevice: NCCL result %d", int(res))
-	}
-	world, rank, dev := int(n), int(r), int(d)
-	if set.trace {
-		set.log.Debug("bootstrap: the NCCL communicator", "rank", rank, "nranks", world, "device", dev)
-	}
-	if world < 2 || world > kernels.MaxRanks {
-		return nil, fmt.Errorf("%d ranks: intranode serves 2 to %d", world, kernels.MaxRanks)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), set.timeout)
-	defer cancel()
-	g, err := openGather(ctx, set.backend, dev, comm, world)
-	if err != nil {
-		return nil, err
-	}
-	defer g.close()
-	if set.trace {
-		set.log.Debug("bootstrap: device open", "rank", rank, "backend", g.b.Name())
-	}
-	gather := g.allGather
-	if set.trace {
-		gather = func(ctx context.Context, mine []byte) ([][]byte, error) {
-			start := time.Now()
-			all, err := g.allGather(ctx, mine)
-			set.log.Debug("bootstrap: round", "rank", rank, "bytes", len(mine), "took", time.Since(start), "err", err)
-			return all, err
-		}
-	}
-	gs := newGatherStore(world, gather)
-	cm, ierr := capi.InitWithStore(ctx, gs, rank, world, capi.Config{Backend: set.backend, Device: dev, Timeout: set.timeout, Logger: set.commLog})
-	ok, ferr := gs.finish(ctx, ierr == nil)
-	switch {
-	case ierr == nil && ok:
-		return cm, nil
-	case ierr == nil:
-		_ = cm.Destroy()
-		if ferr != nil {
-			return nil, ferr
-		}
-		return nil, fmt.Errorf("intranode bootstrap: %s", gs.endedText())
-	}
-	return nil, ierr
-}
-
-// ncclGather all-gathers bytes on an NCCL communicator through a scratch
-// buffer of the device and a stream of its own.
-type ncclGather struct {
-	b       backend.Backend // the process's shared instance (capi.Backend)
-	dev     backend.Device
-	s       backend.Stream
-	native  uintptr // the stream NCCL is given (0 without runtime streams)
-	scratch backend.Allocation
-	comm    C.ncclComm_t
-	world   int
-}
-
-func openGather(ctx context.Context, name string, index int, comm C.ncclComm_t, world int) (_ *ncclGather, err error) {
-	g := &ncclGather{comm: comm, world: world}
-	defer func() {
-		if err != nil {
-			g.close()
-		}
-	}()
-	if g.b, err = capi.Backend(ctx, name); err != nil {
-		return nil, err
-	}
-	if g.dev, err = g.b.Open(ctx, index); err != nil {
-		return nil, err
-	}
-	if g.s, err = g.dev.NewStream(ctx); err != nil {
-		return nil, err
-	}
-	if ns, ok := g.dev.(backend.NativeStreams); ok {
-		g.native, _ = ns.NativeStream(g.s)
-	}
-	return g, nil
-}
-
-func (g *ncclGather) close() {
-	if g.scratch != nil {
-		_ = g.scratch.Close()
-	}
-	if g.s != nil {
-		_ = g.s.Close()
-	}
-	if g.dev != nil {
-		_ = g.dev.Close()
-	}
-}
-
-// round all-gathers size bytes (a multiple of 4) from every rank.
-func (g *ncclGather) round(ctx context.Context, mine []byte) ([][]byte, error) {
-	size := len(mine)
-	need := size * (g.world + 1)
-	if g.scratch == nil || g.scratch.Size() < need {
-		if g.scratch != nil {
-			_ = g.scratch.Close()
-			g.scratch = nil
-		}
-		a, err := g.dev.Alloc(ctx, max(need, 64<<10))
-		if err != nil {
-			return nil, err
-		}
-		g.scratch = a
-	}
-	send := g.scratch.Ptr()
-	recv := send.Add(size)
-	if err := g.dev.CopyToDevice(ctx, send, mine); err != nil {
-		return nil, err
-	}
-	res := C.intranode_real_allgather(ptr(uintptr(send)), ptr(uintptr(recv)), C.size_t(size/4), g.comm, C.cudaStream_t(ptr(g.native)))
-	if res != C.ncclSuccess {
-		return nil, backend.Errorf(backend.CodePeerFailed, "intranode bootstrap: ncclAllGather returned %d", int(res))
-	}
-	if err := g.s.Synchronize(ctx); err != nil {
-		return nil, fmt.Errorf("intranode bootstrap: waiting for ncclAllGather: %w", err)
-	}
-	all := make([]byte, size*g.world)
-	if err := g.dev.CopyFromDevice(ctx, all, recv); err != nil {
-		return nil, err
-	}
-	out := make([][]byte, g.world)
-	for r := range out {
-		out[r] = all[r*size : (r+1)*size]
-	}
-	return out, nil
-}
-
-// allGather all-gathers byte strings of any length: their lengths first,
-// then the strings padded to the longest.
-func (g *ncclGather) allGather(ctx context.Context, mine []byte) ([][]byte, error) {
-	lens, err := g.round(ctx, leU64(uint64(len(mine))))
-	if err != nil {
-		return nil, err
-	}
-	longest := 0
-	for r, l := range lens {
-		n := int(leGet(l))
-		if n < 0 || n > 64<<20 {
-			return nil, backend.Errorf(backend.CodeInternal, "intranode bootstrap: rank %d sends %d bytes", r, n)
-		}
-		longest = max(longest, n)
-	}
-	padded := make([]byte, (longest+3)&^3)
-	copy(padded, mine)
-	if len(padded) == 0 {
-		padded = make([]byte, 4)
-	}
-	all, err := g.round(ctx, padded)
-	if err != nil {
-		return nil, err
-	}
-	for r := range all {
-		all[r] = all[r][:leGet(lens[r])]
-	}
-	return all, nil
-}
-
-func ptr(v uintptr) unsafe.Pointer { return C.intranode_ptr(C.uintptr_t(v)) }
-
-func leU64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
-
-func leGet(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
-
 // memory is the device memory ncclMemAlloc serves on a backend without a
 // GPU runtime (the fake): NCCL would allocate with cudaMalloc, which such
 // a backend does not have. With a runtime the real ncclMemAlloc serves.
@@ -494,3 +343,5 @@ func dumpIfSlow(done <-chan struct{}, log *slog.Logger) {
 
 // slowBootstrap is when dumpIfSlow writes the stacks.
 const slowBootstrap = 10 * time.Second
+
+func ptr(v uintptr) unsafe.Pointer { return C.intranode_ptr(C.uintptr_t(v)) }

@@ -7,10 +7,14 @@
 //	check threads WORLD
 //	check procs WORLD          (rank 0; starts the others as below)
 //	check rank RANK WORLD HEXID
+//	check nccl WORLD           threads, each communicator made over a
+//	                           communicator of the NCCL that
+//	                           INTRANODE_NCCL_LIBRARY names
 //
 // It prints "ok" and exits 0, or names the first failure and exits 1.
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <dlfcn.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +49,11 @@ enum { COUNT = 1001, MAXW = 8 };
 
 static intranodeUniqueId uid;
 static int world;
+
+// The NCCL of the nccl mode, loaded by hand: its id and communicators.
+typedef struct { char internal[128]; } ncclUniqueId;
+static ncclUniqueId ncclId;
+static int (*ncclInit)(void **comm, int nranks, ncclUniqueId id, int rank);
 
 // value is rank r's input element i: small integers, exact in float.
 static float value(int r, int i) { return (float)((i * 7 + r * 13) % 61 - 30); }
@@ -193,7 +202,13 @@ static void *rank_main(void *arg) {
 	cfg.backend = "fake";
 	cfg.timeoutMs = 1000;
 	intranodeComm_t comm;
-	OK(intranodeCommInitRank(&comm, world, uid, rank, &cfg));
+	if (ncclInit != NULL) {
+		void *nc = NULL;
+		CHECK(ncclInit(&nc, world, ncclId, rank) == 0, "ncclCommInitRank");
+		OK(intranodeCommInitFromNccl(&comm, nc, &cfg));
+	} else {
+		OK(intranodeCommInitRank(&comm, world, uid, rank, &cfg));
+	}
 	int n = 0, r = -1, dev = -1;
 	OK(intranodeCommCount(comm, &n));
 	OK(intranodeCommUserRank(comm, &r));
@@ -217,7 +232,7 @@ static void unhex(const char *s, unsigned char *b, size_t n) {
 
 int main(int argc, char **argv) {
 	if (argc < 3) {
-		fprintf(stderr, "usage: check threads|procs WORLD | check rank RANK WORLD HEXID\n");
+		fprintf(stderr, "usage: check threads|procs|nccl WORLD | check rank RANK WORLD HEXID\n");
 		return 2;
 	}
 	if (strcmp(argv[1], "rank") == 0) {
@@ -243,7 +258,15 @@ int main(int argc, char **argv) {
 		CHECK(intranodeCommInitRank(&comm, 2, junk, 5, NULL) == intranodeInvalidArgument, "rank 5 of 2");
 	}
 	OK(intranodeGetUniqueId(&uid));
-	if (strcmp(argv[1], "threads") == 0) {
+	if (strcmp(argv[1], "nccl") == 0) {
+		void *lib = dlopen(getenv("INTRANODE_NCCL_LIBRARY"), RTLD_NOW | RTLD_LOCAL);
+		CHECK(lib != NULL, "dlopen %s: %s", getenv("INTRANODE_NCCL_LIBRARY"), dlerror());
+		int (*getId)(ncclUniqueId *) = (int (*)(ncclUniqueId *))dlsym(lib, "ncclGetUniqueId");
+		ncclInit = (int (*)(void **, int, ncclUniqueId, int))dlsym(lib, "ncclCommInitRank");
+		CHECK(getId != NULL && ncclInit != NULL && getId(&ncclId) == 0, "the NCCL's id");
+		CHECK(intranodeCommInitFromNccl(NULL, NULL, NULL) == intranodeInvalidArgument, "NULL comm");
+	}
+	if (strcmp(argv[1], "threads") == 0 || strcmp(argv[1], "nccl") == 0) {
 		pthread_t t[MAXW];
 		for (int r = 0; r < world; r++) CHECK(pthread_create(&t[r], NULL, rank_main, (void *)(long)r) == 0, "thread");
 		for (int r = 0; r < world; r++) pthread_join(t[r], NULL);

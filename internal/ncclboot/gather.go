@@ -1,4 +1,4 @@
-package ncclapi
+package ncclboot
 
 import (
 	"context"
@@ -46,6 +46,7 @@ type gatherStore struct {
 	kv      map[string][]byte
 	pending map[string][]byte
 	ended   []byte // the verdicts of the round that ended the bootstrap, one per rank
+	quit    []int  // the ranks that ended it with a failure of their own
 	sealed  bool
 	closed  bool
 	rounds  int
@@ -102,11 +103,11 @@ func decodeRound(b []byte) (tag, verdict byte, kv map[string][]byte, err error) 
 // round runs one all-gather of this rank's pending keys; the caller holds
 // g.mu.
 func (g *gatherStore) round(ctx context.Context) error {
+	if g.sealed {
+		return backend.Errorf(backend.CodeClosed, "intranode bootstrap: the bootstrap is over; no more rounds on the NCCL communicator")
+	}
 	if g.ended != nil {
 		return backend.Errorf(backend.CodePeerFailed, "intranode bootstrap: %s", g.endedText())
-	}
-	if g.sealed {
-		return backend.Errorf(backend.CodeClosed, "intranode bootstrap: the comm is formed; no more rounds on the NCCL communicator")
 	}
 	all, err := g.gather(ctx, encodeRound(roundKeys, 0, g.pending))
 	if err != nil {
@@ -121,6 +122,9 @@ func (g *gatherStore) round(ctx context.Context) error {
 			return backend.Wrap(backend.CodeInternal, err, "intranode bootstrap: rank "+strconv.Itoa(r))
 		}
 		if tag == roundDone {
+			if verdict == 0 {
+				g.quit = append(g.quit, r)
+			}
 			if verdicts == nil {
 				verdicts = make([]byte, len(all))
 				for i := range verdicts {
@@ -146,13 +150,23 @@ func (g *gatherStore) round(ctx context.Context) error {
 }
 
 func (g *gatherStore) endedText() string {
-	var failed []string
+	ranks := func(rs []int) string {
+		s := make([]string, len(rs))
+		for i, r := range rs {
+			s[i] = strconv.Itoa(r)
+		}
+		return strings.Join(s, " ")
+	}
+	if len(g.quit) > 0 {
+		return fmt.Sprintf("ranks [%s] failed to form the comm", ranks(g.quit))
+	}
+	var failed []int
 	for r, v := range g.ended {
 		if v == 0 {
-			failed = append(failed, strconv.Itoa(r))
+			failed = append(failed, r)
 		}
 	}
-	return fmt.Sprintf("ranks [%s] did not form the comm", strings.Join(failed, " "))
+	return fmt.Sprintf("ranks [%s] did not form the comm", ranks(failed))
 }
 
 // finish runs the round that ends the bootstrap, with this rank's verdict,
@@ -176,6 +190,9 @@ func (g *gatherStore) finish(ctx context.Context, ok bool) (bool, error) {
 			g.ended[r] = 0
 			if len(b) >= 2 && b[0] == roundDone {
 				g.ended[r] = b[1]
+				if b[1] == 0 {
+					g.quit = append(g.quit, r)
+				}
 			}
 		}
 	}

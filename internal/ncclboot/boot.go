@@ -1,0 +1,260 @@
+package ncclboot
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+typedef int (*nb_get_fn)(void *, int *);
+typedef int (*nb_allgather_fn)(const void *, void *, size_t, int, void *, void *);
+
+static int nb_get(void *fn, void *comm, int *out) { return ((nb_get_fn)fn)(comm, out); }
+
+// nb_allgather all-gathers count 32-bit words (ncclInt32).
+static int nb_allgather(void *fn, uintptr_t send, uintptr_t recv, size_t count, void *comm, uintptr_t stream) {
+	return ((nb_allgather_fn)fn)((const void *)send, (void *)recv, count, 2, comm, (void *)stream);
+}
+
+static void *nb_open(const char *path, int noload) {
+	return dlopen(path, RTLD_NOW | RTLD_LOCAL | (noload ? RTLD_NOLOAD : 0));
+}
+
+static const char *nb_error(void) {
+	const char *e = dlerror();
+	return e ? e : "unknown dlopen error";
+}
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"time"
+	"unsafe"
+
+	"github.com/intranode/intranode/backend"
+	"github.com/intranode/intranode/capi"
+	"github.com/intranode/intranode/kernels"
+)
+
+// Funcs are the real NCCL's functions the bootstrap calls, as C function
+// pointers (the library's own, not an interposer's).
+type Funcs struct {
+	CommCount, CommUserRank, CommCuDevice, AllGather unsafe.Pointer
+}
+
+// Load opens the NCCL at path (empty: the libnccl.so.2 the process has
+// loaded, else a fresh one) and looks the bootstrap's functions up in it.
+func Load(path string) (Funcs, error) {
+	noload := C.int(0)
+	if path == "" {
+		path, noload = "libnccl.so.2", 1
+	}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	h := C.nb_open(cpath, noload)
+	if h == nil && noload == 1 {
+		h = C.nb_open(cpath, 0)
+	}
+	if h == nil {
+		return Funcs{}, backend.Errorf(backend.CodeUnavailable, "intranode: loading NCCL (%s): %s", path, C.GoString(C.nb_error()))
+	}
+	var f Funcs
+	for _, s := range []struct {
+		name string
+		p    *unsafe.Pointer
+	}{{"ncclCommCount", &f.CommCount}, {"ncclCommUserRank", &f.CommUserRank}, {"ncclCommCuDevice", &f.CommCuDevice}, {"ncclAllGather", &f.AllGather}} {
+		cname := C.CString(s.name)
+		*s.p = C.dlsym(h, cname)
+		C.free(unsafe.Pointer(cname))
+		if *s.p == nil {
+			return Funcs{}, backend.Errorf(backend.CodeNotSupported, "intranode: %s has no %s", path, s.name)
+		}
+	}
+	return f, nil
+}
+
+// Options are how Bootstrap forms the comm.
+type Options struct {
+	// Backend names intranode's backend ("" is "auto").
+	Backend string
+	// Timeout bounds the bootstrap and every wait of the comm's calls.
+	Timeout time.Duration
+	// Log receives the bootstrap's steps when Trace is set; CommLog the
+	// comm's own debug logs. Both may be nil.
+	Log, CommLog *slog.Logger
+	Trace        bool
+}
+
+// Bootstrap forms rank's intranode comm over the NCCL communicator comm,
+// every rank at the same point. An error means no rank has the comm.
+func Bootstrap(f Funcs, comm unsafe.Pointer, o Options) (*capi.Comm, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	var n, r, d C.int
+	for _, q := range []struct {
+		fn  unsafe.Pointer
+		out *C.int
+	}{{f.CommCount, &n}, {f.CommUserRank, &r}, {f.CommCuDevice, &d}} {
+		if res := C.nb_get(q.fn, comm, q.out); res != 0 {
+			return nil, fmt.Errorf("intranode bootstrap: ncclCommCount/UserRank/CuDevice: NCCL result %d", int(res))
+		}
+	}
+	world, rank, dev := int(n), int(r), int(d)
+	if o.Trace {
+		o.Log.Debug("bootstrap: the NCCL communicator", "rank", rank, "nranks", world, "device", dev)
+	}
+	if world < 2 || world > kernels.MaxRanks {
+		return nil, fmt.Errorf("%d ranks: intranode serves 2 to %d", world, kernels.MaxRanks)
+	}
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	g, err := openGather(ctx, o.Backend, dev, f.AllGather, comm, world)
+	if err != nil {
+		return nil, err
+	}
+	defer g.close()
+	gather := g.allGather
+	if o.Trace {
+		gather = func(ctx context.Context, mine []byte) ([][]byte, error) {
+			start := time.Now()
+			all, err := g.allGather(ctx, mine)
+			o.Log.Debug("bootstrap: round", "rank", rank, "bytes", len(mine), "took", time.Since(start), "err", err)
+			return all, err
+		}
+	}
+	gs := newGatherStore(world, gather)
+	cm, ierr := capi.InitWithStore(ctx, gs, rank, world, capi.Config{Backend: o.Backend, Device: dev, Timeout: timeout, Logger: o.CommLog})
+	ok, ferr := gs.finish(ctx, ierr == nil)
+	switch {
+	case ierr == nil && ok:
+		return cm, nil
+	case ierr == nil:
+		_ = cm.Destroy()
+		if ferr != nil {
+			return nil, ferr
+		}
+		return nil, fmt.Errorf("intranode bootstrap: %s", gs.endedText())
+	}
+	return nil, ierr
+}
+
+// ncclGather all-gathers bytes on an NCCL communicator through a scratch
+// buffer of the device and a stream of its own.
+type ncclGather struct {
+	dev         backend.Device
+	s           backend.Stream
+	native      uintptr // the stream NCCL is given (0 without runtime streams)
+	scratch     backend.Allocation
+	allGatherFn unsafe.Pointer
+	comm        unsafe.Pointer
+	world       int
+}
+
+func openGather(ctx context.Context, name string, index int, allGather, comm unsafe.Pointer, world int) (_ *ncclGather, err error) {
+	g := &ncclGather{allGatherFn: allGather, comm: comm, world: world}
+	defer func() {
+		if err != nil {
+			g.close()
+		}
+	}()
+	b, err := capi.Backend(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if g.dev, err = b.Open(ctx, index); err != nil {
+		return nil, err
+	}
+	if g.s, err = g.dev.NewStream(ctx); err != nil {
+		return nil, err
+	}
+	if ns, ok := g.dev.(backend.NativeStreams); ok {
+		g.native, _ = ns.NativeStream(g.s)
+	}
+	return g, nil
+}
+
+func (g *ncclGather) close() {
+	if g.scratch != nil {
+		_ = g.scratch.Close()
+	}
+	if g.s != nil {
+		_ = g.s.Close()
+	}
+	if g.dev != nil {
+		_ = g.dev.Close()
+	}
+}
+
+// round all-gathers len(mine) bytes (a multiple of 4) from every rank.
+func (g *ncclGather) round(ctx context.Context, mine []byte) ([][]byte, error) {
+	size := len(mine)
+	need := size * (g.world + 1)
+	if g.scratch == nil || g.scratch.Size() < need {
+		if g.scratch != nil {
+			_ = g.scratch.Close()
+			g.scratch = nil
+		}
+		a, err := g.dev.Alloc(ctx, max(need, 64<<10))
+		if err != nil {
+			return nil, err
+		}
+		g.scratch = a
+	}
+	send := g.scratch.Ptr()
+	recv := send.Add(size)
+	if err := g.dev.CopyToDevice(ctx, send, mine); err != nil {
+		return nil, err
+	}
+	res := C.nb_allgather(g.allGatherFn, C.uintptr_t(send), C.uintptr_t(recv), C.size_t(size/4), g.comm, C.uintptr_t(g.native))
+	if res != 0 {
+		return nil, backend.Errorf(backend.CodePeerFailed, "intranode bootstrap: ncclAllGather returned %d", int(res))
+	}
+	if err := g.s.Synchronize(ctx); err != nil {
+		return nil, fmt.Errorf("intranode bootstrap: waiting for ncclAllGather: %w", err)
+	}
+	all := make([]byte, size*g.world)
+	if err := g.dev.CopyFromDevice(ctx, all, recv); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, g.world)
+	for r := range out {
+		out[r] = all[r*size : (r+1)*size]
+	}
+	return out, nil
+}
+
+// allGather all-gathers byte strings of any length: their lengths first,
+// then the strings padded to the longest.
+func (g *ncclGather) allGather(ctx context.Context, mine []byte) ([][]byte, error) {
+	lens, err := g.round(ctx, binary.LittleEndian.AppendUint64(nil, uint64(len(mine))))
+	if err != nil {
+		return nil, err
+	}
+	longest := 0
+	for r, l := range lens {
+		n := binary.LittleEndian.Uint64(l)
+		if n > 64<<20 {
+			return nil, backend.Errorf(backend.CodeInternal, "intranode bootstrap: rank %d sends %d bytes", r, n)
+		}
+		longest = max(longest, int(n))
+	}
+	padded := make([]byte, max((longest+3)&^3, 4))
+	copy(padded, mine)
+	all, err := g.round(ctx, padded)
+	if err != nil {
+		return nil, err
+	}
+	for r := range all {
+		all[r] = all[r][:binary.LittleEndian.Uint64(lens[r])]
+	}
+	return all, nil
+}

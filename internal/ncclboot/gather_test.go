@@ -1,0 +1,120 @@
+package ncclboot
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/backend"
+)
+
+// exchanger is an in-process all-gather among world goroutines, as the
+// NCCL communicator's is: every rank's call of round k meets the others'.
+type exchanger struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	world  int
+	rounds map[int][][]byte
+	done   map[int]int
+}
+
+func newExchanger(world int) *exchanger {
+	e := &exchanger{world: world, rounds: map[int][][]byte{}, done: map[int]int{}}
+	e.cond = sync.NewCond(&e.mu)
+	return e
+}
+
+// gather returns rank's all-gather function, counting its rounds.
+func (e *exchanger) gather(rank int) allGatherFunc {
+	round := 0
+	return func(ctx context.Context, mine []byte) ([][]byte, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		k := round
+		round++
+		if e.rounds[k] == nil {
+			e.rounds[k] = make([][]byte, e.world)
+		}
+		e.rounds[k][rank] = append([]byte(nil), mine...)
+		e.done[k]++
+		e.cond.Broadcast()
+		for e.done[k] < e.world {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			e.cond.Wait()
+		}
+		return e.rounds[k], nil
+	}
+}
+
+// TestGatherStoreExchange: ranks that exchange keys meet in one round per
+// exchange and agree on success.
+func TestGatherStoreExchange(t *testing.T) {
+	const world = 3
+	e := newExchanger(world)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	ok := make([]bool, world)
+	for r := range world {
+		wg.Go(func() {
+			gs := newGatherStore(world, e.gather(r))
+			for round := range 3 {
+				require.NoError(t, gs.Set(ctx, fmt.Sprintf("x/%d/%d", round, r), []byte{byte(r)}))
+				for q := range world {
+					v, err := gs.Get(ctx, fmt.Sprintf("x/%d/%d", round, q))
+					require.NoError(t, err)
+					require.Equal(t, []byte{byte(q)}, v)
+				}
+			}
+			n, err := gs.Add(ctx, "mine", 2)
+			require.NoError(t, err)
+			require.Equal(t, int64(2), n, "counters are local")
+			var ferr error
+			ok[r], ferr = gs.finish(ctx, true)
+			require.NoError(t, ferr)
+			_, err = gs.Get(ctx, "never")
+			require.ErrorIs(t, err, backend.ErrClosed, "sealed: no more rounds")
+		})
+	}
+	wg.Wait()
+	require.Equal(t, []bool{true, true, true}, ok)
+	require.Len(t, e.rounds, 4, "three exchanges and the verdict")
+}
+
+// TestGatherStoreOneRankFails: a rank that gives up while the others still
+// exchange ends the bootstrap for all of them in that same round; nobody
+// waits for a round no one else makes, and every rank learns it failed.
+func TestGatherStoreOneRankFails(t *testing.T) {
+	const world, failing = 4, 2
+	e := newExchanger(world)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	ok := make([]bool, world)
+	for r := range world {
+		wg.Go(func() {
+			gs := newGatherStore(world, e.gather(r))
+			if r == failing {
+				var err error
+				ok[r], err = gs.finish(ctx, false)
+				require.NoError(t, err)
+				return
+			}
+			require.NoError(t, gs.Set(ctx, fmt.Sprintf("k/%d", r), nil))
+			_, err := gs.Get(ctx, fmt.Sprintf("k/%d", (r+1)%world))
+			require.ErrorIs(t, err, backend.ErrPeerFailed)
+			require.ErrorContains(t, err, fmt.Sprintf("ranks [%d]", failing))
+			ok[r], err = gs.finish(ctx, true)
+			require.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	require.Equal(t, []bool{false, false, false, false}, ok)
+	require.Len(t, e.rounds, 1, "the failing rank's verdict and the others' keys met in one round")
+}
