@@ -184,16 +184,18 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 			defer close(done)
 			go dumpIfSlow(done, set.log)
 		}
+		start := time.Now()
 		cm, err := bootstrap(c.comm, set)
 		if err != nil {
 			st.off = err.Error()
 			C.intranode_set_off(c.comm, 1)
-			set.log.Info("not accelerated", "comm", fmt.Sprintf("%#x", comm), "why", st.off)
+			set.log.Info("not accelerated", "comm", fmt.Sprintf("%#x", comm), "why", st.off, "took", time.Since(start))
 			return forward
 		}
 		st.comm = cm
 		st.formed.Store(cm)
-		set.log.Info("accelerated", "comm", fmt.Sprintf("%#x", comm), "rank", cm.Rank(), "nranks", cm.World(), "device", cm.Device())
+		set.log.Info("accelerated", "comm", fmt.Sprintf("%#x", comm), "rank", cm.Rank(), "nranks", cm.World(),
+			"device", cm.Device(), "bootstrap", time.Since(start))
 	}
 	call := capi.Call{Op: op, Send: uintptr(c.send), Recv: uintptr(c.recv), Count: uint64(c.count), DType: dt, Red: red,
 		Root: int(c.root), Stream: uintptr(c.stream)}
