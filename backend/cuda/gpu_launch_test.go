@@ -268,3 +268,42 @@ func benchSetup(b *testing.B) (backend.Stream, backend.Function, []backend.Arg, 
 	return s, kernelFn(b, m, "add_one"), []backend.Arg{backend.Ptr(a.Ptr()), backend.U64(256)},
 		backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(256)}
 }
+
+// TestGPUImportStream: a runtime stream handed in from outside Go (the C
+// interface's callers) is used as a backend stream, and closing the
+// wrapper leaves the runtime stream to its owner.
+func TestGPUImportStream(t *testing.T) {
+	b := openGPU(t)
+	ctx := timeout(t)
+	d := openDevice(t, b, 0)
+	ns, ok := d.(backend.NativeStreams)
+	require.True(t, ok, "the CUDA device has runtime streams")
+	owner := newStream(t, d)
+	h, ok := ns.NativeStream(owner)
+	require.True(t, ok)
+	require.NotZero(t, h)
+	imported, err := ns.ImportStream(h)
+	require.NoError(t, err)
+	got, ok := ns.NativeStream(imported)
+	require.True(t, ok)
+	require.Equal(t, h, got)
+
+	src := gputest.Alloc(t, d, 4096)
+	dst := gputest.Alloc(t, d, 4096)
+	want := make([]byte, 4096)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	require.NoError(t, d.CopyToDevice(ctx, src.Ptr(), want))
+	require.NoError(t, imported.CopyAsync(dst.Ptr(), src.Ptr(), 4096))
+	require.NoError(t, imported.Synchronize(ctx))
+	out := make([]byte, 4096)
+	require.NoError(t, d.CopyFromDevice(ctx, out, dst.Ptr()))
+	require.Equal(t, want, out)
+
+	// Closing the wrapper does not destroy the runtime stream: its owner
+	// still uses it (the driver refuses a destroyed stream).
+	require.NoError(t, imported.Close())
+	require.NoError(t, owner.CopyAsync(src.Ptr(), dst.Ptr(), 4096))
+	require.NoError(t, owner.Synchronize(ctx))
+}

@@ -31,6 +31,7 @@ var mockTests = []string{
 	"TestGPUModuleAndLaunch",
 	"TestGPUBuiltinModule",
 	"TestGPUStreamOrderingAndEvents",
+	"TestGPUImportStream",
 	"TestGPUGraphCaptureReplay",
 	"TestGPUFabricAndMulticast",
 	"TestGPUDeviceCloseReportsLeftovers",
