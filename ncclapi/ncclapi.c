@@ -167,40 +167,49 @@ static int eligible(const struct intranode_call *c) {
 	return type && op;
 }
 
-// off remembers the communicators Go has ruled out for good (an open
-// hashed table of their handles), so that their calls go straight to NCCL.
-enum { OFF_SLOTS = 1024 };
-static ncclComm_t off[OFF_SLOTS];
+// Two sets of communicator handles that C consults without calling into
+// Go: those Go has ruled out for good (their calls go straight to NCCL) and
+// those it has formed a comm for (only their async-error polls, which
+// watchdogs and nccl-tests make in tight loops, need Go). Each is an open
+// hashed table of handles, written by Go through intranode_set_state.
+enum { SLOTS = 1024 };
 #define TOMBSTONE ((ncclComm_t)(uintptr_t)1)
+static ncclComm_t off[SLOTS], formed[SLOTS];
 
-static size_t slot(ncclComm_t comm) { return ((uintptr_t)comm >> 4) % OFF_SLOTS; }
+static size_t slot(ncclComm_t comm) { return ((uintptr_t)comm >> 4) % SLOTS; }
 
-void intranode_set_off(ncclComm_t comm, int on) {
-	for (size_t i = slot(comm), n = 0; n < OFF_SLOTS; i = (i + 1) % OFF_SLOTS, n++) {
-		ncclComm_t cur = __atomic_load_n(&off[i], __ATOMIC_ACQUIRE);
+static void put(ncclComm_t *table, ncclComm_t comm, int on) {
+	for (size_t i = slot(comm), n = 0; n < SLOTS; i = (i + 1) % SLOTS, n++) {
+		ncclComm_t cur = __atomic_load_n(&table[i], __ATOMIC_ACQUIRE);
 		if (on && (cur == NULL || cur == TOMBSTONE) &&
-		    __atomic_compare_exchange_n(&off[i], &cur, comm, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		    __atomic_compare_exchange_n(&table[i], &cur, comm, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 			return;
-		if (on && cur == comm) return;
-		if (!on && cur == comm) {
-			__atomic_store_n(&off[i], TOMBSTONE, __ATOMIC_RELEASE);
+		if (cur == comm) {
+			if (!on) __atomic_store_n(&table[i], TOMBSTONE, __ATOMIC_RELEASE);
 			return;
 		}
 	}
 }
 
-static int is_off(ncclComm_t comm) {
-	for (size_t i = slot(comm), n = 0; n < OFF_SLOTS; i = (i + 1) % OFF_SLOTS, n++) {
-		ncclComm_t cur = __atomic_load_n(&off[i], __ATOMIC_ACQUIRE);
+static int has(ncclComm_t *table, ncclComm_t comm) {
+	for (size_t i = slot(comm), n = 0; n < SLOTS; i = (i + 1) % SLOTS, n++) {
+		ncclComm_t cur = __atomic_load_n(&table[i], __ATOMIC_ACQUIRE);
 		if (cur == comm) return 1;
 		if (cur == NULL) return 0;
 	}
 	return 0;
 }
 
+// intranode_set_state records Go's verdict on a communicator: 1 ruled out,
+// 2 formed, 0 forgotten (destroyed).
+void intranode_set_state(ncclComm_t comm, int state) {
+	put(off, comm, state == 1);
+	put(formed, comm, state == 2);
+}
+
 // run gives a call to Go, which runs it or (-1) sends it to NCCL.
 static ncclResult_t run(struct intranode_call *c) {
-	if (!eligible(c) || is_off(c->comm)) return intranode_forward(c);
+	if (!eligible(c) || has(off, c->comm)) return intranode_forward(c);
 	inside++;
 	int r = intranodeNcclRun(c);
 	inside--;
@@ -299,7 +308,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
 	REAL(ncclCommGetAsyncError, ncclResult_t, (ncclComm_t, ncclResult_t *))
 	if (f_ == NULL) return intranode_missing("ncclCommGetAsyncError");
 	ncclResult_t r = f_(comm, asyncError);
-	if (r == ncclSuccess && !inside && asyncError != NULL && *asyncError == ncclSuccess) {
+	if (r == ncclSuccess && !inside && asyncError != NULL && *asyncError == ncclSuccess && has(formed, comm)) {
 		inside++;
 		int mine = intranodeNcclAsyncError(comm);
 		inside--;

@@ -188,12 +188,13 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 		cm, err := bootstrap(c.comm, set)
 		if err != nil {
 			st.off = err.Error()
-			C.intranode_set_off(c.comm, 1)
+			C.intranode_set_state(c.comm, 1)
 			set.log.Info("not accelerated", "comm", fmt.Sprintf("%#x", comm), "why", st.off, "took", time.Since(start))
 			return forward
 		}
 		st.comm = cm
 		st.formed.Store(cm)
+		C.intranode_set_state(c.comm, 2)
 		set.log.Info("accelerated", "comm", fmt.Sprintf("%#x", comm), "rank", cm.Rank(), "nranks", cm.World(),
 			"device", cm.Device(), "bootstrap", time.Since(start))
 	}
@@ -238,7 +239,7 @@ func intranodeNcclCommGone(comm C.ncclComm_t) {
 	if st == nil {
 		return
 	}
-	C.intranode_set_off(comm, 0) // the handle may be reused for a new communicator
+	C.intranode_set_state(comm, 0) // the handle may be reused for a new communicator
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.formed.Store(nil)
