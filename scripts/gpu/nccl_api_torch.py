@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 MODE = os.environ.get("MODE", "correct")
+T0 = time.perf_counter()
 rank = int(os.environ["RANK"])
 world = int(os.environ["WORLD_SIZE"])
 local = int(os.environ["LOCAL_RANK"])
@@ -72,6 +73,8 @@ def check_ops(group, tag):
             what = f"{tag} {dtype} count {count}"
             for graph in (False, True):
                 w = what + (" graph" if graph else " eager")
+                if os.environ.get("STEPS_VERBOSE"):
+                    print(f"STEP rank {rank} {w} t={time.perf_counter() - T0:.1f}s", flush=True)
                 outs = {}
 
                 def ops():
