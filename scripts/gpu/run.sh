@@ -53,7 +53,10 @@ for s in $STEPS; do
     timeout 60 .gpu/intranode bench --backend cuda --world "$WORLD" --graph --single -b 1K -e 1M -f 4 --iters 50 --warmup 10 \
       --algo auto,nccl 2>&1 | tee "$R/bench-single-graph.txt" | grep -E 'auto|nccl'
     timeout 60 .gpu/intranode bench --backend cuda --world "$WORLD" --single -b 1K -e 1M -f 4 --iters 50 --warmup 10 \
-      --algo auto,nccl 2>&1 | tee "$R/bench-single-eager.txt" | grep -E 'auto|nccl' ;;
+      --algo auto,nccl 2>&1 | tee "$R/bench-single-eager.txt" | grep -E 'auto|nccl'
+    # The tables the docs paste, made from the raw output above.
+    python3 scripts/gpu/tables.py "$R"/bench-graph.txt "$R"/bench-movers.txt "$R"/bench-single-graph.txt \
+      "$R"/bench-single-eager.txt > "$R/tables.md" ;;
   shared)
     # Every collective's kernels with 2, 4 and 8 ranks on GPU 0.
     step shared
