@@ -81,7 +81,7 @@ func (t Thresholds) Select(n int) Algo {
 //	twoshot  8.67  8.19  8.76  9.79  10.23 15.03 31.07
 //	NCCL     10.12 10.69 11.44 11.52 12.31 19.57 40.58 97.99
 //
-// cuda, world 8, 8×H200 (NVSwitch), one run, second session
+// cuda, world 8, 8×H200 (NVSwitch), one run
 // (docs/results/2026-11-22-session2-h200x8; the one-shot at 4K and NCCL at
 // 1K are single-run outliers against their neighbours):
 //
@@ -93,8 +93,8 @@ func (t Thresholds) Select(n int) Algo {
 // Our kernels beat NCCL at every size that fits the 10 MiB buffer at
 // worlds 2, 4 and 8, so beyond the buffer (None by capacity) is NCCL's.
 //
-// fake, world 2 processes, bf16, 2-core development machine, thirteenth
-// session (vector loops; the Go one-shot's LL path up to 1 KiB, push
+// fake, world 2 processes, bf16, 2-core development machine, 2026-11-26
+// (vector loops; the Go one-shot's LL path up to 1 KiB, push
 // above; `intranode bench --algo oneshot,twoshot,pipeline,auto --replays
 // 15`, two runs, docs/results/2026-11-26-session13-fake/bench-algos-*.txt;
 // the first row of a run, 1 KiB one-shot, carries the run's start-up):
@@ -128,7 +128,7 @@ func (t Thresholds) Select(n int) Algo {
 // Two barriers cost the Direct kernels about 8 µs at every small size,
 // where NCCL's LL protocol takes 5–7. The push path (one barrier, each
 // rank writing straight into its peers' slots, up to OneShotPushMax per
-// block) took the small sizes to 5–6 µs (session 7, run 1,
+// block) took the small sizes to 5–6 µs (run 1 of
 // docs/results/2026-11-25-session7-h100x2, same kind of host):
 //
 //	bytes            1K    16K   256K  1M    4M    16M   64M    256M
@@ -262,7 +262,7 @@ func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.Launc
 		// These are world 2's; from three ranks on the Pipeline scatters
 		// (kernels.PipelineScatters) and a block's step is World slices of
 		// kernels.PipelineSlice, measured at 128 blocks only (4×H200,
-		// docs/PERFORMANCE.md, eighth session).
+		// docs/results/2026-11-26-session8-h200x4).
 		per = 64 << 10
 		for maxBlocks > 1 && kernels.PipelineChunk(bytes, world, maxBlocks) == 0 {
 			maxBlocks /= 2

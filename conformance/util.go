@@ -176,8 +176,8 @@ func (g *guarded) close() error {
 // rank and case of a run in this process. Under the race detector, every
 // new allocation over 64 KiB gets new shadow memory, and each of its pages
 // faults when first touched: with new buffers for every call, those faults
-// took about a fifth of the suite's time on the fake (docs/PERFORMANCE.md,
-// twentieth session). Safe for concurrent use.
+// took about a fifth of the suite's time on the fake (2-core development
+// machine, 2026-11-27). Safe for concurrent use.
 type hostPool struct {
 	mu   sync.Mutex
 	free [][]byte

@@ -1,7 +1,7 @@
 """Anchor measurements for docs/PERFORMANCE.md: NCCL and PyTorch symmetric
 memory all-reduce, bf16, world 2 (one process per GPU), CUDA-graph replay.
 
-Run on the GPU host, in the same session as `intranode bench`:
+Run on the GPU host, in the same device call as `intranode bench`:
   NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 python3 scripts/gpu/anchor.py
 Prints one CSV line per (impl, bytes): impl,bytes,time_us,busbw_gbps.
 """

@@ -3,7 +3,7 @@
 # conformance with the variants in $CONF, the graph-replay benchmark of
 # every fatbin in $DIR (all loaded by one CLI binary through
 # INTRANODE_CUDA_KERNELS), an eager run, and the NCCL / PyTorch anchors in
-# the same session. Build first on the development machine:
+# the same call. Build first on the development machine:
 #   go build -tags cuda -o .gpu/k/intranode ./cmd/intranode
 #   nvcc ... -fatbin -o .gpu/k/NAME.fatbin kernels/cuda/collectives.cu   (one per variant)
 #   sed 's/^SIZES = .*/SIZES = [...]/' scripts/gpu/anchor.py > .gpu/k/anchor.py
