@@ -13,7 +13,7 @@ import (
 
 // Tools returns the paths of gcc and go, skipping t without a C compiler
 // or with cgo off.
-func Tools(t *testing.T) (gcc, goTool string) {
+func Tools(t testing.TB) (gcc, goTool string) {
 	t.Helper()
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
@@ -28,7 +28,7 @@ func Tools(t *testing.T) (gcc, goTool string) {
 }
 
 // Run runs a build command and fails t with its output if it fails.
-func Run(t *testing.T, name string, args ...string) {
+func Run(t testing.TB, name string, args ...string) {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
 	require.NoError(t, err, "%s %s: %s", name, strings.Join(args, " "), out)
@@ -36,7 +36,7 @@ func Run(t *testing.T, name string, args ...string) {
 
 // SharedLibrary builds the main package pkg with -buildmode=c-shared into
 // the file out.
-func SharedLibrary(t *testing.T, goTool, out, pkg string) {
+func SharedLibrary(t testing.TB, goTool, out, pkg string) {
 	t.Helper()
 	Run(t, goTool, "build", "-buildmode=c-shared", "-o", out, pkg)
 }
