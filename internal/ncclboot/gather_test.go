@@ -52,37 +52,45 @@ func (e *exchanger) gather(rank int) allGatherFunc {
 	}
 }
 
+// ranks runs rank for every rank of world as goroutines, each with its
+// gather store over one exchanger, and returns the exchanger and every
+// rank's result.
+func ranks(t *testing.T, world int, rank func(ctx context.Context, r int, gs *gatherStore) bool) (*exchanger, []bool) {
+	t.Helper()
+	e := newExchanger(world)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ok := make([]bool, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Go(func() { ok[r] = rank(ctx, r, newGatherStore(world, e.gather(r))) })
+	}
+	wg.Wait()
+	return e, ok
+}
+
 // TestGatherStoreExchange: ranks that exchange keys meet in one round per
 // exchange and agree on success.
 func TestGatherStoreExchange(t *testing.T) {
 	const world = 3
-	e := newExchanger(world)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	ok := make([]bool, world)
-	for r := range world {
-		wg.Go(func() {
-			gs := newGatherStore(world, e.gather(r))
-			for round := range 3 {
-				require.NoError(t, gs.Set(ctx, fmt.Sprintf("x/%d/%d", round, r), []byte{byte(r)}))
-				for q := range world {
-					v, err := gs.Get(ctx, fmt.Sprintf("x/%d/%d", round, q))
-					require.NoError(t, err)
-					require.Equal(t, []byte{byte(q)}, v)
-				}
+	e, ok := ranks(t, world, func(ctx context.Context, r int, gs *gatherStore) bool {
+		for round := range 3 {
+			require.NoError(t, gs.Set(ctx, fmt.Sprintf("x/%d/%d", round, r), []byte{byte(r)}))
+			for q := range world {
+				v, err := gs.Get(ctx, fmt.Sprintf("x/%d/%d", round, q))
+				require.NoError(t, err)
+				require.Equal(t, []byte{byte(q)}, v)
 			}
-			n, err := gs.Add(ctx, "mine", 2)
-			require.NoError(t, err)
-			require.Equal(t, int64(2), n, "counters are local")
-			var ferr error
-			ok[r], ferr = gs.finish(ctx, true)
-			require.NoError(t, ferr)
-			_, err = gs.Get(ctx, "never")
-			require.ErrorIs(t, err, backend.ErrClosed, "sealed: no more rounds")
-		})
-	}
-	wg.Wait()
+		}
+		n, err := gs.Add(ctx, "mine", 2)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), n, "counters are local")
+		formed, ferr := gs.finish(ctx, true)
+		require.NoError(t, ferr)
+		_, err = gs.Get(ctx, "never")
+		require.ErrorIs(t, err, backend.ErrClosed, "sealed: no more rounds")
+		return formed
+	})
 	require.Equal(t, []bool{true, true, true}, ok)
 	require.Len(t, e.rounds, 4, "three exchanges and the verdict")
 }
@@ -92,29 +100,20 @@ func TestGatherStoreExchange(t *testing.T) {
 // waits for a round no one else makes, and every rank learns it failed.
 func TestGatherStoreOneRankFails(t *testing.T) {
 	const world, failing = 4, 2
-	e := newExchanger(world)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	ok := make([]bool, world)
-	for r := range world {
-		wg.Go(func() {
-			gs := newGatherStore(world, e.gather(r))
-			if r == failing {
-				var err error
-				ok[r], err = gs.finish(ctx, false)
-				require.NoError(t, err)
-				return
-			}
-			require.NoError(t, gs.Set(ctx, fmt.Sprintf("k/%d", r), nil))
-			_, err := gs.Get(ctx, fmt.Sprintf("k/%d", (r+1)%world))
-			require.ErrorIs(t, err, backend.ErrPeerFailed)
-			require.ErrorContains(t, err, fmt.Sprintf("ranks [%d]", failing))
-			ok[r], err = gs.finish(ctx, true)
+	e, ok := ranks(t, world, func(ctx context.Context, r int, gs *gatherStore) bool {
+		if r == failing {
+			formed, err := gs.finish(ctx, false)
 			require.NoError(t, err)
-		})
-	}
-	wg.Wait()
+			return formed
+		}
+		require.NoError(t, gs.Set(ctx, fmt.Sprintf("k/%d", r), nil))
+		_, err := gs.Get(ctx, fmt.Sprintf("k/%d", (r+1)%world))
+		require.ErrorIs(t, err, backend.ErrPeerFailed)
+		require.ErrorContains(t, err, fmt.Sprintf("ranks [%d]", failing))
+		formed, err := gs.finish(ctx, true)
+		require.NoError(t, err)
+		return formed
+	})
 	require.Equal(t, []bool{false, false, false, false}, ok)
 	require.Len(t, e.rounds, 1, "the failing rank's verdict and the others' keys met in one round")
 }
