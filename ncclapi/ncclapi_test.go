@@ -17,7 +17,8 @@ import (
 // TestNCCLLibrary builds libintranode-nccl.so, a mock NCCL
 // (testdata/mocknccl.c) and a program written against NCCL's interface
 // (testdata/check.c), and runs the program with the library in front of
-// the mock on the fake backend, ranks as threads: every accelerated
+// the mock on the fake backend, ranks as threads and as processes (the
+// mock keeps its groups in shared memory): every accelerated
 // collective checked element by element and proven not to reach NCCL,
 // int8, avg and send/receive proven to reach it, groups of one and of two
 // collectives, splits, bad arguments, a stalled peer reported through
@@ -35,6 +36,9 @@ func TestNCCLLibrary(t *testing.T) {
 		{"accel", "4", []string{"INTRANODE_NCCL_DEBUG=INFO"}},
 		{"off", "2", []string{"INTRANODE_NCCL=off"}},
 		{"off", "4", []string{"INTRANODE_NCCL=off"}},
+		{"procs-accel", "2", nil},
+		{"procs-accel", "4", nil},
+		{"procs-off", "3", []string{"INTRANODE_NCCL=off"}},
 	} {
 		t.Run(tc.mode+"-"+tc.world, func(t *testing.T) {
 			cmd := exec.Command(filepath.Join(dir, "check"), tc.mode, tc.world)

@@ -54,6 +54,7 @@ static int world;
 typedef struct { char internal[128]; } ncclUniqueId;
 static ncclUniqueId ncclId;
 static int (*ncclInit)(void **comm, int nranks, ncclUniqueId id, int rank);
+static int (*ncclDestroy)(void *comm);
 
 // value is rank r's input element i: small integers, exact in float.
 static float value(int r, int i) { return (float)((i * 7 + r * 13) % 61 - 30); }
@@ -202,8 +203,8 @@ static void *rank_main(void *arg) {
 	cfg.backend = "fake";
 	cfg.timeoutMs = 1000;
 	intranodeComm_t comm;
+	void *nc = NULL;
 	if (ncclInit != NULL) {
-		void *nc = NULL;
 		CHECK(ncclInit(&nc, world, ncclId, rank) == 0, "ncclCommInitRank");
 		OK(intranodeCommInitFromNccl(&comm, nc, &cfg));
 	} else {
@@ -219,6 +220,7 @@ static void *rank_main(void *arg) {
 	collectives(comm, rank, stream);
 	bad(comm, stream);
 	stall(comm, rank, stream, cfg.timeoutMs);
+	if (nc != NULL) CHECK(ncclDestroy(nc) == 0, "ncclCommDestroy"); // the caller's, still
 	return NULL;
 }
 
@@ -263,7 +265,8 @@ int main(int argc, char **argv) {
 		CHECK(lib != NULL, "dlopen %s: %s", getenv("INTRANODE_NCCL_LIBRARY"), dlerror());
 		int (*getId)(ncclUniqueId *) = (int (*)(ncclUniqueId *))dlsym(lib, "ncclGetUniqueId");
 		ncclInit = (int (*)(void **, int, ncclUniqueId, int))dlsym(lib, "ncclCommInitRank");
-		CHECK(getId != NULL && ncclInit != NULL && getId(&ncclId) == 0, "the NCCL's id");
+		ncclDestroy = (int (*)(void *))dlsym(lib, "ncclCommDestroy");
+		CHECK(getId != NULL && ncclInit != NULL && ncclDestroy != NULL && getId(&ncclId) == 0, "the NCCL's id");
 		CHECK(intranodeCommInitFromNccl(NULL, NULL, NULL) == intranodeInvalidArgument, "NULL comm");
 	}
 	if (strcmp(argv[1], "threads") == 0 || strcmp(argv[1], "nccl") == 0) {

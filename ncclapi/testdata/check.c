@@ -1,24 +1,33 @@
 // check.c is a program written against NCCL's interface, run with the
 // NCCL-API library in front of a mock NCCL (mocknccl.c) on the fake
-// backend, ranks as threads:
+// backend, ranks as threads or as processes:
 //
 //	check accel WORLD    accelerated ops checked element by element and
 //	                     against what reached NCCL; forwarding; groups;
 //	                     splits; bad arguments; a stalled peer; abort
 //	check off WORLD      with INTRANODE_NCCL=off: everything reaches NCCL
+//	check procs-accel WORLD, check procs-off WORLD
+//	                     the same with ranks as processes (this one is
+//	                     rank 0 and starts the others as
+//	                     check child MODE RANK WORLD HEXID)
 //
 // It prints "ok" and exits 0, or names the first failure and exits 1.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "../nccl_decl.h"
 
+extern char **environ;
+
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
+ncclResult_t ncclGetVersion(int *version);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
@@ -56,8 +65,14 @@ const char *ncclGetLastError(ncclComm_t comm);
 enum { COUNT = 999, MAXW = 8 };
 
 static ncclUniqueId uid;
-static int world, accel;
+static int world, accel, procs;
 static pthread_barrier_t sync_all;
+
+// sync_point lines the ranks up where they are threads; ranks that are
+// processes meet only in their collectives.
+static void sync_point(void) {
+	if (!procs) pthread_barrier_wait(&sync_all);
+}
 static int (*calls)(const char *);
 
 static float value(int r, int i) { return (float)((i * 7 + r * 13) % 61 - 30); }
@@ -69,11 +84,16 @@ static double now(void) {
 }
 
 // reached checks, on rank 0 between barriers, how many calls of name
-// reached NCCL since the last check (want < 0: only note the count).
+// reached NCCL since the last check (want < 0: only note the count); with
+// ranks as processes each checks its own share, want / world.
 static void reached(int rank, const char *name, int want) {
 	static int last[16];
 	static const char *names[16];
-	pthread_barrier_wait(&sync_all);
+	if (procs) {
+		rank = 0;
+		want = want < 0 ? want : want / world;
+	}
+	sync_point();
 	if (rank == 0) {
 		int i = 0;
 		while (names[i] != NULL && strcmp(names[i], name) != 0) i++;
@@ -82,7 +102,7 @@ static void reached(int rank, const char *name, int want) {
 		CHECK(want < 0 || n - last[i] == want, "%d calls of %s reached NCCL, want %d", n - last[i], name, want);
 		last[i] = n;
 	}
-	pthread_barrier_wait(&sync_all);
+	sync_point();
 }
 
 static void check_sum(const float *dst, int rank, int w) {
@@ -188,7 +208,7 @@ static void *rank_main(void *arg) {
 		CHECK(strstr(ncclGetLastError(comm), "recvbuff is NULL") != NULL, "message: %s", ncclGetLastError(comm));
 		CHECK(ncclAllReduce(in, out, big + 4096, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidArgument, "past the buffer");
 		CHECK(strstr(ncclGetLastError(comm), "bytes at") != NULL, "message: %s", ncclGetLastError(comm));
-		pthread_barrier_wait(&sync_all);
+		sync_point();
 
 		// A split into two halves: each sub-communicator is bootstrapped
 		// over itself at its first call.
@@ -208,7 +228,7 @@ static void *rank_main(void *arg) {
 		reached(rank, "ncclAllReduce", 0);
 		reached(rank, "ncclAllGather in a group", 0);
 	}
-	pthread_barrier_wait(&sync_all);
+	sync_point();
 
 	// A stalled peer: rank 0 all-reduces alone and fails within the
 	// timeout; its communicator reports the failure as NCCL does.
@@ -222,7 +242,7 @@ static void *rank_main(void *arg) {
 		OK(ncclCommGetAsyncError(comm, &async));
 		CHECK(async == ncclRemoteError, "async error %d", async);
 	}
-	pthread_barrier_wait(&sync_all);
+	sync_point();
 	double t0 = now();
 	OK(ncclMemFree(in));
 	OK(ncclMemFree(out));
@@ -231,20 +251,63 @@ static void *rank_main(void *arg) {
 	return NULL;
 }
 
-int main(int argc, char **argv) {
-	if (argc != 3) return 2;
-	accel = strcmp(argv[1], "accel") == 0;
-	world = atoi(argv[2]);
+static void hex(const unsigned char *b, size_t n, char *out) {
+	for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+static void unhex(const char *s, unsigned char *b, size_t n) {
+	for (size_t i = 0; i < n; i++) sscanf(s + 2 * i, "%2hhx", &b[i]);
+}
+
+// findMock binds mockNcclCalls once the library has loaded the mock.
+static void findMock(void) {
 	void *mock = dlopen(getenv("INTRANODE_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-	OK(ncclGetUniqueId(&uid)); // loads the real (mock) library
-	if (mock == NULL) mock = dlopen(getenv("INTRANODE_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
 	CHECK(mock != NULL, "the mock NCCL is not loaded");
 	calls = (int (*)(const char *))dlsym(mock, "mockNcclCalls");
 	CHECK(calls != NULL, "mockNcclCalls");
-	pthread_barrier_init(&sync_all, NULL, world);
-	pthread_t t[MAXW];
-	for (int r = 0; r < world; r++) pthread_create(&t[r], NULL, rank_main, (void *)(long)r);
-	for (int r = 0; r < world; r++) pthread_join(t[r], NULL);
+}
+
+int main(int argc, char **argv) {
+	if (argc == 6 && strcmp(argv[1], "child") == 0) {
+		procs = 1;
+		accel = strcmp(argv[2], "procs-accel") == 0;
+		world = atoi(argv[4]);
+		unhex(argv[5], (unsigned char *)uid.internal, sizeof uid.internal);
+		int v;
+		OK(ncclGetVersion(&v)); // loads the real (mock) library
+		findMock();
+		rank_main((void *)(long)atoi(argv[3]));
+		return 0;
+	}
+	if (argc != 3) return 2;
+	procs = strncmp(argv[1], "procs-", 6) == 0;
+	accel = strcmp(argv[1], procs ? "procs-accel" : "accel") == 0;
+	world = atoi(argv[2]);
+	CHECK(world >= 1 && world <= MAXW, "world %d", world);
+	OK(ncclGetUniqueId(&uid)); // loads the real (mock) library
+	findMock();
+	if (procs) {
+		char id[2 * sizeof uid.internal + 1], rs[16], ws[16];
+		hex((const unsigned char *)uid.internal, sizeof uid.internal, id);
+		snprintf(ws, sizeof ws, "%d", world);
+		pid_t pids[MAXW];
+		for (int r = 1; r < world; r++) {
+			snprintf(rs, sizeof rs, "%d", r);
+			char *args[] = {argv[0], "child", argv[1], rs, ws, id, NULL};
+			CHECK(posix_spawn(&pids[r], argv[0], NULL, NULL, args, environ) == 0, "spawn rank %d", r);
+		}
+		rank_main((void *)0L);
+		for (int r = 1; r < world; r++) {
+			int st;
+			CHECK(waitpid(pids[r], &st, 0) == pids[r], "wait rank %d", r);
+			CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d exited with status %d", r, st);
+		}
+	} else {
+		pthread_barrier_init(&sync_all, NULL, world);
+		pthread_t t[MAXW];
+		for (int r = 0; r < world; r++) pthread_create(&t[r], NULL, rank_main, (void *)(long)r);
+		for (int r = 0; r < world; r++) pthread_join(t[r], NULL);
+	}
 	printf("ok\n");
 	return 0;
 }

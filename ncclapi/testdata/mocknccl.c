@@ -1,41 +1,55 @@
 // mocknccl.c: a CPU stand-in for libnccl.so.2 behind the NCCL-API
-// library's tests. Ranks are threads of one process; buffers are host
-// memory (the fake backend's device memory is host memory); every call is
+// library's tests. Ranks are threads of one process or processes: a
+// group's state lives in POSIX shared memory named from its unique id,
+// with a process-shared mutex and condition, and every collective passes
+// its data through the group's staging area there. Buffers are host memory
+// (the fake backend's device memory is host memory); every call is
 // synchronous. It runs int8, int32 and float32 collectives (sum, max, min;
 // avg on float32), send/receive in groups, splits, and counts every call
-// by name for mockNcclCalls, so a test can tell what reached NCCL.
+// by name for mockNcclCalls (per process), so a test can tell what reached
+// NCCL.
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef struct { char internal[128]; } ncclUniqueId;
-enum { MAXR = 8, MAGIC = 0x6e63636c, NAMES = 64 };
+enum { MAXR = 8, MAGIC = 0x6e63636c, NAMES = 64, STAGE = 1 << 20, P2P = 64 << 10 };
 
+// group is one communicator's shared state.
 struct group {
-	char id[128];
-	int nranks, joined, arrived, aborted;
+	int ready; // set once the creator has initialised the rest
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int nranks, joined, arrived, aborted, refs;
 	unsigned long gen;
-	const void *send[MAXR];
 	int color[MAXR], key[MAXR];
-	const void *to[MAXR][MAXR];
-	size_t tobytes[MAXR][MAXR];
-	struct group *next;
+	char stage[MAXR][STAGE];
+	size_t p2pbytes[MAXR][MAXR];
+	char p2p[MAXR][MAXR][P2P];
 };
 
 struct comm {
 	int magic, rank, device;
 	struct group *g;
+	char name[64];
 };
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static struct group *groups;
-static unsigned char ids;
+// This process's mappings of groups, by shared-memory name.
+static pthread_mutex_t local = PTHREAD_MUTEX_INITIALIZER;
+static struct mapping { char name[64]; struct group *g; struct mapping *next; } *mappings;
+static unsigned ids;
 static struct { const char *name; int n; } counts[NAMES];
 
 static void count(const char *name) {
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&local);
 	for (int i = 0; i < NAMES; i++) {
 		if (counts[i].name == NULL) counts[i].name = name;
 		if (strcmp(counts[i].name, name) == 0) {
@@ -43,16 +57,16 @@ static void count(const char *name) {
 			break;
 		}
 	}
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&local);
 }
 
-// mockNcclCalls returns how many times name was called.
+// mockNcclCalls returns how many times this process called name.
 int mockNcclCalls(const char *name) {
 	int n = 0;
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&local);
 	for (int i = 0; i < NAMES && counts[i].name != NULL; i++)
 		if (strcmp(counts[i].name, name) == 0) n = counts[i].n;
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&local);
 	return n;
 }
 
@@ -60,59 +74,112 @@ int ncclGetVersion(int *v) { count("ncclGetVersion"); *v = 22809; return 0; }
 
 int ncclGetUniqueId(ncclUniqueId *id) {
 	count("ncclGetUniqueId");
-	pthread_mutex_lock(&mu);
-	memset(id->internal, 7, sizeof(id->internal));
-	id->internal[127] = (char)++ids;
-	pthread_mutex_unlock(&mu);
+	memset(id->internal, 0, sizeof(id->internal));
+	pthread_mutex_lock(&local);
+	unsigned n = ++ids;
+	pthread_mutex_unlock(&local);
+	snprintf(id->internal, sizeof(id->internal), "%d-%ld-%u", (int)getpid(), (long)time(NULL), n);
 	return 0;
 }
 
-static struct group *join(const char *id, int nranks) {
-	struct group *g = groups;
-	while (g != NULL && memcmp(g->id, id, sizeof(g->id)) != 0) g = g->next;
-	if (g == NULL) {
-		g = calloc(1, sizeof(*g));
-		memcpy(g->id, id, sizeof(g->id));
-		g->nranks = nranks;
-		g->next = groups;
-		groups = g;
+// shmName names the shared memory of the group an id names.
+static void shmName(const char *id, char *out) {
+	uint64_t h = 1469598103934665603ULL;
+	for (int i = 0; i < 128; i++) h = (h ^ (unsigned char)id[i]) * 1099511628211ULL;
+	snprintf(out, 64, "/mocknccl-%016llx", (unsigned long long)h);
+}
+
+// join maps (creating it if it is the first) the group an id names.
+static struct group *join(const char *id, int nranks, char *name) {
+	shmName(id, name);
+	pthread_mutex_lock(&local);
+	for (struct mapping *m = mappings; m != NULL; m = m->next) {
+		if (strcmp(m->name, name) == 0) {
+			pthread_mutex_unlock(&local);
+			return m->g;
+		}
 	}
+	int created = 1;
+	int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0) {
+		created = 0;
+		fd = shm_open(name, O_RDWR, 0600);
+	}
+	struct group *g = NULL;
+	if (fd >= 0 && (!created || ftruncate(fd, sizeof(struct group)) == 0)) {
+		// An opener may come before the creator's ftruncate: wait for it.
+		struct stat st;
+		for (int i = 0; i < 10000 && fstat(fd, &st) == 0 && (size_t)st.st_size < sizeof(struct group); i++) usleep(100);
+		void *p = mmap(NULL, sizeof(struct group), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p != MAP_FAILED) g = p;
+	}
+	if (fd >= 0) close(fd);
+	if (g != NULL && created) {
+		pthread_mutexattr_t ma;
+		pthread_condattr_t ca;
+		pthread_mutexattr_init(&ma);
+		pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+		pthread_condattr_init(&ca);
+		pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+		pthread_mutex_init(&g->mu, &ma);
+		pthread_cond_init(&g->cv, &ca);
+		g->nranks = nranks;
+		__atomic_store_n(&g->ready, 1, __ATOMIC_RELEASE);
+	}
+	while (g != NULL && !__atomic_load_n(&g->ready, __ATOMIC_ACQUIRE)) usleep(100);
+	if (g != NULL) {
+		struct mapping *m = calloc(1, sizeof(*m));
+		strcpy(m->name, name);
+		m->g = g;
+		m->next = mappings;
+		mappings = m;
+	}
+	pthread_mutex_unlock(&local);
 	return g;
+}
+
+static struct comm *newComm(struct group *g, const char *name, int rank, int device) {
+	struct comm *c = calloc(1, sizeof(*c));
+	c->magic = MAGIC;
+	c->g = g;
+	c->rank = rank;
+	c->device = device;
+	strcpy(c->name, name);
+	return c;
+}
+
+// barrier waits, with g->mu held, for every rank of g; nonzero if aborted.
+static int barrier(struct group *g) {
+	unsigned long gen = g->gen;
+	if (++g->arrived == g->nranks) {
+		g->arrived = 0;
+		g->gen++;
+		pthread_cond_broadcast(&g->cv);
+		return 0;
+	}
+	while (gen == g->gen && !g->aborted) pthread_cond_wait(&g->cv, &g->mu);
+	return gen == g->gen;
 }
 
 int ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
 	count("ncclCommInitRank");
 	*out = NULL;
 	if (nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks) return 4;
-	pthread_mutex_lock(&mu);
-	struct group *g = join(id.internal, nranks);
+	char name[64];
+	struct group *g = join(id.internal, nranks, name);
+	if (g == NULL) return 2;
+	pthread_mutex_lock(&g->mu);
 	if (g->nranks != nranks || g->joined >= nranks) {
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&g->mu);
 		return 5;
 	}
-	if (++g->joined == nranks) pthread_cond_broadcast(&cv);
-	while (g->joined < nranks) pthread_cond_wait(&cv, &mu);
-	pthread_mutex_unlock(&mu);
-	struct comm *c = calloc(1, sizeof(*c));
-	c->magic = MAGIC;
-	c->g = g;
-	c->rank = rank;
-	c->device = rank;
-	*out = c;
+	g->joined++;
+	g->refs++;
+	int r = barrier(g);
+	pthread_mutex_unlock(&g->mu);
+	if (r) return 3;
+	*out = newComm(g, name, rank, rank);
 	return 0;
-}
-
-// barrier waits, with mu held, for every rank of g; nonzero if aborted.
-static int barrier(struct group *g) {
-	unsigned long gen = g->gen;
-	if (++g->arrived == g->nranks) {
-		g->arrived = 0;
-		g->gen++;
-		pthread_cond_broadcast(&cv);
-		return 0;
-	}
-	while (gen == g->gen && !g->aborted) pthread_cond_wait(&cv, &mu);
-	return gen == g->gen;
 }
 
 static int ok(struct comm *c) { return c != NULL && c->magic == MAGIC; }
@@ -122,12 +189,12 @@ int ncclCommSplit(struct comm *c, int color, int key, struct comm **out, void *c
 	count("ncclCommSplit");
 	*out = NULL;
 	if (!ok(c)) return 5;
-	pthread_mutex_lock(&mu);
 	struct group *g = c->g;
+	pthread_mutex_lock(&g->mu);
 	g->color[c->rank] = color;
 	g->key[c->rank] = key;
 	if (barrier(g)) {
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&g->mu);
 		return 3;
 	}
 	int n = 0, rank = 0;
@@ -137,20 +204,16 @@ int ncclCommSplit(struct comm *c, int color, int key, struct comm **out, void *c
 		if (g->key[r] < key || (g->key[r] == key && r < c->rank)) rank++;
 	}
 	char id[128];
-	memcpy(id, g->id, sizeof id);
-	id[0] ^= (char)(color + 1);
-	id[1] ^= (char)g->gen;
-	struct group *ng = color < 0 ? NULL : join(id, n);
+	memset(id, 0, sizeof id);
+	snprintf(id, sizeof id, "%s/split%lu/color%d", c->name, g->gen, color);
 	barrier(g);
-	pthread_mutex_unlock(&mu);
-	if (ng == NULL) return 0;
-	struct comm *nc = calloc(1, sizeof(*nc));
-	nc->magic = MAGIC;
-	nc->g = ng;
-	nc->rank = rank;
-	nc->device = c->device;
-	*out = nc;
-	return 0;
+	pthread_mutex_unlock(&g->mu);
+	if (color < 0) return 0;
+	ncclUniqueId nid;
+	memcpy(nid.internal, id, sizeof id);
+	int r = ncclCommInitRank(out, n, nid, rank);
+	if (r == 0) (*out)->device = c->device;
+	return r;
 }
 
 int ncclCommGetAsyncError(struct comm *c, int *state);
@@ -185,12 +248,12 @@ static void put(int dtype, void *p, size_t i, double v) {
 	((float *)p)[i] = (float)v;
 }
 
-// reduce folds element base+i of every rank's send into tmp[i].
-static void reduce(struct group *g, int dtype, int op, size_t base, size_t count_, void *tmp) {
-	for (size_t i = 0; i < count_; i++) {
-		double acc = get(dtype, g->send[0], base + i);
+// reduce folds element base+i of every rank's stage into tmp[i].
+static void reduce(struct group *g, int dtype, int op, size_t base, size_t n, void *tmp) {
+	for (size_t i = 0; i < n; i++) {
+		double acc = get(dtype, g->stage[0], base + i);
 		for (int r = 1; r < g->nranks; r++) {
-			double x = get(dtype, g->send[r], base + i);
+			double x = get(dtype, g->stage[r], base + i);
 			acc = (op == 0 || op == 4) ? acc + x : op == 2 ? (x > acc ? x : acc) : (x < acc ? x : acc);
 		}
 		if (op == 4) acc /= g->nranks;
@@ -198,44 +261,48 @@ static void reduce(struct group *g, int dtype, int op, size_t base, size_t count
 	}
 }
 
-static int enter(const char *name, struct comm *c, int dtype, int op) {
+// enter checks a collective whose rank stages bytes and takes the group's
+// lock.
+static int enter(const char *name, struct comm *c, int dtype, int op, size_t bytes) {
 	count(name);
 	if (!ok(c)) return 5;
 	if (size_of(dtype) == 0 || op < 0 || op > 4 || op == 1 || (op == 4 && dtype != 7)) return 4;
-	pthread_mutex_lock(&mu);
+	if (bytes > STAGE) return 4;
+	pthread_mutex_lock(&c->g->mu);
 	return 0;
+}
+
+// finish copies tmp to recv after the second barrier and unlocks.
+static int finish(struct comm *c, void *recv, void *tmp, size_t bytes) {
+	int r = barrier(c->g);
+	pthread_mutex_unlock(&c->g->mu);
+	if (r == 0 && recv != NULL) memcpy(recv, tmp, bytes);
+	free(tmp);
+	return r ? 3 : 0;
 }
 
 int ncclAllReduce(const void *send, void *recv, size_t n, int dtype, int op, struct comm *c, void *stream) {
 	(void)stream;
-	int r = enter("ncclAllReduce", c, dtype, op);
+	size_t bytes = n * size_of(dtype);
+	int r = enter("ncclAllReduce", c, dtype, op, bytes);
 	if (r) return r;
 	struct group *g = c->g;
-	g->send[c->rank] = send;
-	barrier(g);
-	void *tmp = malloc(n * 4 + 1);
-	reduce(g, dtype, op, 0, n, tmp);
-	barrier(g);
-	memcpy(recv, tmp, n * size_of(dtype));
-	free(tmp);
-	pthread_mutex_unlock(&mu);
-	return 0;
+	memcpy(g->stage[c->rank], send, bytes);
+	void *tmp = malloc(bytes + 1);
+	if (barrier(g) == 0) reduce(g, dtype, op, 0, n, tmp);
+	return finish(c, recv, tmp, bytes);
 }
 
 int ncclReduceScatter(const void *send, void *recv, size_t n, int dtype, int op, struct comm *c, void *stream) {
 	(void)stream;
-	int r = enter("ncclReduceScatter", c, dtype, op);
+	size_t bytes = n * size_of(dtype);
+	int r = enter("ncclReduceScatter", c, dtype, op, bytes * (ok(c) ? c->g->nranks : 1));
 	if (r) return r;
 	struct group *g = c->g;
-	g->send[c->rank] = send;
-	barrier(g);
-	void *tmp = malloc(n * 4 + 1);
-	reduce(g, dtype, op, (size_t)c->rank * n, n, tmp);
-	barrier(g);
-	memcpy(recv, tmp, n * size_of(dtype));
-	free(tmp);
-	pthread_mutex_unlock(&mu);
-	return 0;
+	memcpy(g->stage[c->rank], send, bytes * g->nranks);
+	void *tmp = malloc(bytes + 1);
+	if (barrier(g) == 0) reduce(g, dtype, op, (size_t)c->rank * n, n, tmp);
+	return finish(c, recv, tmp, bytes);
 }
 
 static __thread int grouped;
@@ -245,37 +312,28 @@ int ncclAllGather(const void *send, void *recv, size_t n, int dtype, struct comm
 	// Real NCCL defers a collective issued inside a group to its end: a
 	// caller that waits for it there waits forever. Count such calls.
 	if (grouped) count("ncclAllGather in a group");
-	int r = enter("ncclAllGather", c, dtype, 0);
+	size_t bytes = n * size_of(dtype);
+	int r = enter("ncclAllGather", c, dtype, 0, bytes);
 	if (r) return r;
 	struct group *g = c->g;
-	size_t bytes = n * size_of(dtype);
-	void *mine = malloc(bytes + 1);
-	memcpy(mine, send, bytes);
-	g->send[c->rank] = mine;
-	barrier(g);
-	for (int q = 0; q < g->nranks; q++) memcpy((char *)recv + (size_t)q * bytes, g->send[q], bytes);
-	barrier(g);
-	free(mine);
-	pthread_mutex_unlock(&mu);
-	return 0;
+	memcpy(g->stage[c->rank], send, bytes);
+	char *tmp = malloc(bytes * g->nranks + 1);
+	if (barrier(g) == 0)
+		for (int q = 0; q < g->nranks; q++) memcpy(tmp + (size_t)q * bytes, g->stage[q], bytes);
+	return finish(c, recv, tmp, bytes * g->nranks);
 }
 
 int ncclBroadcast(const void *send, void *recv, size_t n, int dtype, int root, struct comm *c, void *stream) {
 	(void)stream;
-	int r = enter("ncclBroadcast", c, dtype, 0);
+	size_t bytes = n * size_of(dtype);
+	if (ok(c) && (root < 0 || root >= c->g->nranks)) return 4;
+	int r = enter("ncclBroadcast", c, dtype, 0, bytes);
 	if (r) return r;
 	struct group *g = c->g;
-	if (root < 0 || root >= g->nranks) {
-		pthread_mutex_unlock(&mu);
-		return 4;
-	}
-	g->send[c->rank] = send;
-	barrier(g);
-	if (c->rank != root) memcpy(recv, g->send[root], n * size_of(dtype));
-	barrier(g);
-	if (c->rank == root && recv != send) memcpy(recv, send, n * size_of(dtype));
-	pthread_mutex_unlock(&mu);
-	return 0;
+	if (c->rank == root) memcpy(g->stage[root], send, bytes);
+	char *tmp = malloc(bytes + 1);
+	if (barrier(g) == 0) memcpy(tmp, g->stage[root], bytes);
+	return finish(c, recv, tmp, bytes);
 }
 
 // Groups of sends and receives, per thread.
@@ -289,10 +347,12 @@ int ncclSend(const void *buf, size_t n, int dtype, int peer, struct comm *c, voi
 	(void)stream;
 	count("ncclSend");
 	if (!ok(c) || !grouped || peer < 0 || peer >= c->g->nranks || size_of(dtype) == 0) return 5;
-	pthread_mutex_lock(&mu);
-	c->g->to[c->rank][peer] = buf;
-	c->g->tobytes[c->rank][peer] = n * size_of(dtype);
-	pthread_mutex_unlock(&mu);
+	size_t bytes = n * size_of(dtype);
+	if (bytes > P2P) return 4;
+	pthread_mutex_lock(&c->g->mu);
+	memcpy(c->g->p2p[c->rank][peer], buf, bytes);
+	c->g->p2pbytes[c->rank][peer] = bytes;
+	pthread_mutex_unlock(&c->g->mu);
 	gcomm = c;
 	return 0;
 }
@@ -314,27 +374,31 @@ int ncclGroupEnd(void) {
 	if (grouped == 0) return 5;
 	if (--grouped > 0 || gcomm == NULL) return 0;
 	struct group *g = gcomm->g;
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&g->mu);
 	int r = barrier(g);
 	if (r == 0) {
-		for (int i = 0; i < nrecvs; i++) memcpy(recvs[i].buf, g->to[recvs[i].peer][gcomm->rank], recvs[i].bytes);
+		for (int i = 0; i < nrecvs; i++) memcpy(recvs[i].buf, g->p2p[recvs[i].peer][gcomm->rank], recvs[i].bytes);
 		r = barrier(g);
 	}
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&g->mu);
 	nrecvs = 0;
 	gcomm = NULL;
 	return r == 0 ? 0 : 3;
 }
 
+// release ends a communicator; the last of a group unlinks its memory.
 static int release(const char *name, struct comm *c) {
 	count(name);
 	if (c == NULL) return 0;
 	if (c->magic != MAGIC) return 5;
-	pthread_mutex_lock(&mu);
 	c->magic = 0;
-	c->g->aborted = strcmp(name, "ncclCommAbort") == 0;
-	pthread_cond_broadcast(&cv);
-	pthread_mutex_unlock(&mu);
+	struct group *g = c->g;
+	pthread_mutex_lock(&g->mu);
+	if (strcmp(name, "ncclCommAbort") == 0) g->aborted = 1;
+	int last = --g->refs == 0;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+	if (last) shm_unlink(c->name);
 	return 0;
 }
 
