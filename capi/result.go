@@ -8,7 +8,8 @@ import (
 )
 
 // Result is a result code of the C interface (intranodeResult_t). The
-// values are part of the ABI and never change.
+// values are part of the ABI and never change; their words are
+// intranodeGetErrorString's (cabi/lasterror.c).
 type Result int32
 
 // Result codes, as include/intranode.h declares them.
@@ -25,28 +26,6 @@ const (
 	Internal        Result = 9
 	Mismatch        Result = 10
 )
-
-var resultNames = map[Result]string{
-	Success:         "success",
-	InvalidArgument: "invalid argument",
-	NotSupported:    "not supported",
-	Unavailable:     "unavailable",
-	Timeout:         "timeout",
-	OutOfMemory:     "out of memory",
-	NotFound:        "not found",
-	Closed:          "closed",
-	PeerFailed:      "peer failed",
-	Internal:        "internal error",
-	Mismatch:        "ranks made different calls",
-}
-
-// String names the code (intranodeGetErrorString).
-func (r Result) String() string {
-	if s, ok := resultNames[r]; ok {
-		return s
-	}
-	return "unknown result code"
-}
 
 // ResultOf maps an error to its code: Success for nil, Mismatch for calls
 // that differ across ranks, otherwise the backend code the error carries.

@@ -70,12 +70,11 @@ var loadSettings = sync.OnceValue(func() settings {
 
 // state is what the library knows of one NCCL communicator.
 type state struct {
-	mu   sync.Mutex
-	comm *capi.Comm // nil until bootstrapped
-	off  string     // why it is not accelerated, for good
-	// formed is comm once bootstrapped, for readers that must not wait
-	// for mu (the watchdog's ncclCommGetAsyncError).
-	formed atomic.Pointer[capi.Comm]
+	mu  sync.Mutex // serialises the bootstrap and the calls
+	off string     // why it is not accelerated, for good
+	// comm is intranode's comm once bootstrapped; readers that must not
+	// wait for mu (the watchdog's ncclCommGetAsyncError) load it too.
+	comm atomic.Pointer[capi.Comm]
 }
 
 // comms is the registry of the communicators seen, by NCCL handle.
@@ -170,7 +169,8 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 	if st.off != "" {
 		return forward
 	}
-	if st.comm == nil {
+	cm := st.comm.Load()
+	if cm == nil {
 		if C.intranode_stream_capturing(c.stream) != 0 {
 			// The bootstrap synchronizes; it waits for a call outside capture.
 			if set.trace {
@@ -185,22 +185,22 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 			go dumpIfSlow(done, set.log)
 		}
 		start := time.Now()
-		cm, err := bootstrap(c.comm, set)
+		var err error
+		cm, err = bootstrap(c.comm, set)
 		if err != nil {
 			st.off = err.Error()
 			C.intranode_set_state(c.comm, 1)
 			set.log.Info("not accelerated", "comm", fmt.Sprintf("%#x", comm), "why", st.off, "took", time.Since(start))
 			return forward
 		}
-		st.comm = cm
-		st.formed.Store(cm)
+		st.comm.Store(cm)
 		C.intranode_set_state(c.comm, 2)
 		set.log.Info("accelerated", "comm", fmt.Sprintf("%#x", comm), "rank", cm.Rank(), "nranks", cm.World(),
 			"device", cm.Device(), "bootstrap", time.Since(start))
 	}
 	call := capi.Call{Op: op, Send: uintptr(c.send), Recv: uintptr(c.recv), Count: uint64(c.count), DType: dt, Red: red,
 		Root: int(c.root), Stream: uintptr(c.stream)}
-	algo, err := st.comm.Select(call)
+	algo, err := cm.Select(call)
 	if err != nil {
 		return ncclResult(err)
 	}
@@ -211,13 +211,13 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 		return forward
 	}
 	ctx := context.Background()
-	if err := st.comm.Run(ctx, call, algo); err != nil {
+	if err := cm.Run(ctx, call, algo); err != nil {
 		return ncclResult(err)
 	}
-	if !st.comm.NativeStreams() {
+	if !cm.NativeStreams() {
 		// No runtime stream the caller could wait on: the call completes
 		// before it returns.
-		if err := st.comm.SyncStream(ctx, 0); err != nil {
+		if err := cm.SyncStream(ctx, 0); err != nil {
 			return ncclResult(err)
 		}
 	}
@@ -242,12 +242,10 @@ func intranodeNcclCommGone(comm C.ncclComm_t) {
 	C.intranode_set_state(comm, 0) // the handle may be reused for a new communicator
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.formed.Store(nil)
-	if st.comm != nil {
-		if err := st.comm.Destroy(); err != nil {
+	if cm := st.comm.Swap(nil); cm != nil {
+		if err := cm.Destroy(); err != nil {
 			loadSettings().log.Info("releasing the comm", "err", err)
 		}
-		st.comm = nil
 	}
 }
 
@@ -262,7 +260,7 @@ func intranodeNcclAsyncError(comm C.ncclComm_t) C.int {
 	if st == nil {
 		return C.ncclSuccess
 	}
-	cm := st.formed.Load()
+	cm := st.comm.Load()
 	if cm == nil {
 		return C.ncclSuccess
 	}
