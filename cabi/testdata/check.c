@@ -6,7 +6,7 @@
 //
 //	check threads WORLD
 //	check procs WORLD          (rank 0; starts the others as below)
-//	check rank RANK WORLD HEXID
+//	check child procs RANK WORLD HEXID
 //	check nccl WORLD           threads, each communicator made over a
 //	                           communicator of the NCCL that
 //	                           INTRANODE_NCCL_LIBRARY names
@@ -15,37 +15,14 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <dlfcn.h>
-#include <spawn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "intranode.h"
 
-extern char **environ;
+#define LAST_ERROR() intranodeGetLastError()
+#include "../../internal/ctest/check.h"
 
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, " (last error: %s)\n",                 \
-			        intranodeGetLastError());                      \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
-
-#define OK(call)                                                               \
-	do {                                                                   \
-		intranodeResult_t r_ = (call);                                 \
-		CHECK(r_ == intranodeSuccess, "%s returned %d (%s)", #call,    \
-		      (int)r_, intranodeGetErrorString(r_));                   \
-	} while (0)
-
-enum { COUNT = 1001, MAXW = 8 };
+enum { COUNT = 1001 };
 
 static intranodeUniqueId uid;
 static int world;
@@ -58,12 +35,6 @@ static int (*ncclDestroy)(void *comm);
 
 // value is rank r's input element i: small integers, exact in float.
 static float value(int r, int i) { return (float)((i * 7 + r * 13) % 61 - 30); }
-
-static double now(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 // collectives runs every collective in place and out of place.
 static void collectives(intranodeComm_t comm, int rank, void *stream) {
@@ -224,23 +195,17 @@ static void *rank_main(void *arg) {
 	return NULL;
 }
 
-static void hex(const unsigned char *b, size_t n, char *out) {
-	for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
-}
-
-static void unhex(const char *s, unsigned char *b, size_t n) {
-	for (size_t i = 0; i < n; i++) sscanf(s + 2 * i, "%2hhx", &b[i]);
-}
+static void rank0(void) { rank_main((void *)0L); }
 
 int main(int argc, char **argv) {
 	if (argc < 3) {
-		fprintf(stderr, "usage: check threads|procs|nccl WORLD | check rank RANK WORLD HEXID\n");
+		fprintf(stderr, "usage: check threads|procs|nccl WORLD | check child procs RANK WORLD HEXID\n");
 		return 2;
 	}
-	if (strcmp(argv[1], "rank") == 0) {
-		world = atoi(argv[3]);
-		unhex(argv[4], (unsigned char *)uid.internal, sizeof uid.internal);
-		rank_main((void *)(long)atoi(argv[2]));
+	if (argc == 6 && strcmp(argv[1], "child") == 0) {
+		world = atoi(argv[4]);
+		unhex(argv[5], (unsigned char *)uid.internal, sizeof uid.internal);
+		rank_main((void *)(long)atoi(argv[3]));
 		return 0;
 	}
 	world = atoi(argv[2]);
@@ -274,21 +239,7 @@ int main(int argc, char **argv) {
 		for (int r = 0; r < world; r++) CHECK(pthread_create(&t[r], NULL, rank_main, (void *)(long)r) == 0, "thread");
 		for (int r = 0; r < world; r++) pthread_join(t[r], NULL);
 	} else {
-		char id[2 * sizeof uid.internal + 1], rs[16], ws[16];
-		hex((const unsigned char *)uid.internal, sizeof uid.internal, id);
-		snprintf(ws, sizeof ws, "%d", world);
-		pid_t pids[MAXW];
-		for (int r = 1; r < world; r++) {
-			snprintf(rs, sizeof rs, "%d", r);
-			char *args[] = {argv[0], "rank", rs, ws, id, NULL};
-			CHECK(posix_spawn(&pids[r], argv[0], NULL, NULL, args, environ) == 0, "spawn rank %d", r);
-		}
-		rank_main((void *)0L);
-		for (int r = 1; r < world; r++) {
-			int st;
-			CHECK(waitpid(pids[r], &st, 0) == pids[r], "wait rank %d", r);
-			CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d exited with status %d", r, st);
-		}
+		run_procs(argv[0], "procs", world, uid.internal, sizeof uid.internal, rank0);
 	}
 	printf("ok\n");
 	return 0;

@@ -15,16 +15,9 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
-#include <spawn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 
 #include "../nccl_decl.h"
 
-extern char **environ;
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclGetVersion(int *version);
@@ -47,22 +40,10 @@ ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 const char *ncclGetLastError(ncclComm_t comm);
 
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, " (last error: %s)\n", ncclGetLastError(NULL)); \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
-#define OK(call)                                                               \
-	do {                                                                   \
-		ncclResult_t r_ = (call);                                      \
-		CHECK(r_ == ncclSuccess, "%s returned %d", #call, r_);         \
-	} while (0)
+#define LAST_ERROR() ncclGetLastError(NULL)
+#include "../../internal/ctest/check.h"
 
-enum { COUNT = 999, MAXW = 8 };
+enum { COUNT = 999 };
 
 static ncclUniqueId uid;
 static int world, accel, procs;
@@ -76,12 +57,6 @@ static void sync_point(void) {
 static int (*calls)(const char *);
 
 static float value(int r, int i) { return (float)((i * 7 + r * 13) % 61 - 30); }
-
-static double now(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 // reached checks, on rank 0 between barriers, how many calls of name
 // reached NCCL since the last check (want < 0: only note the count); with
@@ -251,13 +226,7 @@ static void *rank_main(void *arg) {
 	return NULL;
 }
 
-static void hex(const unsigned char *b, size_t n, char *out) {
-	for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
-}
-
-static void unhex(const char *s, unsigned char *b, size_t n) {
-	for (size_t i = 0; i < n; i++) sscanf(s + 2 * i, "%2hhx", &b[i]);
-}
+static void rank0(void) { rank_main((void *)0L); }
 
 // findMock binds mockNcclCalls once the library has loaded the mock.
 static void findMock(void) {
@@ -287,21 +256,7 @@ int main(int argc, char **argv) {
 	OK(ncclGetUniqueId(&uid)); // loads the real (mock) library
 	findMock();
 	if (procs) {
-		char id[2 * sizeof uid.internal + 1], rs[16], ws[16];
-		hex((const unsigned char *)uid.internal, sizeof uid.internal, id);
-		snprintf(ws, sizeof ws, "%d", world);
-		pid_t pids[MAXW];
-		for (int r = 1; r < world; r++) {
-			snprintf(rs, sizeof rs, "%d", r);
-			char *args[] = {argv[0], "child", argv[1], rs, ws, id, NULL};
-			CHECK(posix_spawn(&pids[r], argv[0], NULL, NULL, args, environ) == 0, "spawn rank %d", r);
-		}
-		rank_main((void *)0L);
-		for (int r = 1; r < world; r++) {
-			int st;
-			CHECK(waitpid(pids[r], &st, 0) == pids[r], "wait rank %d", r);
-			CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d exited with status %d", r, st);
-		}
+		run_procs(argv[0], argv[1], world, uid.internal, sizeof uid.internal, rank0);
 	} else {
 		pthread_barrier_init(&sync_all, NULL, world);
 		pthread_t t[MAXW];
