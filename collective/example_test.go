@@ -10,12 +10,13 @@ import (
 	"github.com/intranode/intranode/backend/fake"
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/internal/numeric"
-	_ "github.com/intranode/intranode/kernels/cpu" // the fake backend's kernels
 	"github.com/intranode/intranode/symmetric/store"
 )
 
 // Two ranks (goroutines here; processes in real jobs) form a comm on the
-// fake backend and all-reduce four floats.
+// fake backend and all-reduce four floats. The package imports nothing for
+// the fake's kernels: collective brings them, as its doc says (no test of
+// this package imports kernels/cpu, so this example fails if it does not).
 func ExampleComm_AllReduce() {
 	ctx := context.Background()
 	b, err := fake.New(fake.WithDevices(2))

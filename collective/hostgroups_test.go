@@ -15,7 +15,6 @@ import (
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/conformance"
 	"github.com/intranode/intranode/internal/numeric"
-	_ "github.com/intranode/intranode/kernels/cpu" // the fake backend's kernels
 	"github.com/intranode/intranode/symmetric/store"
 )
 
