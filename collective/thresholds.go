@@ -59,10 +59,10 @@ func (t Thresholds) Select(n int) Algo {
 // size. The tables: bf16, graph replay, µs per call (slowest rank), our
 // kernels and NCCL through the same binary in one run (`intranode bench
 // --backend cuda --graph`, docs/results/2026-11-22-h200{x2,x4}-final and,
-// for world 2, docs/results/2026-11-22-session3-h200x2/runC):
+// for world 2, docs/results/2026-11-22-h200x2-b/runC):
 //
 // cuda, world 2, 2×H200 (early launch, warm graph replays, wide pipeline on
-// 128 blocks: docs/results/2026-11-22-session3-h200x2/runG):
+// 128 blocks: docs/results/2026-11-22-h200x2-b/runG):
 //
 //	bytes     1K    4K    16K   64K   256K  1M    2M    4M    16M   64M    256M
 //	oneshot   2.87  3.04  3.74  3.95  4.82  7.94  11.85 19.88
@@ -73,7 +73,7 @@ func (t Thresholds) Select(n int) Algo {
 // One-shot to 2 MiB, Pipeline above (any size: it needs no buffer); NCCL
 // is never faster.
 //
-// cuda, world 4, 4×H200 (third session, docs/results/2026-11-22-session3-h200x4;
+// cuda, world 4, 4×H200 (2026-11-22, docs/results/2026-11-22-h200x4;
 // the pipeline pushes everything to every peer and loses to NCCL from 64 KiB):
 //
 //	bytes    1K    4K    16K   64K   256K  1M    4M    16M
@@ -82,7 +82,7 @@ func (t Thresholds) Select(n int) Algo {
 //	NCCL     10.12 10.69 11.44 11.52 12.31 19.57 40.58 97.99
 //
 // cuda, world 8, 8×H200 (NVSwitch), one run
-// (docs/results/2026-11-22-session2-h200x8; the one-shot at 4K and NCCL at
+// (docs/results/2026-11-22-h200x8; the one-shot at 4K and NCCL at
 // 1K are single-run outliers against their neighbours):
 //
 //	bytes    1K    4K    16K   64K   256K  1M    4M
@@ -96,7 +96,7 @@ func (t Thresholds) Select(n int) Algo {
 // fake, world 2 processes, bf16, 2-core development machine, 2026-11-26
 // (vector loops; the Go one-shot's LL path up to 1 KiB, push
 // above; `intranode bench --algo oneshot,twoshot,pipeline,auto --replays
-// 15`, two runs, docs/results/2026-11-26-session13-fake/bench-algos-*.txt;
+// 15`, two runs, docs/results/2026-11-26-fake-e/bench-algos-*.txt;
 // the first row of a run, 1 KiB one-shot, carries the run's start-up):
 //
 //	bytes      1K         4K        16K         64K         256K          1M            4M
@@ -113,7 +113,7 @@ func (t Thresholds) Select(n int) Algo {
 // The data-movement collectives, cuda, world 2, 2×H100, graph replay, bf16,
 // µs per call, nccl-tests sizes, the Direct kernels (copy in, barrier, read
 // the peers' buffers, barrier) against NCCL in the same run
-// (docs/results/2026-11-25-session6-h100x2, run C):
+// (docs/results/2026-11-25-h100x2-a, run C):
 //
 //	bytes            1K    16K   256K  1M    4M    16M   64M    256M
 //	reduce_scatter   9.25  8.88  9.78  11.17 16.68 51.52 203.00 793.83
@@ -129,7 +129,7 @@ func (t Thresholds) Select(n int) Algo {
 // where NCCL's LL protocol takes 5–7. The push path (one barrier, each
 // rank writing straight into its peers' slots, up to OneShotPushMax per
 // block) took the small sizes to 5–6 µs (run 1 of
-// docs/results/2026-11-25-session7-h100x2, same kind of host):
+// docs/results/2026-11-25-h100x2-b, same kind of host):
 //
 //	bytes            1K    16K   256K  1M    4M    16M   64M    256M
 //	reduce_scatter   5.20  5.19  7.14  7.76  12.90 41.43 162.25 636.54
@@ -147,8 +147,8 @@ func (t Thresholds) Select(n int) Algo {
 // bytes per second, except reduce-scatter up to 64 MiB. The windows below
 // take the kernels where they were not slower.
 //
-// The LL path (no barrier, up to OneShotLLMax per block) on 2×H200, ninth
-// session (docs/results/2026-11-26-session9-h200x2/run2, bench-movers.txt),
+// The LL path (no barrier, up to OneShotLLMax per block) on 2×H200,
+// 2026-11-26 (docs/results/2026-11-26-h200x2/run2, bench-movers.txt),
 // the kernels against NCCL in the same run:
 //
 //	bytes            1K    16K   256K  1M    4M    16M   64M    256M
@@ -166,8 +166,8 @@ func (t Thresholds) Select(n int) Algo {
 // 1 MiB) to 64 MiB (reduce-scatter), 16 MiB (all-gather, all-to-all) and
 // 4 MiB (broadcast).
 //
-// cuda, world 4, 4×H200 NV18, graph replay, bf16, µs per call, eighth
-// session (docs/results/2026-11-26-session8-h200x4, bench-movers.txt),
+// cuda, world 4, 4×H200 NV18, graph replay, bf16, µs per call,
+// 2026-11-26 (docs/results/2026-11-26-h200x4-a, bench-movers.txt),
 // the push path against NCCL in the same run:
 //
 //	bytes            1K    4K    16K   64K   256K  1M    4M    16M   64M    256M
@@ -262,7 +262,7 @@ func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.Launc
 		// These are world 2's; from three ranks on the Pipeline scatters
 		// (kernels.PipelineScatters) and a block's step is World slices of
 		// kernels.PipelineSlice, measured at 128 blocks only (4×H200,
-		// docs/results/2026-11-26-session8-h200x4).
+		// docs/results/2026-11-26-h200x4-a).
 		per = 64 << 10
 		for maxBlocks > 1 && kernels.PipelineChunk(bytes, world, maxBlocks) == 0 {
 			maxBlocks /= 2

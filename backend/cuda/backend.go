@@ -202,7 +202,7 @@ func (b *Backend) Capabilities() backend.Capability {
 // change while a process runs, and ranks that share one backend (goroutines
 // of one process) must judge the same topology. Read concurrently, NVML
 // answered one of two ranks with a matrix that made the pair unusable
-// (2×H200, docs/results/2026-11-22-session4-h200x2/runN).
+// (2×H200, docs/results/2026-11-22-h200x2-c/runN).
 func (b *Backend) LinkMatrix(ctx context.Context) (connectivity.Matrix, error) {
 	if err := b.Usable(ctx); err != nil {
 		return connectivity.Matrix{}, err

@@ -577,7 +577,7 @@ func (l *CCL) Collective(ctx context.Context, s backend.Stream, g CCLGroup, op c
 		// The communicator is then failed and never aborted:
 		// ncclCommAbort frees it under the blocked call, which crashed the
 		// process when the abort woke it (4×H200 kill trials,
-		// docs/results/2026-11-26-session8-h200x4/run5).
+		// docs/results/2026-11-26-h200x4-a/run5).
 		done := make(chan int, 1)
 		go func() { done <- enqueue() }()
 		select {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Twenty-first session, issue 18: the kernels A/B on the host served for
+# Issue 18: the kernels A/B on the host served for
 # nvidia-h200-x4. One CLI built at HEAD with -tags cuda (stripped, gzipped),
 # the kernels image before the de-duplication (c612b17) and after (HEAD, also
 # embedded). Conformance in processes at world 2 (and 4 where 4 GPUs), then
