@@ -15,6 +15,7 @@ import (
 	"github.com/intranode/intranode/connectivity"
 	"github.com/intranode/intranode/internal/closing"
 	"github.com/intranode/intranode/internal/phases"
+	"github.com/intranode/intranode/internal/pidwatch"
 	"github.com/intranode/intranode/kernels"
 	"github.com/intranode/intranode/symmetric"
 	"github.com/intranode/intranode/symmetric/store"
@@ -204,6 +205,9 @@ type handshake struct {
 	Device int    `json:"device"`
 	// Topology is the rank's topologyDigest.
 	Topology uint64 `json:"topology"`
+	// PID and PIDNamespace name the rank's process (pidwatch).
+	PID          int    `json:"pid"`
+	PIDNamespace string `json:"pid_namespace"`
 }
 
 // Rendezvous forms the group. It follows the reference's steps in order and
@@ -234,11 +238,12 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 	}
 	ctx, cancel := withDefaultTimeout(ctx, c.opts.Timeout)
 	defer cancel()
+	callerCtx := ctx // ctx is watched for the peers' exit after the handshake
 	defer func() {
 		if err != nil {
 			c.log.Debug("intra-node comm rendezvous refused", "err", err)
 			c.topo, c.hcm = connectivity.Unknown, nil
-			if !c.keepForFallback(ctx, err) {
+			if !c.keepForFallback(callerCtx, err) {
 				c.release()
 			}
 		}
@@ -274,7 +279,7 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 	}
 	defer ex.Close(ctx)
 	all, err := store.AllGatherValue(ctx, ex, encodeHandshake(handshake{Host: c.opts.Hostname, Device: c.devIndex,
-		Topology: topologyDigest(m, connectivity.ForcedFullyConnected())}))
+		Topology: topologyDigest(m, connectivity.ForcedFullyConnected()), PID: os.Getpid(), PIDNamespace: pidwatch.Namespace()}))
 	if err != nil {
 		return fmt.Errorf("collective: handshake: %w", err)
 	}
@@ -283,6 +288,18 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 	for r, raw := range all {
 		peers[r] = decodeHandshake(raw)
 	}
+	// From here on every rank has announced its process: one that exits
+	// ends the rest of the rendezvous on every other rank at once, named,
+	// instead of at the deadline.
+	var procs []pidwatch.Peer
+	for r, p := range peers {
+		if p.Host == c.opts.Hostname {
+			procs = append(procs, pidwatch.Peer{Rank: r, PID: p.PID, Namespace: p.PIDNamespace})
+		}
+	}
+	ctx, stopWatch := pidwatch.Watch(ctx, procs)
+	defer stopWatch()
+	defer func() { err = pidwatch.Cause(ctx, err) }()
 	for r, p := range peers {
 		if p.Host != peers[0].Host {
 			return fmt.Errorf("%w: rank 0 is on %q but rank %d is on %q", ErrHostMismatch, peers[0].Host, r, p.Host)

@@ -11,11 +11,16 @@ import (
 // hostLen bounds host names in the handshake (HOST_NAME_MAX is 64).
 const hostLen = 64
 
+// nsLen bounds the PID namespace's name ("pid:[4026531836]").
+const nsLen = 32
+
 // handshakeWire is the fixed-size record ranks all-gather first.
 type handshakeWire struct {
-	Host     [hostLen]byte
-	Device   int32
-	Topology uint64
+	Host         [hostLen]byte
+	Device       int32
+	Topology     uint64
+	PID          int32
+	PIDNamespace [nsLen]byte
 }
 
 func encodeHandshake(h handshake) handshakeWire {
@@ -23,15 +28,22 @@ func encodeHandshake(h handshake) handshakeWire {
 	copy(w.Host[:], h.Host)
 	w.Device = int32(h.Device)
 	w.Topology = h.Topology
+	w.PID = int32(h.PID)
+	copy(w.PIDNamespace[:], h.PIDNamespace)
 	return w
 }
 
-func decodeHandshake(w handshakeWire) handshake {
-	host := w.Host[:]
-	if i := bytes.IndexByte(host, 0); i >= 0 {
-		host = host[:i]
+// cString is b up to its first zero byte.
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
 	}
-	return handshake{Host: string(host), Device: int(w.Device), Topology: w.Topology}
+	return string(b)
+}
+
+func decodeHandshake(w handshakeWire) handshake {
+	return handshake{Host: cString(w.Host[:]), Device: int(w.Device), Topology: w.Topology, PID: int(w.PID),
+		PIDNamespace: cString(w.PIDNamespace[:])}
 }
 
 // topologyDigest fingerprints what a rank judges the group's topology

@@ -41,6 +41,8 @@ func init() {
 	register(
 		Case{Name: "faults/kill-rendezvous", MinWorld: 2, Run: caseKillRendezvous,
 			Fault: kill("killed rank during rendezvous", false)},
+		Case{Name: "faults/kill-after-handshake", MinWorld: 2, Run: caseKillAfterHandshake,
+			Fault: kill("killed rank after the handshake, in the rendezvous", false)},
 		Case{Name: "faults/kill-barrier", MinWorld: 2, Run: caseKillBarrier,
 			Fault: kill("killed rank during barrier", false)},
 		Case{Name: "faults/kill-allreduce", MinWorld: 2, Run: caseKillAllReduce,
@@ -206,15 +208,26 @@ func faultAllReduce(p FaultPlan) (collective.Algo, int) {
 // killingStore kills its process at its call number at (counted from 0),
 // just before the call reaches the store or just after it returns: a rank
 // dying at a chosen point of a store-driven rendezvous.
+// With onKey set it instead kills its process just before the first call
+// on a key containing onKey.
 type killingStore struct {
 	store.Store
 	e     *Env
 	at    int64
 	after bool
+	onKey string
 	calls atomic.Int64
 }
 
-func (s *killingStore) do(run func() error) error {
+func (s *killingStore) do(keys []string, run func() error) error {
+	if s.onKey != "" {
+		for _, k := range keys {
+			if strings.Contains(k, s.onKey) {
+				return die(s.e)
+			}
+		}
+		return run()
+	}
 	n := s.calls.Add(1) - 1
 	if n == s.at && !s.after {
 		return die(s.e)
@@ -228,42 +241,42 @@ func (s *killingStore) do(run func() error) error {
 
 // Set is Store.Set, killing the process at the chosen call.
 func (s *killingStore) Set(ctx context.Context, key string, value []byte) error {
-	return s.do(func() error { return s.Store.Set(ctx, key, value) })
+	return s.do([]string{key}, func() error { return s.Store.Set(ctx, key, value) })
 }
 
 // Get is Store.Get, killing the process at the chosen call.
 func (s *killingStore) Get(ctx context.Context, key string) (v []byte, err error) {
-	err = s.do(func() error { v, err = s.Store.Get(ctx, key); return err })
+	err = s.do([]string{key}, func() error { v, err = s.Store.Get(ctx, key); return err })
 	return v, err
 }
 
 // Wait is Store.Wait, killing the process at the chosen call.
 func (s *killingStore) Wait(ctx context.Context, keys ...string) error {
-	return s.do(func() error { return s.Store.Wait(ctx, keys...) })
+	return s.do(keys, func() error { return s.Store.Wait(ctx, keys...) })
 }
 
 // Add is Store.Add, killing the process at the chosen call.
 func (s *killingStore) Add(ctx context.Context, key string, delta int64) (n int64, err error) {
-	err = s.do(func() error { n, err = s.Store.Add(ctx, key, delta); return err })
+	err = s.do([]string{key}, func() error { n, err = s.Store.Add(ctx, key, delta); return err })
 	return n, err
 }
 
 // CompareAndSet is Store.CompareAndSet, killing the process at the chosen
 // call.
 func (s *killingStore) CompareAndSet(ctx context.Context, key string, expected, desired []byte) (v []byte, err error) {
-	err = s.do(func() error { v, err = s.Store.CompareAndSet(ctx, key, expected, desired); return err })
+	err = s.do([]string{key}, func() error { v, err = s.Store.CompareAndSet(ctx, key, expected, desired); return err })
 	return v, err
 }
 
 // Check is Store.Check, killing the process at the chosen call.
 func (s *killingStore) Check(ctx context.Context, keys ...string) (ok bool, err error) {
-	err = s.do(func() error { ok, err = s.Store.Check(ctx, keys...); return err })
+	err = s.do(keys, func() error { ok, err = s.Store.Check(ctx, keys...); return err })
 	return ok, err
 }
 
 // Delete is Store.Delete, killing the process at the chosen call.
 func (s *killingStore) Delete(ctx context.Context, key string) (ok bool, err error) {
-	err = s.do(func() error { ok, err = s.Store.Delete(ctx, key); return err })
+	err = s.do([]string{key}, func() error { ok, err = s.Store.Delete(ctx, key); return err })
 	return ok, err
 }
 
@@ -291,6 +304,38 @@ func caseKillRendezvous(ctx context.Context, e *Env) error {
 		return fmt.Errorf("the victim's rendezvous failed before it died: %w", a.err)
 	}
 	return die(e) // the rendezvous made fewer calls than planned: die at its end
+}
+
+// caseKillAfterHandshake: the victim dies once every rank has announced
+// its process in the handshake, at its first call of the symmetric
+// memory's exchange. Every survivor's rendezvous must fail because the
+// victim's process exited, naming it (the watch of the peers' processes),
+// not at its deadline for want of the victim's keys.
+func caseKillAfterHandshake(ctx context.Context, e *Env) error {
+	p := e.Plan()
+	if e.Rank == p.Victim {
+		c, err := faultComm(ctx, e, &killingStore{Store: e.Store, e: e, onKey: "symm/"})
+		if err != nil {
+			return err
+		}
+		a := try(ctx, "rendezvous", e.FaultDeadline, c.Rendezvous)
+		return fmt.Errorf("the victim's rendezvous returned (%v) without reaching the symmetric exchange", a.err)
+	}
+	c, err := faultComm(ctx, e, e.Store)
+	if err != nil {
+		return err
+	}
+	a := try(ctx, "rendezvous", e.FaultDeadline, c.Rendezvous)
+	closing, cerr := closeTimed(c)
+	a.report(e, closing)
+	if err := a.check(-1); err != nil {
+		return err
+	}
+	want := fmt.Sprintf("rank %d (process ", p.Victim)
+	if !errors.Is(a.err, backend.ErrPeerFailed) || !strings.Contains(a.err.Error(), want) {
+		return fmt.Errorf("the rendezvous failed without saying that %s… has exited: %w", want, a.err)
+	}
+	return cerr
 }
 
 // setupRendezvous creates this rank's comm and rendezvouses under the

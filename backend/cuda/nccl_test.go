@@ -95,7 +95,7 @@ func TestNCCLLoader(t *testing.T) {
 	if err != nil {
 		t.Logf("the child skips the mock NCCL: %v", err)
 	}
-	gputest.RunChildWith(t, gputest.Child{Unset: []string{"NCCL_RUNTIME_CONNECT", "NCCL_NVLS_ENABLE", EnvNCCLLibrary},
+	gputest.RunChildWith(t, gputest.Child{Unset: []string{"NCCL_RUNTIME_CONNECT", "NCCL_NVLS_ENABLE", "NCCL_SOCKET_RETRY_CNT", EnvNCCLLibrary},
 		Env: []string{envNCCLChild + "=1", envNCCLMock + "=" + mock, "NCCL_NVLS_ENABLE=1", EnvNCCLLibrary + "=" + missingNCCL}},
 		"TestNCCLLoaderChild")
 }
@@ -107,6 +107,7 @@ func TestNCCLLoaderChild(t *testing.T) {
 	b, err := Open(t.Context())
 	require.NoError(t, err)
 	defer func() { require.NoError(t, b.Close()) }()
+	b.SetNCCLTimeout(time.Second)
 
 	// The override names a missing file: a clear ErrUnavailable, with or
 	// without a driver.
@@ -118,6 +119,9 @@ func TestNCCLLoaderChild(t *testing.T) {
 	// whatever was asked, connections made at init.
 	require.Equal(t, "0", os.Getenv("NCCL_NVLS_ENABLE"))
 	require.Equal(t, "0", os.Getenv("NCCL_RUNTIME_CONNECT"))
+	// Refused connections retried for at most the 1 s timeout:
+	// 100+200+300+400 ms.
+	require.Equal(t, "4", os.Getenv("NCCL_SOCKET_RETRY_CNT"))
 
 	// A library without NCCL's entry points (glibc's name; elsewhere this
 	// part has nothing to open).

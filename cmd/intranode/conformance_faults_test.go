@@ -9,13 +9,14 @@ import (
 
 func TestConformanceFaults(t *testing.T) {
 	out, stderr, code := runCLI(t, "conformance", "--backend", "fake", "--faults", "--trials", "2",
-		"--fault-deadline", "300ms", "--world", "2", "--run", "^faults/(stall-barrier|kill-barrier|bad-store-client)$")
+		"--fault-deadline", "300ms", "--world", "2", "--run", "^faults/(stall-barrier|kill-barrier|kill-after-handshake|bad-store-client)$")
 	require.Equal(t, 0, code, stderr+out)
 	require.Contains(t, out, "# fault trials (backend fake, mode processes, deadline 300ms, 2 trial(s) each, 1 at a time)")
 	require.Contains(t, out, "world 2  killed rank during barrier: 2/2 trials ended in an error on every survivor within deadline+2s")
+	require.Contains(t, out, "world 2  killed rank after the handshake, in the rendezvous: 2/2 trials ended in an error on every survivor")
 	require.Contains(t, out, "world 2  stalled rank (never calls barrier): 2/2 trials ended in an error naming the stalled rank")
 	require.Contains(t, out, "world 2  garbage and wrong secrets on the TCP store: 2/2 trials left the group undisturbed")
-	require.Contains(t, out, "3 passed, 0 failed")
+	require.Contains(t, out, "4 passed, 0 failed")
 
 	out, stderr, code = runCLI(t, "conformance", "--backend", "fake", "--run", "^faults/")
 	require.Equal(t, 0, code, stderr+out)

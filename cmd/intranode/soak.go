@@ -78,10 +78,21 @@ type soakReport struct {
 	// all is closed (after up to soakSettle for goroutines to end): a rank
 	// that failed, or was stopped while its peers left, must give back
 	// all it took too.
-	Closed   bool      `json:"closed,omitempty"`
-	CloseMs  int64     `json:"close_ms,omitempty"`
-	Opened   resources `json:"opened"`
-	Released resources `json:"released"`
+	Closed  bool  `json:"closed,omitempty"`
+	CloseMs int64 `json:"close_ms,omitempty"`
+	// Floor is what it holds once the rank's device and the vendor
+	// library have been used and closed (soakWarmup): the driver's and the
+	// library's share for the process's life; FloorError says why that
+	// failed, if it did.
+	Opened     resources `json:"opened"`
+	Floor      resources `json:"floor"`
+	FloorError string    `json:"floor_error,omitempty"`
+	Released   resources `json:"released"`
+	// What the process held, by name, at those three points: what a leak
+	// is, and what the driver and the library keep.
+	OpenedHeld   held `json:"opened_held"`
+	FloorHeld    held `json:"floor_held"`
+	ReleasedHeld held `json:"released_held"`
 }
 
 // soakSettle bounds the wait, after a rank has closed everything, for its
@@ -297,6 +308,8 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 			if rep.Closed {
 				if prev, ok := j.reports[r]; ok {
 					prev.Closed, prev.CloseMs, prev.Opened, prev.Released = true, rep.CloseMs, rep.Opened, rep.Released
+					prev.OpenedHeld, prev.ReleasedHeld = rep.OpenedHeld, rep.ReleasedHeld
+					prev.Floor, prev.FloorHeld, prev.FloorError = rep.Floor, rep.FloorHeld, rep.FloorError
 					j.reports[r] = prev
 				}
 				return
@@ -363,10 +376,15 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 				j.problems = append(j.problems, fmt.Sprintf("rank %d failed with no fault to explain it: %s", r, rep.Error))
 			}
 		}
-		if rel, op := rep.Released, rep.Opened; rep.Closed && (rel.FDs > op.FDs || rel.Goroutines > op.Goroutines) {
-			j.problems = append(j.problems, fmt.Sprintf("rank %d held after closing everything: descriptors %d -> %d, goroutines %d -> %d",
-				r, op.FDs, rel.FDs, op.Goroutines, rel.Goroutines))
+		if rep.Closed && rep.FloorError != "" {
+			j.problems = append(j.problems, fmt.Sprintf("rank %d could not use its device and library alone: %s", r, rep.FloorError))
 		}
+		if rel, op := rep.Released, rep.Floor; rep.Closed && (rel.FDs > op.FDs || rel.Goroutines > op.Goroutines) {
+			fds, gs := gained(rep.FloorHeld, rep.ReleasedHeld)
+			j.problems = append(j.problems, fmt.Sprintf("rank %d held after closing everything: descriptors %d -> %d [%s], goroutines %d -> %d [%s]",
+				r, op.FDs, rel.FDs, fds, op.Goroutines, rel.Goroutines, gs))
+		}
+
 		// A stopped rank resumes after its peers have failed and left: what
 		// it holds then answers their departure (a connection's reader that
 		// saw the close), so its calls are not judged for leaks; what it
@@ -384,9 +402,13 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 		if !j.injected.IsZero() && r != victim && rep.ErrorAt != 0 && (kind == chaosKill || kind == chaosStop) {
 			d := time.Unix(0, rep.ErrorAt).Sub(j.injected)
 			j.toError = append(j.toError, d)
+			// While the group forms, a victim that dies after announcing
+			// its process is noticed at once (a peer failure); one that
+			// died before it did can only be told from a slow starter by
+			// the setup's deadline.
 			limit, phase := cfg.Timeout+time.Second, ""
-			if rep.Setup {
-				limit, phase = soakSetupTimeout(cfg)+time.Second, ", forming the group"
+			if rep.Setup && rep.Kind != "peer_failed" {
+				limit, phase = soakSetupTimeout(cfg)+time.Second, ", forming the group, before the victim announced its process"
 			}
 			if d > limit {
 				j.problems = append(j.problems, fmt.Sprintf("rank %d failed %v after the fault (limit %v%s)", r, d, limit, phase))
@@ -426,6 +448,9 @@ type soakSummary struct {
 	errors                     map[string]int
 	toError                    []time.Duration
 	failed                     []string
+	// kept is what the driver and the vendor library kept in the first
+	// rank that reported it (its floor above what it held at start).
+	kept string
 }
 
 func (s *soakSummary) add(j soakResult) {
@@ -434,6 +459,11 @@ func (s *soakSummary) add(j soakResult) {
 		s.faults++
 	}
 	for _, r := range j.reports {
+		if s.kept == "" && r.Closed {
+			fds, gs := gained(r.OpenedHeld, r.FloorHeld)
+			s.kept = fmt.Sprintf("descriptors %d -> %d [%s], goroutines %d -> %d [%s]",
+				r.Opened.FDs, r.Floor.FDs, fds, r.Opened.Goroutines, r.Floor.Goroutines, gs)
+		}
 		s.calls += r.Calls
 		s.wrong += r.Wrong
 		if r.Kind != "" {
@@ -454,6 +484,10 @@ func (s *soakSummary) print(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "# %d jobs, %d faults injected, %d calls, %d wrong results, errors by kind %v, slowest fault-to-error %v\n",
 		s.jobs, s.faults, s.calls, s.wrong, s.errors, slowest.Round(time.Millisecond))
+	if s.kept != "" {
+		// Once per process, not per group: a leak is judged above this.
+		fmt.Fprintf(w, "# kept by the driver and the vendor library once used in a rank's process: %s\n", s.kept)
+	}
 	if len(s.failed) > 0 {
 		return fmt.Errorf("%d of %d jobs failed: %s", len(s.failed), s.jobs, strings.Join(s.failed, " || "))
 	}
@@ -499,7 +533,15 @@ func runSoakRank(ctx context.Context, _ []string, s streams) error {
 	}
 	enc := json.NewEncoder(s.Out)
 	var reported time.Time
-	opened := readResources()
+	opened, openedHeld := readResources(), readHeld()
+	// What the device's driver and the vendor library keep once they have
+	// been used in a process is theirs for the process's life, not a
+	// leak of the job: the floor is read after this rank's device has
+	// been opened and the library has made a call of this rank alone,
+	// all closed again. What the job leaves above it grows with every
+	// group: a leak.
+	floorErr := soakWarmup(ctx, cfg, rank)
+	floor, floorHeld := released(opened), readHeld()
 	if err := soakRank(ctx, cfg, rank, func(rep soakReport) error {
 		reported = time.Now()
 		return enc.Encode(rep)
@@ -509,7 +551,13 @@ func runSoakRank(ctx context.Context, _ []string, s streams) error {
 	// A second line once everything is closed: a rank that reported but
 	// never gets here hung in Close.
 	closeMs := time.Since(reported).Milliseconds()
-	return enc.Encode(soakReport{Rank: rank, Closed: true, CloseMs: closeMs, Opened: opened, Released: released(opened)})
+	rel := released(floor)
+	rep := soakReport{Rank: rank, Closed: true, CloseMs: closeMs, Opened: opened, Floor: floor, Released: rel,
+		OpenedHeld: openedHeld, FloorHeld: floorHeld, ReleasedHeld: readHeld()}
+	if floorErr != nil {
+		rep.FloorError = floorErr.Error()
+	}
+	return enc.Encode(rep)
 }
 
 // soakRank runs the rank and hands its report to emit before closing what
@@ -641,6 +689,53 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 	rep.EndAt = time.Now().UnixNano()
 	rep.End = readResources()
 	return emit(rep)
+}
+
+// soakWarmup opens the rank's device, allocates and makes one all-reduce
+// through the backend's own library (collective.InterHostBackend: a
+// communicator of this rank alone) where it has one, and closes
+// everything, so that what the driver and the library keep for the
+// process's life is taken before the soak's floor is read.
+func soakWarmup(ctx context.Context, cfg soakConfig, rank int) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, soakSetupTimeout(cfg))
+	defer cancel()
+	b, err := backend.Open(ctx, cfg.Backend)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, b.Close()) }()
+	d, err := b.Open(ctx, rank)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, d.Close()) }()
+	s, err := d.NewStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, s.Close()) }()
+	buf, err := d.Alloc(ctx, 4096)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, buf.Close()) }()
+	if ihb, ok := b.(collective.InterHostBackend); ok {
+		st, err := store.Open(ctx, "mem://")
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, st.Close()) }()
+		ih, err := ihb.NewInterHost(ctx, collective.InterHostConfig{Store: st, Name: "soak-warmup", Rank: 0, World: 1, Device: rank})
+		if err != nil {
+			return err
+		}
+		err = ih.AllReduce(ctx, s, buf.Ptr(), buf.Ptr(), 1024, backend.Float32, backend.Sum)
+		err = errors.Join(err, s.Synchronize(ctx), ih.Close())
+		if err != nil {
+			return err
+		}
+	}
+	return s.Synchronize(ctx)
 }
 
 // soakSetupTimeout bounds forming a job's group: opening the store, and

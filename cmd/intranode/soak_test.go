@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -49,4 +52,31 @@ func TestReleasedWaitsForGoroutines(t *testing.T) {
 	after := released(before)
 	<-done
 	require.LessOrEqual(t, after.Goroutines, before.Goroutines)
+}
+
+// TestGainedNamesWhatLeaked: the leak report names the descriptors and
+// goroutines a process gained, alike ones counted together.
+func TestGainedNamesWhatLeaked(t *testing.T) {
+	before := readHeld()
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	f, err := os.CreateTemp(t.TempDir(), "held-abcdef1234")
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-stop
+	}()
+	after := readHeld()
+	close(stop)
+	<-done
+	fds, gs := gained(before, after)
+	require.Contains(t, fds, "2× pipe*")
+	require.Contains(t, fds, "1× "+filepath.Dir(f.Name())+"/held*")
+	require.Contains(t, gs, "1× cmd/intranode.TestGainedNamesWhatLeaked.func1 (from cmd/intranode.TestGainedNamesWhatLeaked)")
+	require.NoError(t, errors.Join(r.Close(), w.Close(), f.Close()))
+	fds, gs = gained(before, readHeld())
+	require.Empty(t, fds)
+	require.Empty(t, gs)
 }

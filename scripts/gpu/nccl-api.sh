@@ -26,19 +26,22 @@ for s in $STEPS; do
     { nvidia-smi --query-gpu=index,name,driver_version --format=csv; nvidia-smi topo -m; echo "NCCL_DIR=$NCCL_DIR"; ls "$NCCL_DIR/lib" "$NCCL_DIR/include"; python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'; } 2>&1 | tee "$R/info.txt" ;;
   build)
     step build
+    if [ -x .gpu/nt/all_reduce_perf ]; then mkdir -p /tmp/nt && cp .gpu/nt/*_perf /tmp/nt/ && echo "nccl-tests: built earlier (.gpu/nt)" && continue; fi
     mkdir -p /tmp/ncclhome/lib && ln -sf "$NCCL_DIR/include" /tmp/ncclhome/include && ln -sf "$NCCL_DIR/lib/libnccl.so.2" /tmp/ncclhome/lib/libnccl.so
     B=/tmp/nt
     ( cd .gpu/nccl-tests/src && timeout 400 make -j32 BUILDDIR=$B NCCL_HOME=/tmp/ncclhome CUDA_HOME=/usr/local/cuda \
         NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" \
         $B/all_reduce_perf $B/reduce_scatter_perf $B/all_gather_perf $B/broadcast_perf $B/sendrecv_perf $B/alltoall_perf ) \
-      > "$R/build.txt" 2>&1; echo "build exit $?"; tail -5 "$R/build.txt"; ls $B ;;
+      > "$R/build.txt" 2>&1; echo "build exit $?"; tail -5 "$R/build.txt"; ls $B
+    # The binaries come back too, so that later calls skip the build.
+    tar -czf "$OUT/nt.tgz" -C $B all_reduce_perf reduce_scatter_perf all_gather_perf broadcast_perf sendrecv_perf alltoall_perf ;;
   tests)
     step nccl-tests
-    for t in all_reduce reduce_scatter all_gather broadcast sendrecv alltoall; do
+    for t in ${TESTS:-all_reduce reduce_scatter all_gather broadcast sendrecv alltoall}; do
       for with in no yes; do
         pre=""; [ $with = yes ] && pre=$LIB
         f="$R/nccltests-$t-$with.txt"
-        LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO timeout 60 /tmp/nt/${t}_perf -b 8 -e 256M -f 2 -c 1 -t "$W" -g 1 -d bfloat16 -w 5 -n 20 > "$f" 2>&1
+        LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO timeout 60 /tmp/nt/${t}_perf -b 8 -e "${TESTS_MAX:-256M}" -f 2 -c 1 -t "$W" -g 1 -d bfloat16 -w 5 -n 20 > "$f" 2>&1
         echo "$t lib=$with exit $? $(grep -E 'Out of bounds|Avg bus' "$f" | tr '\n' ' ') accelerated=$(grep -c 'msg=accelerated' "$f")"
       done
     done ;;

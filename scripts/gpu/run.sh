@@ -14,7 +14,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 OUT=${OUT:-/tmp/out}
 R=$OUT/r
 mkdir -p "$R"
-STEPS=${STEPS:-"info topo doctor unit conformance bench anchor rendezvous faults"}  # also: shared hosts kills
+STEPS=${STEPS:-"info topo doctor unit conformance bench anchor rendezvous faults"}  # also: shared hosts kills calm
 WORLD=${WORLD:-$(nvidia-smi -L | wc -l)}
 WORLDS=${WORLDS:-$WORLD}
 step() { echo; echo "=== $1 ($(date -u +%T))"; }
@@ -83,8 +83,14 @@ for s in $STEPS; do
     # within the 3 s call timeout + 1 s and close cleanly. About 10 s a trial.
     step kills
     timeout 330 .gpu/intranode soak --backend cuda --world "$WORLD" --chaos kill --jobs "${KILLS:-20}" --job 4s --timeout 3s \
-      --duration 5m 2>&1 | tee "$R/kills.txt" | tail -4
+      --duration 5m 2>&1 | tee "$R/kills.txt" | tail -"${KILLS_TAIL:-4}"
     ls /dev/shm | grep -c '^nccl-' | sed 's/^/NCCL shared-memory files left in \/dev\/shm: /' ;;
+  calm)
+    # The soak with no fault: every rank must give back every descriptor
+    # and goroutine once it has closed everything.
+    step calm
+    timeout 60 .gpu/intranode soak --backend cuda --world "$WORLD" --jobs 2 --job 4s --timeout 3s --duration 8s 2>&1 \
+      | tee "$R/calm.txt" | tail -6 ;;
   rendezvous)
     # Where Rendezvous spends its time: the phases each rank logs at debug
     # level, from a short bench run.

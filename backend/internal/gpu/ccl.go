@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -318,7 +319,15 @@ func (l *CCL) load() error {
 //   - NCCL_RUNTIME_CONNECT=0 unless it is set: the library then connects
 //     the ranks inside ncclCommInitRank, which runs under the timeout,
 //     instead of inside the first call, where a missing peer would block
-//     the caller without a deadline.
+//     the caller without a deadline;
+//   - NCCL_SOCKET_RETRY_CNT unless it is set, to SocketRetries of the
+//     timeout, at most 3 s (7 retries). The library retries a refused
+//     connection 34 times with growing sleeps by default, about a minute,
+//     inside a ncclCommInitRank no one can interrupt; yet every socket it
+//     connects to listened before its address was sent, so a refusal
+//     means the peer's process has ended. Bounded, a creation whose peer
+//     died returns (and its half-made communicator is aborted) within
+//     seconds of its caller giving up, instead of outliving Close.
 func (l *CCL) applyEnvironment() error {
 	if v, ok := os.LookupEnv("NCCL_NVLS_ENABLE"); !ok || v != "0" {
 		if ok {
@@ -328,12 +337,42 @@ func (l *CCL) applyEnvironment() error {
 			return backend.Errorf(backend.CodeInternal, "%s: setting NCCL_NVLS_ENABLE: %w", l.cfg.Backend, err)
 		}
 	}
-	if _, ok := os.LookupEnv("NCCL_RUNTIME_CONNECT"); !ok {
-		if err := os.Setenv("NCCL_RUNTIME_CONNECT", "0"); err != nil {
-			return backend.Errorf(backend.CodeInternal, "%s: setting NCCL_RUNTIME_CONNECT: %w", l.cfg.Backend, err)
+	l.mu.Lock()
+	timeout := l.timeoutLocked()
+	l.mu.Unlock()
+	for _, v := range []struct{ name, value string }{
+		{"NCCL_RUNTIME_CONNECT", "0"},
+		{"NCCL_SOCKET_RETRY_CNT", strconv.Itoa(SocketRetries(min(timeout, maxSocketRetryTime)))},
+	} {
+		if _, ok := os.LookupEnv(v.name); ok {
+			continue
+		}
+		if err := os.Setenv(v.name, v.value); err != nil {
+			return backend.Errorf(backend.CodeInternal, "%s: setting %s: %w", l.cfg.Backend, v.name, err)
 		}
 	}
 	return nil
+}
+
+// maxSocketRetryTime bounds the library's retries of refused
+// connections (applyEnvironment): every listening socket it connects to
+// was listening before its address was sent, so a refusal means the
+// process behind it has ended.
+const maxSocketRetryTime = 3 * time.Second
+
+// socketRetrySleep is the library's default NCCL_SOCKET_RETRY_SLEEP_MSEC:
+// its n-th retry of a refused connection sleeps n times this.
+const socketRetrySleep = 100 * time.Millisecond
+
+// SocketRetries is the NCCL_SOCKET_RETRY_CNT whose sleeps add up to no
+// more than timeout (at least 1, at most the library's default of 34,
+// about a minute).
+func SocketRetries(timeout time.Duration) int {
+	n := 1
+	for n < 34 && socketRetrySleep*time.Duration((n+1)*(n+2)/2) <= timeout {
+		n++
+	}
+	return n
 }
 
 // Version opens the library and reports its version, "2.28.9". It needs no

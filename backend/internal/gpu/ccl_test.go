@@ -186,3 +186,22 @@ func TestCCLBootstrapMissingRank(t *testing.T) {
 	require.ErrorIs(t, err, backend.ErrInternal)
 	require.ErrorContains(t, err, "has 2 bytes")
 }
+
+// TestSocketRetries: the library's retries of a refused connection, with
+// sleeps of 100, 200, … ms, add up to no more than the timeout.
+func TestSocketRetries(t *testing.T) {
+	for _, tc := range []struct {
+		timeout time.Duration
+		want    int
+	}{
+		{0, 1},
+		{250 * time.Millisecond, 1},
+		{300 * time.Millisecond, 2},
+		{time.Second, 4},
+		{3 * time.Second, 7},
+		{59500 * time.Millisecond, 34},
+		{time.Hour, 34},
+	} {
+		require.Equal(t, tc.want, SocketRetries(tc.timeout), "timeout %v", tc.timeout)
+	}
+}

@@ -1,0 +1,93 @@
+package pidwatch
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/backend"
+)
+
+// sleeper starts a process that lives until killed.
+func sleeper(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+// TestWatchNamesTheExitedPeer: a peer killed while watched ends the
+// context at once with an error naming its rank, before it is reaped
+// (a zombie) as after.
+func TestWatchNamesTheExitedPeer(t *testing.T) {
+	if Namespace() == "" {
+		t.Skip("no /proc/self/ns/pid")
+	}
+	for _, reap := range []bool{false, true} {
+		a, b := sleeper(t), sleeper(t)
+		ns := Namespace()
+		ctx, stop := Watch(t.Context(), []Peer{{Rank: 1, PID: a.Process.Pid, Namespace: ns}, {Rank: 2, PID: b.Process.Pid, Namespace: ns}})
+		require.NoError(t, b.Process.Kill())
+		if reap {
+			_, _ = b.Process.Wait()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watch did not notice the exit")
+		}
+		cause := context.Cause(ctx)
+		require.ErrorIs(t, cause, backend.ErrPeerFailed)
+		require.ErrorContains(t, cause, "rank 2 (process ")
+		err := Cause(ctx, ctx.Err())
+		require.ErrorIs(t, err, backend.ErrPeerFailed)
+		require.ErrorIs(t, err, context.Canceled)
+		stop()
+	}
+}
+
+// TestWatchIgnores: this process, peers in another namespace and a live
+// peer end nothing; stop returns and ends the context.
+func TestWatchIgnores(t *testing.T) {
+	a := sleeper(t)
+	ctx, stop := Watch(t.Context(), []Peer{
+		{Rank: 0, PID: os.Getpid(), Namespace: Namespace()},
+		{Rank: 1, PID: 1 << 30, Namespace: "pid:[1]"}, // another namespace: its number names nothing here
+		{Rank: 2, PID: a.Process.Pid, Namespace: Namespace()},
+	})
+	select {
+	case <-ctx.Done():
+		t.Fatalf("ended with no peer gone: %v", context.Cause(ctx))
+	case <-time.After(300 * time.Millisecond):
+	}
+	stop()
+	require.ErrorIs(t, ctx.Err(), context.Canceled)
+	require.NoError(t, Cause(ctx, nil))
+	require.Equal(t, context.Canceled, Cause(ctx, context.Canceled))
+}
+
+// TestWatchGonePeer: a peer that no longer exists when the watch starts
+// counts as exited.
+func TestWatchGonePeer(t *testing.T) {
+	if Namespace() == "" {
+		t.Skip("no /proc/self/ns/pid")
+	}
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Run())
+	ctx, stop := Watch(t.Context(), []Peer{{Rank: 3, PID: cmd.Process.Pid, Namespace: Namespace()}})
+	defer stop()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a reaped peer was not reported")
+	}
+	require.ErrorContains(t, context.Cause(ctx), "rank 3 (process")
+}

@@ -1,0 +1,59 @@
+package pidwatch
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// pollInterval is how often the watch looks at done between the peers'
+// pidfds: the delay of stop, not of noticing an exit.
+const pollInterval = 100
+
+// wait blocks until a peer exits (true, that peer) or done is closed. A
+// peer whose pidfd cannot be opened because it no longer exists has
+// exited; one whose pidfd cannot be opened otherwise (an old kernel, no
+// permission) is not watched.
+func wait(done <-chan struct{}, peers []Peer) (Peer, bool) {
+	var fds []unix.PollFd
+	var who []Peer
+	defer func() {
+		for _, f := range fds {
+			_ = unix.Close(int(f.Fd))
+		}
+	}()
+	for _, p := range peers {
+		fd, err := unix.PidfdOpen(p.PID, 0)
+		if errors.Is(err, unix.ESRCH) {
+			return p, true
+		}
+		if err != nil {
+			continue
+		}
+		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		who = append(who, p)
+	}
+	for {
+		select {
+		case <-done:
+			return Peer{}, false
+		default:
+		}
+		if len(fds) == 0 {
+			<-done
+			return Peer{}, false
+		}
+		n, err := unix.Poll(fds, pollInterval)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			<-done
+			return Peer{}, false
+		}
+		if n > 0 {
+			for i, f := range fds {
+				if f.Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) != 0 {
+					return who[i], true
+				}
+			}
+		}
+	}
+}
