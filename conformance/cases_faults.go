@@ -209,20 +209,20 @@ func faultAllReduce(p FaultPlan) (collective.Algo, int) {
 // just before the call reaches the store or just after it returns: a rank
 // dying at a chosen point of a store-driven rendezvous.
 // With onKey set it instead kills its process just before the first call
-// on a key containing onKey.
+// on a key onKey accepts.
 type killingStore struct {
 	store.Store
 	e     *Env
 	at    int64
 	after bool
-	onKey string
+	onKey func(key string) bool
 	calls atomic.Int64
 }
 
 func (s *killingStore) do(keys []string, run func() error) error {
-	if s.onKey != "" {
+	if s.onKey != nil {
 		for _, k := range keys {
-			if strings.Contains(k, s.onKey) {
+			if s.onKey(k) {
 				return die(s.e)
 			}
 		}
@@ -307,27 +307,34 @@ func caseKillRendezvous(ctx context.Context, e *Env) error {
 }
 
 // caseKillAfterHandshake: the victim dies once every rank has announced
-// its process in the handshake, at its first call of the symmetric
-// memory's exchange. Every survivor's rendezvous must fail because the
-// victim's process exited, naming it (the watch of the peers' processes),
-// not at its deadline for want of the victim's keys.
+// its process in the handshake: at its first call of the symmetric
+// memory's exchange, or of its closing round (every rank has then
+// exported its buffer and mapped its peers'). Every survivor's rendezvous
+// must fail because the victim's process exited, naming it (the watch of
+// the peers' processes), not at its deadline for want of the victim's
+// keys, and once it has closed its comm it must hold no more descriptors
+// than before it made it.
 func caseKillAfterHandshake(ctx context.Context, e *Env) error {
 	p := e.Plan()
+	closing := e.Trial%2 == 1 // odd trials: the closing round
 	if e.Rank == p.Victim {
-		c, err := faultComm(ctx, e, &killingStore{Store: e.Store, e: e, onKey: "symm/"})
+		c, err := faultComm(ctx, e, &killingStore{Store: e.Store, e: e, onKey: func(k string) bool {
+			return strings.Contains(k, "symm/") && (!closing || strings.Contains(k, "/1/"))
+		}})
 		if err != nil {
 			return err
 		}
 		a := try(ctx, "rendezvous", e.FaultDeadline, c.Rendezvous)
 		return fmt.Errorf("the victim's rendezvous returned (%v) without reaching the symmetric exchange", a.err)
 	}
+	before := openDescriptors()
 	c, err := faultComm(ctx, e, e.Store)
 	if err != nil {
 		return err
 	}
 	a := try(ctx, "rendezvous", e.FaultDeadline, c.Rendezvous)
-	closing, cerr := closeTimed(c)
-	a.report(e, closing)
+	took, cerr := closeTimed(c)
+	a.report(e, took)
 	if err := a.check(-1); err != nil {
 		return err
 	}
@@ -335,7 +342,25 @@ func caseKillAfterHandshake(ctx context.Context, e *Env) error {
 	if !errors.Is(a.err, backend.ErrPeerFailed) || !strings.Contains(a.err.Error(), want) {
 		return fmt.Errorf("the rendezvous failed without saying that %s… has exited: %w", want, a.err)
 	}
+	if after := openDescriptors(); len(after) > len(before) {
+		return fmt.Errorf("after the failed rendezvous (victim killed at its %s) and Close, %d descriptors are open, %d before: %v",
+			map[bool]string{false: "first exchange", true: "closing round"}[closing], len(after), len(before), after)
+	}
 	return cerr
+}
+
+// openDescriptors lists what this process's open descriptors refer to.
+func openDescriptors() []string {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(ents))
+	for _, e := range ents {
+		t, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		out = append(out, t)
+	}
+	return out
 }
 
 // setupRendezvous creates this rank's comm and rendezvouses under the

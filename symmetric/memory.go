@@ -204,12 +204,14 @@ func (b *Block) Rendezvous(ctx context.Context, name string, g GroupInfo) (m *Me
 	}
 	tm.Mark("handles")
 	// On an error return, the peers' handles not yet closed below are
-	// closed here (closing an os.File twice is harmless). This rank's own
-	// is left to the success path: ranks sharing this process may still be
-	// duplicating it by number until the barrier below.
+	// closed here (closing an os.File twice is harmless), and so is this
+	// rank's own when every rank has a process of its own; where ranks
+	// share this process they may still be duplicating it by number, so
+	// it is left open (closingRound closes it on success).
+	ownProcess := onePerProcess(infos)
 	defer func() {
 		for r, h := range handles {
-			if r != g.Rank && h.File != nil {
+			if h.File != nil && (r != g.Rank || (err != nil && ownProcess)) {
 				_ = h.File.Close()
 			}
 		}
@@ -312,6 +314,15 @@ func sharesDevice(infos []peerInfo) bool {
 		seen[w] = true
 	}
 	return false
+}
+
+// onePerProcess reports whether every rank has a process of its own.
+func onePerProcess(infos []peerInfo) bool {
+	pids := map[int]bool{}
+	for _, in := range infos {
+		pids[in.PID] = true
+	}
+	return len(pids) == len(infos)
 }
 
 // closingRound is a barrier of the exchange that carries every rank's

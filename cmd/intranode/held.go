@@ -22,15 +22,26 @@ type held struct {
 
 func readHeld() held {
 	h := held{FDs: map[int]string{}}
+	var socks map[string]string
 	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
 		for _, e := range ents {
 			n, err := strconv.Atoi(e.Name())
 			if err != nil {
 				continue
 			}
-			if t, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
-				h.FDs[n] = t
+			t, err := os.Readlink("/proc/self/fd/" + e.Name())
+			if err != nil {
+				continue
 			}
+			if inode, ok := strings.CutPrefix(t, "socket:["); ok {
+				if socks == nil {
+					socks = socketKinds()
+				}
+				if k, ok := socks[strings.TrimSuffix(inode, "]")]; ok {
+					t += " " + k
+				}
+			}
+			h.FDs[n] = t
 		}
 	}
 	buf := make([]byte, 1<<20)
@@ -44,6 +55,48 @@ func readHeld() held {
 	}
 	h.Goroutines = goroutineNames(string(buf))
 	return h
+}
+
+// tcpStates names /proc/net/tcp's state column.
+var tcpStates = map[string]string{"01": "established", "02": "syn-sent", "03": "syn-recv", "04": "fin-wait1",
+	"05": "fin-wait2", "06": "time-wait", "07": "close", "08": "close-wait", "09": "last-ack", "0A": "listen", "0B": "closing"}
+
+// socketKinds describes this process's sockets by inode, from
+// /proc/self/net: "(unix /path)" or "(unix)", "(tcp listen)",
+// "(tcp6 established)", "(udp)".
+func socketKinds() map[string]string {
+	out := map[string]string{}
+	if b, err := os.ReadFile("/proc/self/net/unix"); err == nil {
+		for _, l := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(l)
+			if len(f) < 7 {
+				continue
+			}
+			k := "(unix)"
+			if len(f) > 7 {
+				k = "(unix " + f[7] + ")"
+			}
+			out[f[6]] = k
+		}
+	}
+	for _, proto := range []string{"tcp", "tcp6", "udp", "udp6"} {
+		b, err := os.ReadFile("/proc/self/net/" + proto)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(l)
+			if len(f) < 10 {
+				continue
+			}
+			k := "(" + proto + ")"
+			if st, ok := tcpStates[f[3]]; ok && strings.HasPrefix(proto, "tcp") {
+				k = "(" + proto + " " + st + ")"
+			}
+			out[f[9]] = k
+		}
+	}
+	return out
 }
 
 // goroutineNames names each goroutine of a runtime.Stack dump by its
@@ -82,7 +135,7 @@ func funcName(line string) string {
 // kindNumber is the inode or number in a descriptor target such as
 // "socket:[1234]" or "anon_inode:[eventfd]"'s bracket when it is numeric,
 // and a run of hex or digits at the end of a file name.
-var kindNumber = regexp.MustCompile(`:\[[0-9]+\]$|[-_.][0-9a-fA-F]{6,}$|[0-9]+$`)
+var kindNumber = regexp.MustCompile(`:\[[0-9]+\]|[-_.][0-9a-fA-F]{6,}\b|[0-9]+$`)
 
 // gained lists, counted by kind, the descriptors and goroutines in after
 // that were not in before: "3× socket, 2× /dev/nvidia-uvm" for

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -68,6 +69,11 @@ type soakReport struct {
 	// group (store, device, Rendezvous), bounded by soakSetupTimeout
 	// rather than by the call timeout.
 	Setup bool `json:"setup,omitempty"`
+	// RendezvousAt is when the rank called Rendezvous (Unix nanoseconds).
+	RendezvousAt int64 `json:"rendezvous_at,omitempty"`
+	// Formed marks the line a rank writes once its group is formed and
+	// its buffers allocated, before its first call.
+	Formed bool `json:"formed,omitempty"`
 	// Resources once warm (after the first fifth of the job) and after the
 	// last call, the comm still open both times.
 	Start resources `json:"start"`
@@ -193,19 +199,32 @@ func runSoak(ctx context.Context, args []string, s streams) error {
 	fmt.Fprintf(s.Out, "# intranode soak: backend %s, world %d, %v, chaos %s, call timeout %v, seed %d\n",
 		c.backend, *world, *duration, *chaosS, *timeout, *seed)
 	end := time.Now().Add(*duration)
+	formedIn := time.Second // how long the last job took to form its group
 	for n := 1; time.Until(end) > 0 && (*jobs == 0 || n <= *jobs); n++ {
 		kind := chaos[rng.IntN(len(chaos))]
 		length := time.Until(end)
 		var faultAt time.Duration
-		if kind != chaosNone {
+		// A quarter of the kills come while the group forms (counted from
+		// the launch, within the time the last job took to form), the
+		// other faults while the ranks make calls (counted from the
+		// moment every rank has formed the group).
+		inSetup := kind == chaosKill && rng.IntN(4) == 0
+		if inSetup {
+			faultAt = time.Duration(rng.Int64N(int64(formedIn)))
+		} else if kind != chaosNone {
 			faultAt = soakFaultAt(rng, *job, length)
+		}
+		if kind != chaosNone {
 			length = min(length, faultAt+*timeout+2*time.Second)
 		}
 		cfg := soakConfig{Backend: c.backend, World: *world, Duration: length, Timeout: *timeout, BufferSize: bufBytes,
 			MaxBytes: maxBytes, Seed: rng.Uint64()}
-		j, err := soakJob(ctx, cfg, kind, faultAt, rng.IntN(*world), *rssGrowth)
+		j, err := soakJob(ctx, cfg, kind, faultAt, inSetup, rng.IntN(*world), *rssGrowth)
 		if err != nil {
 			return err
+		}
+		if j.formedIn > 0 {
+			formedIn = j.formedIn
 		}
 		sum.add(j)
 		fmt.Fprintln(s.Out, j.line(n))
@@ -216,8 +235,8 @@ func runSoak(ctx context.Context, args []string, s streams) error {
 	return sum.print(s.Out)
 }
 
-// soakFaultAt draws when a job's fault comes, counted from the job's
-// launch: uniformly from a fifth of span to all of it, where span is job
+// soakFaultAt draws when a job's fault comes, counted from the moment
+// every rank has formed the group: uniformly from a fifth of span to all of it, where span is job
 // or, for the soak's last job, the time left if that is shorter. The
 // ranks make calls for left once their group is formed, so a fault drawn
 // this way finds them still calling; one drawn from all of job could come
@@ -233,8 +252,9 @@ type soakResult struct {
 	kind     string // the chaos
 	victim   int
 	faultAt  time.Duration
-	injected time.Time // zero when no fault was injected (the job ended first)
-	late     bool      // the fault came after some survivor's last call
+	injected time.Time     // zero when no fault was injected (the job ended first)
+	late     bool          // the fault came after some survivor's last call
+	formedIn time.Duration // from the launch until every rank had formed the group (0: never)
 	reports  map[int]soakReport
 	problems []string // wrong results, hangs, leaks, missing reports
 	toError  []time.Duration
@@ -275,14 +295,32 @@ func (j soakResult) line(n int) string {
 	if len(j.problems) > 0 {
 		verdict = "FAILED: " + strings.Join(j.problems, "; ")
 	}
-	return fmt.Sprintf("job %d: %s; %d calls; errors %v; fault to error on survivors [%s]; %s",
-		n, fault, calls, kinds, strings.Join(lat, " "), verdict)
+	// What the first survivor was told, so that a record says how each
+	// fault surfaced.
+	told := ""
+	for _, r := range slices.Sorted(maps.Keys(j.reports)) {
+		if rep := j.reports[r]; rep.Error != "" && r != j.victim {
+			e := rep.Error
+			if len(e) > 240 {
+				e = e[:240] + "…"
+			}
+			told = fmt.Sprintf("; rank %d%s: %s", r, map[bool]string{true: " (forming the group)"}[rep.Setup], e)
+			break
+		}
+	}
+	return fmt.Sprintf("job %d: %s; %d calls; errors %v; fault to error on survivors [%s]%s; %s",
+		n, fault, calls, kinds, strings.Join(lat, " "), told, verdict)
 }
 
 // soakJob runs one job of cfg.World rank processes with its own TCP
 // store, injects the fault, and judges what the ranks report.
-func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Duration, victim int, rssGrowth float64) (soakResult, error) {
+func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Duration, inSetup bool, victim int,
+	rssGrowth float64) (soakResult, error) {
 	j := soakResult{kind: kind, victim: victim, faultAt: faultAt, reports: map[int]soakReport{}}
+	formed := make(chan struct{})
+	var nFormed atomic.Int32
+	var formedAt atomic.Int64
+	launched := time.Now()
 	srv, err := store.ListenTCP("127.0.0.1:0", store.WithTimeout(soakSetupTimeout(cfg)))
 	if err != nil {
 		return j, err
@@ -305,6 +343,13 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 				stderr = append(stderr, fmt.Sprintf("rank %d: %s", r, line))
 				return
 			}
+			if rep.Formed {
+				if nFormed.Add(1) == int32(cfg.World) {
+					formedAt.Store(time.Now().UnixNano())
+					close(formed)
+				}
+				return
+			}
 			if rep.Closed {
 				if prev, ok := j.reports[r]; ok {
 					prev.Closed, prev.CloseMs, prev.Opened, prev.Released = true, rep.CloseMs, rep.Opened, rep.Released
@@ -319,6 +364,15 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 	})
 	if err != nil {
 		return j, err
+	}
+	if kind != chaosNone && !inSetup {
+		// Calls begin once every rank has formed the group (or the
+		// setup has failed: the fault then comes anyway).
+		select {
+		case <-formed:
+		case <-time.After(soakSetupTimeout(cfg) * 2):
+		case <-ctx.Done():
+		}
 	}
 	if kind != chaosNone {
 		select {
@@ -342,6 +396,9 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 		}
 	}
 	results := g.Wait()
+	if at := formedAt.Load(); at != 0 {
+		j.formedIn = time.Unix(0, at).Sub(launched)
+	}
 	for _, res := range results {
 		r := res.Rank
 		rep, ok := j.reports[r]
@@ -402,13 +459,16 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 		if !j.injected.IsZero() && r != victim && rep.ErrorAt != 0 && (kind == chaosKill || kind == chaosStop) {
 			d := time.Unix(0, rep.ErrorAt).Sub(j.injected)
 			j.toError = append(j.toError, d)
-			// While the group forms, a victim that dies after announcing
-			// its process is noticed at once (a peer failure); one that
-			// died before it did can only be told from a slow starter by
-			// the setup's deadline.
 			limit, phase := cfg.Timeout+time.Second, ""
-			if rep.Setup && rep.Kind != "peer_failed" {
-				limit, phase = soakSetupTimeout(cfg)+time.Second, ", forming the group, before the victim announced its process"
+			if rep.Setup && rep.RendezvousAt != 0 {
+				// While the group forms, the survivor's deadline is its
+				// Rendezvous's, which runs from its own start of it: a
+				// victim that died before announcing its process can only
+				// be told from a slow starter by that deadline.
+				if start := time.Unix(0, rep.RendezvousAt); start.After(j.injected) {
+					d = time.Unix(0, rep.ErrorAt).Sub(start)
+				}
+				limit, phase = soakRendezvousTimeout(cfg)+time.Second, ", forming the group (counted from the later of the fault and the survivor's Rendezvous)"
 			}
 			if d > limit {
 				j.problems = append(j.problems, fmt.Sprintf("rank %d failed %v after the fault (limit %v%s)", r, d, limit, phase))
@@ -586,7 +646,8 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 		return fail(err)
 	}
 	defer c.Close()
-	rctx, cancel := context.WithTimeout(ctx, soakSetupTimeout(cfg))
+	rep.RendezvousAt = time.Now().UnixNano()
+	rctx, cancel := context.WithTimeout(ctx, soakRendezvousTimeout(cfg))
 	err = c.Rendezvous(rctx)
 	cancel()
 	if err != nil {
@@ -615,6 +676,9 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 	}
 	defer flag.Close()
 	setup = false
+	if err := emit(soakReport{Rank: rank, Formed: true}); err != nil {
+		return err
+	}
 	// Every rank draws the same calls: same seed.
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
 	m := &benchMeasure{c: c, dev: d, s: s, in: in.Ptr(), out: out.Ptr(), rank: rank,
@@ -737,6 +801,13 @@ func soakWarmup(ctx context.Context, cfg soakConfig, rank int) (err error) {
 	}
 	return s.Synchronize(ctx)
 }
+
+// soakRendezvousTimeout is the deadline a rank gives Rendezvous, once it
+// has its store and its device: the call timeout, or 2 s if that is
+// shorter (the ranks' processes start at slightly different moments).
+// A survivor of a kill while the group forms must fail within it plus
+// 1 s of the later of the kill and its own start of Rendezvous.
+func soakRendezvousTimeout(cfg soakConfig) time.Duration { return max(cfg.Timeout, 2*time.Second) }
 
 // soakSetupTimeout bounds forming a job's group: opening the store, and
 // Rendezvous once every rank has its device (starting a process and a

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,6 +63,10 @@ func TestGainedNamesWhatLeaked(t *testing.T) {
 	require.NoError(t, err)
 	f, err := os.CreateTemp(t.TempDir(), "held-abcdef1234")
 	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	un, err := net.Listen("unix", filepath.Join(t.TempDir(), "held.sock"))
+	require.NoError(t, err)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -74,8 +79,10 @@ func TestGainedNamesWhatLeaked(t *testing.T) {
 	fds, gs := gained(before, after)
 	require.Contains(t, fds, "2× pipe*")
 	require.Contains(t, fds, "1× "+filepath.Dir(f.Name())+"/held*")
+	require.Contains(t, fds, "1× socket* (tcp listen)")
+	require.Contains(t, fds, "1× socket* (unix "+filepath.Dir(un.Addr().String())+"/held.sock)")
 	require.Contains(t, gs, "1× cmd/intranode.TestGainedNamesWhatLeaked.func1 (from cmd/intranode.TestGainedNamesWhatLeaked)")
-	require.NoError(t, errors.Join(r.Close(), w.Close(), f.Close()))
+	require.NoError(t, errors.Join(r.Close(), w.Close(), f.Close(), ln.Close(), un.Close()))
 	fds, gs = gained(before, readHeld())
 	require.Empty(t, fds)
 	require.Empty(t, gs)

@@ -67,14 +67,15 @@ func Exited(p Peer) error {
 	return backend.Errorf(backend.CodePeerFailed, "rank %d (process %d) has exited", p.Rank, p.PID)
 }
 
-// Cause is err with the watch's cause put first when ctx ended because a
-// peer exited: the wait that failed then only reports a cancelled context.
+// Cause is the watch's cause in place of err when ctx ended because a
+// peer exited (err, which then only saw a cancelled context, is kept as
+// text, not as an error to match): a peer failure, not a timeout.
 func Cause(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
 	if c := context.Cause(ctx); c != nil && c != ctx.Err() && backend.CodeOf(c) == backend.CodePeerFailed {
-		return fmt.Errorf("%w (while: %w)", c, err)
+		return fmt.Errorf("%w (while: %v)", c, err)
 	}
 	return err
 }

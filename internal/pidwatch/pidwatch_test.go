@@ -47,9 +47,10 @@ func TestWatchNamesTheExitedPeer(t *testing.T) {
 		cause := context.Cause(ctx)
 		require.ErrorIs(t, cause, backend.ErrPeerFailed)
 		require.ErrorContains(t, cause, "rank 2 (process ")
-		err := Cause(ctx, ctx.Err())
+		err := Cause(ctx, backend.Wrap(backend.CodeTimeout, ctx.Err(), "waiting"))
 		require.ErrorIs(t, err, backend.ErrPeerFailed)
-		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, backend.ErrTimeout, "a peer failure, not a timeout")
+		require.ErrorContains(t, err, "waiting")
 		stop()
 	}
 }

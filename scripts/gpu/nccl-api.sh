@@ -49,7 +49,7 @@ for s in $STEPS; do
     step torch-correct
     for with in no yes; do
       pre=""; [ $with = yes ] && pre=$LIB
-      STEPS_VERBOSE=1 LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO MODE=correct timeout 240 torchrun --standalone --nproc-per-node "$W" \
+      STEPS_VERBOSE=1 LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO MODE=correct timeout "${TORCH_TIMEOUT:-240}" torchrun --standalone --nproc-per-node "$W" \
         scripts/gpu/nccl_api_torch.py > "$R/torch-correct-$with.txt" 2>&1
       echo "lib=$with exit $? $(grep -E '^RESULT|^WRONG' "$R/torch-correct-$with.txt" | head -12 | tr '\n' ' ') accelerated=$(grep -c 'msg=accelerated' "$R/torch-correct-$with.txt")"
       grep '^STEP' "$R/torch-correct-$with.txt" | tail -"$W"  # where each rank was last

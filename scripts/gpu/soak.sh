@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Faults on a GPU host in one device call (docs/RELIABILITY.md): the soak
+# with no fault, then with ranks killed, at the host's world and at world 2
+# (pairs of GPUs side by side), then kill and stop mixed for a while. Every
+# job must end with each survivor failing within its deadline + 1 s and
+# every rank back to the descriptors and goroutines it held once the
+# driver and NCCL were loaded. Build first on the development machine:
+#   go build -tags cuda -o .gpu/intranode ./cmd/intranode
+# then run this with the device tool, carrying .gpu. Output lands in
+# $OUT/soak-*.txt.
+set -u
+export NCCL_NVLS_ENABLE=0
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+W=${WORLD:-$(nvidia-smi -L | wc -l)}
+BIN=.gpu/intranode
+step() { echo; echo "=== $1 ($(date -u +%T))"; }
+shm() { echo "NCCL shared-memory files in /dev/shm: $(ls /dev/shm | grep -c '^nccl-')"; }
+for s in ${STEPS:-calm kills pairs mixed}; do
+  case $s in
+  calm)
+    step "calm, world $W"; shm
+    timeout 90 $BIN soak --backend cuda --world "$W" --jobs 2 --job 4s --timeout 3s --duration 10s 2>&1 | tee "$OUT/soak-calm.txt" | cut -c1-1500
+    shm ;;
+  kills)
+    step "kills, world $W"
+    timeout 330 $BIN soak --backend cuda --world "$W" --chaos kill --jobs "${KILLS:-20}" --job 3s --timeout 3s --duration 5m 2>&1 \
+      | tee "$OUT/soak-kills-w$W.txt" | cut -c1-700 | tail -"${TAIL:-30}"
+    shm ;;
+  pairs)
+    # World 2 on every pair of GPUs at once, KILLS jobs in all.
+    step "kills, world 2, $((W / 2)) pairs at once"
+    for p in $(seq 0 $((W / 2 - 1))); do
+      CUDA_VISIBLE_DEVICES=$((2 * p)),$((2 * p + 1)) timeout 330 $BIN soak --backend cuda --world 2 --chaos kill \
+        --jobs $(( ${KILLS:-20} / (W / 2) )) --job 3s --timeout 3s --duration 5m > "$OUT/soak-kills-w2-pair$p.txt" 2>&1 &
+    done
+    wait
+    cut -c1-700 "$OUT"/soak-kills-w2-pair*.txt | grep -v ': ok$' | tail -"${TAIL:-30}"
+    shm ;;
+  mixed)
+    step "kill and stop, world $W, ${MIXED:-3m}"
+    timeout 600 $BIN soak --backend cuda --world "$W" --chaos kill,stop --job 4s --timeout 3s --duration "${MIXED:-3m}" 2>&1 \
+      | tee "$OUT/soak-mixed-w$W.txt" | cut -c1-700 | grep -v ': ok$' | tail -"${TAIL:-30}"
+    shm ;;
+  esac
+done
