@@ -47,7 +47,7 @@ for s in $STEPS; do
     done ;;
   torch)
     step torch-correct
-    for with in no yes; do
+    for with in ${WITH:-no yes}; do
       pre=""; [ $with = yes ] && pre=$LIB
       STEPS_VERBOSE=1 LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO MODE=correct timeout "${TORCH_TIMEOUT:-240}" torchrun --standalone --nproc-per-node "$W" \
         scripts/gpu/nccl_api_torch.py > "$R/torch-correct-$with.txt" 2>&1
