@@ -95,7 +95,7 @@ func TestNCCLLoader(t *testing.T) {
 	if err != nil {
 		t.Logf("the child skips the mock NCCL: %v", err)
 	}
-	gputest.RunChildWith(t, gputest.Child{Unset: []string{"NCCL_RUNTIME_CONNECT", "NCCL_NVLS_ENABLE", "NCCL_SOCKET_RETRY_CNT", EnvNCCLLibrary},
+	gputest.RunChildWith(t, gputest.Child{Unset: []string{"NCCL_RUNTIME_CONNECT", "NCCL_NVLS_ENABLE", "NCCL_SOCKET_RETRY_CNT", "NCCL_RAS_ENABLE", EnvNCCLLibrary},
 		Env: []string{envNCCLChild + "=1", envNCCLMock + "=" + mock, "NCCL_NVLS_ENABLE=1", EnvNCCLLibrary + "=" + missingNCCL}},
 		"TestNCCLLoaderChild")
 }
@@ -122,6 +122,7 @@ func TestNCCLLoaderChild(t *testing.T) {
 	// Refused connections retried for at most the 1 s timeout:
 	// 100+200+300+400 ms.
 	require.Equal(t, "4", os.Getenv("NCCL_SOCKET_RETRY_CNT"))
+	require.Equal(t, "0", os.Getenv("NCCL_RAS_ENABLE"))
 
 	// A library without NCCL's entry points (glibc's name; elsewhere this
 	// part has nothing to open).

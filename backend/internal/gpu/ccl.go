@@ -327,7 +327,13 @@ func (l *CCL) load() error {
 //     connects to listened before its address was sent, so a refusal
 //     means the peer's process has ended. Bounded, a creation whose peer
 //     died returns (and its half-made communicator is aborted) within
-//     seconds of its caller giving up, instead of outliving Close.
+//     seconds of its caller giving up, instead of outliving Close;
+//   - NCCL_RAS_ENABLE=0 unless it is set: the library's RAS thread (2.24
+//     and later) listens on two TCP ports for the process's life and keeps
+//     a connection to every process it has shared a communicator with,
+//     past ncclCommAbort, retrying it once a second after that process
+//     has died: a descriptor per peer per fault. intranode reports its
+//     groups' failures itself.
 func (l *CCL) applyEnvironment() error {
 	if v, ok := os.LookupEnv("NCCL_NVLS_ENABLE"); !ok || v != "0" {
 		if ok {
@@ -343,6 +349,7 @@ func (l *CCL) applyEnvironment() error {
 	for _, v := range []struct{ name, value string }{
 		{"NCCL_RUNTIME_CONNECT", "0"},
 		{"NCCL_SOCKET_RETRY_CNT", strconv.Itoa(SocketRetries(min(timeout, maxSocketRetryTime)))},
+		{"NCCL_RAS_ENABLE", "0"},
 	} {
 		if _, ok := os.LookupEnv(v.name); ok {
 			continue
