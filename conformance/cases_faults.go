@@ -1164,8 +1164,8 @@ func caseMismatchedMovers(ctx context.Context, e *Env) (err error) {
 	// all-reduce's is: a rank on LL lines facing a peer on another path
 	// (which writes no lines) learns of the difference only at its
 	// deadline, and this call's context, the case's, would have made that
-	// the case's whole remaining time (40 s on 4×H100, 2026-11-26;
-	// docs/RELIABILITY.md, "Problems found on the way").
+	// the case's whole remaining time (40 s on 4×H100, 2026-11-26,
+	// docs/results/2026-11-26-h100x4-c/run2).
 	mine.seed, mine.untouched, mine.kernelDeadline = 2, true, e.FaultDeadline
 	start := time.Now()
 	err = moverOnce(ctx, e, c, mine)

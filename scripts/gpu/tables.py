@@ -34,7 +34,7 @@ def parse(path):
             coll = m.group(1)
             continue
         f = line.split()
-        if coll and len(f) == 10 and f[0].isdigit() and f[5] == "out":
+        if coll and len(f) == 10 and f[0].isdigit() and f[5] == "out" and f[6] != "n/a":
             rows[coll][(int(f[0]), f[4])] = (float(f[6]), float(f[8]), int(f[9]))
     return timing, rows
 
