@@ -1,5 +1,8 @@
 """Anchor measurements for docs/PERFORMANCE.md: NCCL and PyTorch symmetric
-memory all-reduce, bf16, world 2 (one process per GPU), CUDA-graph replay.
+memory all-reduce, bf16, every GPU of the host (WORLD to choose; one
+process per GPU): a CUDA-graph replay of 20 chained calls at every size,
+and up to 1 MiB also one call per graph launch and one eager call at a
+time, each waited for (impl names ending in -single and -eager).
 
 Run on the GPU host, in the same device call as `intranode bench`:
   NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 python3 scripts/gpu/anchor.py
@@ -42,6 +45,42 @@ def bench(fn, iters=ITERS_GRAPH, reps=20):
     return times[len(times) // 2]
 
 
+def single(fn, graph, n=50):
+    """Microseconds per call made one at a time and waited for, as
+    `intranode bench --single` times it: one call per graph launch
+    (graph=True) or one eager call (graph=False), host clock, the slowest
+    rank's mean (every rank returns its own; rank 0 prints the max)."""
+    import time
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = None
+    if graph:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+    run = g.replay if graph else fn
+    for _ in range(5):
+        run()
+        torch.cuda.synchronize()
+    dist.barrier()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        run()
+        torch.cuda.synchronize()
+    us = torch.tensor([(time.perf_counter() - t0) / n * 1e6], device="cuda")
+    dist.all_reduce(us, op=dist.ReduceOp.MAX)
+    return float(us.item())
+
+
+SINGLE_MAX = 1 << 20  # the single and eager rows stop here, as the bench's do
+
+
 def worker(rank, world):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29511")
@@ -52,6 +91,9 @@ def worker(rank, world):
         x = torch.ones(n // 2, dtype=torch.bfloat16, device="cuda")
         t = bench(lambda: dist.all_reduce(x))
         out.append(("nccl", n, t))
+        if n <= SINGLE_MAX:
+            out.append(("nccl-single", n, single(lambda: dist.all_reduce(x), True)))
+            out.append(("nccl-eager", n, single(lambda: dist.all_reduce(x), False)))
     try:
         import torch.distributed._symmetric_memory as symm_mem
 
@@ -64,14 +106,22 @@ def worker(rank, world):
             buf.fill_(1)
             outb = torch.empty_like(buf)
             try:
-                t = bench(lambda: torch.ops.symm_mem.one_shot_all_reduce_out(buf, "sum", group.group_name, outb))
+                one = lambda: torch.ops.symm_mem.one_shot_all_reduce_out(buf, "sum", group.group_name, outb)  # noqa: E731
+                t = bench(one)
                 out.append(("torch-oneshot", n, t))
+                if n <= SINGLE_MAX:
+                    out.append(("torch-oneshot-single", n, single(one, True)))
+                    out.append(("torch-oneshot-eager", n, single(one, False)))
             except Exception as e:  # noqa: BLE001
                 if rank == 0:
                     print(f"# torch one-shot {n}: {e}", file=sys.stderr)
             try:
-                t = bench(lambda: torch.ops.symm_mem.two_shot_all_reduce_(buf, "sum", group.group_name))
+                two = lambda: torch.ops.symm_mem.two_shot_all_reduce_(buf, "sum", group.group_name)  # noqa: E731
+                t = bench(two)
                 out.append(("torch-twoshot", n, t))
+                if n <= SINGLE_MAX:
+                    out.append(("torch-twoshot-single", n, single(two, True)))
+                    out.append(("torch-twoshot-eager", n, single(two, False)))
             except Exception as e:  # noqa: BLE001
                 if rank == 0:
                     print(f"# torch two-shot {n}: {e}", file=sys.stderr)
