@@ -108,10 +108,24 @@ const soakSettle = 2 * time.Second
 // released reads the resources until they are back to before's, or
 // soakSettle has passed.
 func released(before resources) resources {
+	return readUntil(func(r resources) bool { return r.FDs <= before.FDs && r.Goroutines <= before.Goroutines })
+}
+
+// settled reads the resources once the goroutines are back to before's
+// (or soakSettle has passed): what the driver and the library keep after
+// their first use is descriptors, not goroutines, so only those are
+// waited for.
+func settled(before resources) resources {
+	return readUntil(func(r resources) bool { return r.Goroutines <= before.Goroutines })
+}
+
+// readUntil reads the resources until done accepts them or soakSettle has
+// passed.
+func readUntil(done func(resources) bool) resources {
 	deadline := time.Now().Add(soakSettle)
 	for {
 		r := readResources()
-		if (r.FDs <= before.FDs && r.Goroutines <= before.Goroutines) || time.Now().After(deadline) {
+		if done(r) || time.Now().After(deadline) {
 			return r
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -601,7 +615,7 @@ func runSoakRank(ctx context.Context, _ []string, s streams) error {
 	// all closed again. What the job leaves above it grows with every
 	// group: a leak.
 	floorErr := soakWarmup(ctx, cfg, rank)
-	floor, floorHeld := released(opened), readHeld()
+	floor, floorHeld := settled(opened), readHeld()
 	if err := soakRank(ctx, cfg, rank, func(rep soakReport) error {
 		reported = time.Now()
 		return enc.Encode(rep)
