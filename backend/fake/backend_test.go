@@ -3,6 +3,7 @@
 package fake_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -281,4 +282,28 @@ func setFakeEnv(t *testing.T, env map[string]string) {
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
+}
+
+// TestFailedAllocationIsNil: a failed Alloc, AllocShareable or Import
+// returns a nil Allocation, not an interface holding a nil pointer (which
+// compares unequal to nil, so a caller that keeps it and closes it later
+// crashed: a rendezvous cut short by a peer's exit, 2026-11-28).
+func TestFailedAllocationIsNil(t *testing.T) {
+	b, err := fake.New(fake.WithDevices(1))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, b.Close()) }()
+	d, err := b.Open(t.Context(), 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	a, err := d.Alloc(done, 4096)
+	require.Error(t, err)
+	require.True(t, a == nil, "Alloc: %#v", a)
+	a, err = d.AllocShareable(done, 4096, backend.HandleFD)
+	require.Error(t, err)
+	require.True(t, a == nil, "AllocShareable: %#v", a)
+	a, err = d.Import(done, backend.Handle{Kind: backend.HandleFD, Size: 4096})
+	require.Error(t, err)
+	require.True(t, a == nil, "Import: %#v", a)
 }

@@ -105,7 +105,7 @@ func (d *device) Granularity() int { return os.Getpagesize() }
 
 // Alloc returns private anonymous memory.
 func (d *device) Alloc(ctx context.Context, size int) (backend.Allocation, error) {
-	return d.newAlloc(ctx, allocPlain, size, 0)
+	return asAllocation(d.newAlloc(ctx, allocPlain, size, 0))
 }
 
 // AllocShareable returns memfd-backed memory exportable as kind.
@@ -119,12 +119,22 @@ func (d *device) AllocShareable(ctx context.Context, size int, kind backend.Hand
 	default:
 		return nil, backend.Errorf(backend.CodeInvalidArgument, "fake: shareable allocation for handle kind %s", kind)
 	}
-	return d.newAlloc(ctx, allocShareable, size, kind)
+	return asAllocation(d.newAlloc(ctx, allocShareable, size, kind))
+}
+
+// asAllocation returns a failed allocation as a nil interface, not as an
+// interface holding a nil *allocation (which is not == nil, and whose
+// Close would dereference it).
+func asAllocation(a *allocation, err error) (backend.Allocation, error) {
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // Import maps an exported allocation.
 func (d *device) Import(ctx context.Context, h backend.Handle) (backend.Allocation, error) {
-	return d.importHandle(ctx, h)
+	return asAllocation(d.importHandle(ctx, h))
 }
 
 // AllocHost returns shared anonymous memory with a host view; it does not
