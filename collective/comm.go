@@ -266,6 +266,16 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 	}
 	id := n - 1
 	tm.Mark("counter")
+	// Every rank records that it has left the rendezvous, whatever the
+	// outcome, before it returns: a peer that exits after that (it got the
+	// group's verdict and ended) is not mistaken for one that died in the
+	// middle (pidwatch, below).
+	leftKey := func(r int) string { return fmt.Sprintf("IntraNodeComm%d/left/%d", id, r) }
+	defer func() {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), leftTimeout)
+		_ = c.st.Set(lctx, leftKey(c.rank), []byte{1})
+		cancel()
+	}()
 	// The link matrix is read before the handshake, so that what each
 	// rank judges the topology from travels with it.
 	m, err := c.b.LinkMatrix(ctx)
@@ -297,7 +307,12 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 			procs = append(procs, pidwatch.Peer{Rank: r, PID: p.PID, Namespace: p.PIDNamespace})
 		}
 	}
-	ctx, stopWatch := pidwatch.Watch(ctx, procs)
+	ctx, stopWatch := pidwatch.Watch(ctx, procs, func(r int) bool {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), leftTimeout)
+		defer cancel()
+		left, err := c.st.Check(lctx, leftKey(r))
+		return err == nil && left
+	})
 	defer stopWatch()
 	defer func() { err = pidwatch.Cause(ctx, err) }()
 	for r, p := range peers {
@@ -551,6 +566,10 @@ func detect(m connectivity.Matrix, devices []int) (connectivity.Topology, error)
 	}
 	return connectivity.DetectGroup(sub, identity)
 }
+
+// leftTimeout bounds setting and reading the keys that say a rank has left
+// its rendezvous.
+const leftTimeout = time.Second
 
 // withDefaultTimeout returns ctx as it is when it has a deadline, else ctx
 // bounded by d: every wait has a deadline, the caller's or the options'.

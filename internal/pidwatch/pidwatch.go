@@ -2,6 +2,7 @@ package pidwatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -30,10 +31,11 @@ func Namespace() string {
 
 // Watch returns a context that ends, with a cause matching
 // backend.ErrPeerFailed that names the rank and its process, when one of
-// peers exits; the returned stop ends the watch and must be called. Peers
-// that are this process, or in another PID namespace (or when this
-// process's cannot be read), are not watched.
-func Watch(ctx context.Context, peers []Peer) (context.Context, func()) {
+// peers exits before finished(its rank) says it had finished with this
+// rank (finished may be nil: every exit counts); the returned stop ends the
+// watch and must be called. Peers that are this process, or in another PID
+// namespace (or when this process's cannot be read), are not watched.
+func Watch(ctx context.Context, peers []Peer, finished func(rank int) bool) (context.Context, func()) {
 	self, ns := os.Getpid(), Namespace()
 	var watched []Peer
 	for _, p := range peers {
@@ -48,7 +50,7 @@ func Watch(ctx context.Context, peers []Peer) (context.Context, func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if p, ok := wait(done, watched); ok {
+		if p, ok := wait(done, watched, finished); ok {
 			cancel(Exited(p))
 		}
 	})
@@ -68,13 +70,20 @@ func Exited(p Peer) error {
 }
 
 // Cause is the watch's cause in place of err when ctx ended because a
-// peer exited (err, which then only saw a cancelled context, is kept as
-// text, not as an error to match): a peer failure, not a timeout.
+// peer exited and err is what that did to the wait (a cancelled context, a
+// timeout, a peer failure; err is then kept as text, not as an error to
+// match): a peer failure, not a timeout. Any other error (a verdict the
+// ranks reached before the peer left, say) is returned as it is.
 func Cause(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if c := context.Cause(ctx); c != nil && c != ctx.Err() && backend.CodeOf(c) == backend.CodePeerFailed {
+	c := context.Cause(ctx)
+	if c == nil || c == ctx.Err() || backend.CodeOf(c) != backend.CodePeerFailed {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, backend.ErrTimeout) || errors.Is(err, backend.ErrPeerFailed) {
 		return fmt.Errorf("%w (while: %v)", c, err)
 	}
 	return err

@@ -2,6 +2,7 @@ package pidwatch
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -34,7 +35,7 @@ func TestWatchNamesTheExitedPeer(t *testing.T) {
 	for _, reap := range []bool{false, true} {
 		a, b := sleeper(t), sleeper(t)
 		ns := Namespace()
-		ctx, stop := Watch(t.Context(), []Peer{{Rank: 1, PID: a.Process.Pid, Namespace: ns}, {Rank: 2, PID: b.Process.Pid, Namespace: ns}})
+		ctx, stop := Watch(t.Context(), []Peer{{Rank: 1, PID: a.Process.Pid, Namespace: ns}, {Rank: 2, PID: b.Process.Pid, Namespace: ns}}, nil)
 		require.NoError(t, b.Process.Kill())
 		if reap {
 			_, _ = b.Process.Wait()
@@ -63,7 +64,7 @@ func TestWatchIgnores(t *testing.T) {
 		{Rank: 0, PID: os.Getpid(), Namespace: Namespace()},
 		{Rank: 1, PID: 1 << 30, Namespace: "pid:[1]"}, // another namespace: its number names nothing here
 		{Rank: 2, PID: a.Process.Pid, Namespace: Namespace()},
-	})
+	}, nil)
 	select {
 	case <-ctx.Done():
 		t.Fatalf("ended with no peer gone: %v", context.Cause(ctx))
@@ -83,7 +84,7 @@ func TestWatchGonePeer(t *testing.T) {
 	}
 	cmd := exec.Command("true")
 	require.NoError(t, cmd.Run())
-	ctx, stop := Watch(t.Context(), []Peer{{Rank: 3, PID: cmd.Process.Pid, Namespace: Namespace()}})
+	ctx, stop := Watch(t.Context(), []Peer{{Rank: 3, PID: cmd.Process.Pid, Namespace: Namespace()}}, nil)
 	defer stop()
 	select {
 	case <-ctx.Done():
@@ -91,4 +92,42 @@ func TestWatchGonePeer(t *testing.T) {
 		t.Fatal("a reaped peer was not reported")
 	}
 	require.ErrorContains(t, context.Cause(ctx), "rank 3 (process")
+}
+
+// TestWatchIgnoresFinishedPeers: a peer that had finished with this rank
+// before it exited (a rank that got the group's verdict and left) ends
+// nothing; the other peers are still watched.
+func TestWatchIgnoresFinishedPeers(t *testing.T) {
+	if Namespace() == "" {
+		t.Skip("no /proc/self/ns/pid")
+	}
+	a, b := sleeper(t), sleeper(t)
+	ns := Namespace()
+	ctx, stop := Watch(t.Context(), []Peer{{Rank: 1, PID: a.Process.Pid, Namespace: ns}, {Rank: 2, PID: b.Process.Pid, Namespace: ns}},
+		func(rank int) bool { return rank == 1 })
+	defer stop()
+	require.NoError(t, a.Process.Kill())
+	select {
+	case <-ctx.Done():
+		t.Fatalf("a finished peer's exit ended the watch: %v", context.Cause(ctx))
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, b.Process.Kill())
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the unfinished peer's exit was not noticed")
+	}
+	require.ErrorContains(t, context.Cause(ctx), "rank 2 (process")
+}
+
+// TestCauseKeepsVerdicts: after a peer's exit, an error that is not what
+// the cancellation did (a verdict every rank reached) is kept as it is.
+func TestCauseKeepsVerdicts(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(Exited(Peer{Rank: 1, PID: 7}))
+	verdict := backend.Errorf(backend.CodeNotSupported, "topology not usable")
+	require.Equal(t, verdict, Cause(ctx, verdict))
+	require.ErrorIs(t, Cause(ctx, fmt.Errorf("waiting: %w", context.Canceled)), backend.ErrPeerFailed)
+	require.ErrorIs(t, Cause(ctx, backend.Errorf(backend.CodeTimeout, "store get")), backend.ErrPeerFailed)
 }

@@ -10,11 +10,12 @@ import (
 // pidfds: the delay of stop, not of noticing an exit.
 const pollInterval = 100
 
-// wait blocks until a peer exits (true, that peer) or done is closed. A
-// peer whose pidfd cannot be opened because it no longer exists has
-// exited; one whose pidfd cannot be opened otherwise (an old kernel, no
-// permission) is not watched.
-func wait(done <-chan struct{}, peers []Peer) (Peer, bool) {
+// wait blocks until a peer exits before finished says it had finished
+// (true, that peer) or done is closed. A peer whose pidfd cannot be opened
+// because it no longer exists has exited; one whose pidfd cannot be opened
+// otherwise (an old kernel, no permission) is not watched.
+func wait(done <-chan struct{}, peers []Peer, finished func(rank int) bool) (Peer, bool) {
+	early := func(p Peer) bool { return finished == nil || !finished(p.Rank) }
 	var fds []unix.PollFd
 	var who []Peer
 	defer func() {
@@ -25,7 +26,10 @@ func wait(done <-chan struct{}, peers []Peer) (Peer, bool) {
 	for _, p := range peers {
 		fd, err := unix.PidfdOpen(p.PID, 0)
 		if errors.Is(err, unix.ESRCH) {
-			return p, true
+			if early(p) {
+				return p, true
+			}
+			continue
 		}
 		if err != nil {
 			continue
@@ -49,10 +53,18 @@ func wait(done <-chan struct{}, peers []Peer) (Peer, bool) {
 			return Peer{}, false
 		}
 		if n > 0 {
-			for i, f := range fds {
-				if f.Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) != 0 {
+			for i := 0; i < len(fds); i++ {
+				if fds[i].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) == 0 {
+					continue
+				}
+				if early(who[i]) {
 					return who[i], true
 				}
+				// It had finished: watch the others only.
+				_ = unix.Close(int(fds[i].Fd))
+				fds = append(fds[:i], fds[i+1:]...)
+				who = append(who[:i], who[i+1:]...)
+				i--
 			}
 		}
 	}
