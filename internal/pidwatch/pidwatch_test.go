@@ -25,6 +25,26 @@ func sleeper(t *testing.T) *exec.Cmd {
 	return cmd
 }
 
+// ended waits up to 10 s for ctx to end and fails the test if it does not.
+func ended(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal(what)
+	}
+}
+
+// stillRunning fails the test if ctx ends within d.
+func stillRunning(t *testing.T, ctx context.Context, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+		t.Fatalf("%s: %v", what, context.Cause(ctx))
+	case <-time.After(d):
+	}
+}
+
 // TestWatchNamesTheExitedPeer: a peer killed while watched ends the
 // context at once with an error naming its rank, before it is reaped
 // (a zombie) as after.
@@ -40,11 +60,7 @@ func TestWatchNamesTheExitedPeer(t *testing.T) {
 		if reap {
 			_, _ = b.Process.Wait()
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(10 * time.Second):
-			t.Fatal("the watch did not notice the exit")
-		}
+		ended(t, ctx, "the watch did not notice the exit")
 		cause := context.Cause(ctx)
 		require.ErrorIs(t, cause, backend.ErrPeerFailed)
 		require.ErrorContains(t, cause, "rank 2 (process ")
@@ -65,11 +81,7 @@ func TestWatchIgnores(t *testing.T) {
 		{Rank: 1, PID: 1 << 30, Namespace: "pid:[1]"}, // another namespace: its number names nothing here
 		{Rank: 2, PID: a.Process.Pid, Namespace: Namespace()},
 	}, nil)
-	select {
-	case <-ctx.Done():
-		t.Fatalf("ended with no peer gone: %v", context.Cause(ctx))
-	case <-time.After(300 * time.Millisecond):
-	}
+	stillRunning(t, ctx, 300*time.Millisecond, "ended with no peer gone")
 	stop()
 	require.ErrorIs(t, ctx.Err(), context.Canceled)
 	require.NoError(t, Cause(ctx, nil))
@@ -86,11 +98,7 @@ func TestWatchGonePeer(t *testing.T) {
 	require.NoError(t, cmd.Run())
 	ctx, stop := Watch(t.Context(), []Peer{{Rank: 3, PID: cmd.Process.Pid, Namespace: Namespace()}}, nil)
 	defer stop()
-	select {
-	case <-ctx.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("a reaped peer was not reported")
-	}
+	ended(t, ctx, "a reaped peer was not reported")
 	require.ErrorContains(t, context.Cause(ctx), "rank 3 (process")
 }
 
@@ -107,17 +115,9 @@ func TestWatchIgnoresFinishedPeers(t *testing.T) {
 		func(rank int) bool { return rank == 1 })
 	defer stop()
 	require.NoError(t, a.Process.Kill())
-	select {
-	case <-ctx.Done():
-		t.Fatalf("a finished peer's exit ended the watch: %v", context.Cause(ctx))
-	case <-time.After(300 * time.Millisecond):
-	}
+	stillRunning(t, ctx, 300*time.Millisecond, "a finished peer's exit ended the watch")
 	require.NoError(t, b.Process.Kill())
-	select {
-	case <-ctx.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the unfinished peer's exit was not noticed")
-	}
+	ended(t, ctx, "the unfinished peer's exit was not noticed")
 	require.ErrorContains(t, context.Cause(ctx), "rank 2 (process")
 }
 

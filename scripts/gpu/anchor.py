@@ -19,17 +19,26 @@ SIZES = [1 << k for k in range(10, 29, 2)]  # 1 KiB .. 256 MiB
 ITERS_GRAPH = 20
 
 
-def bench(fn, iters=ITERS_GRAPH, reps=20):
+def capture(fn, iters):
+    """fn warmed up on a side stream, then captured iters times into a
+    CUDA graph (None for iters=0: eager)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for _ in range(3):
             fn()
     torch.cuda.current_stream().wait_stream(s)
+    if iters == 0:
+        return None
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         for _ in range(iters):
             fn()
+    return g
+
+
+def bench(fn, iters=ITERS_GRAPH, reps=20):
+    g = capture(fn, iters)
     times = []
     for _ in range(reps):
         dist.barrier()
@@ -52,17 +61,7 @@ def single(fn, graph, n=50):
     rank's mean (every rank returns its own; rank 0 prints the max)."""
     import time
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = None
-    if graph:
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            fn()
+    g = capture(fn, 1 if graph else 0)
     run = g.replay if graph else fn
     for _ in range(5):
         run()
