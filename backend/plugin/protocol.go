@@ -65,7 +65,7 @@ type index struct{ I int }
 // pair names two devices.
 type pair struct{ I, J int }
 
-// helloReq opens a session. Fast names the plugin's ends of the fast
+// helloReq opens a connection. Fast names the plugin's ends of the fast
 // lanes, sent on the descriptor socket.
 type helloReq struct {
 	Version int

@@ -165,6 +165,13 @@ func gained(before, after held) (fds, goroutines string) {
 	return countKinds(fd), countKinds(gs)
 }
 
+// growth says how b's counts and names grew over a's: "descriptors 6 -> 8
+// [2× pipe*], goroutines 3 -> 3 []".
+func growth(a, b point) string {
+	fds, gs := gained(a.Held, b.Held)
+	return fmt.Sprintf("descriptors %d -> %d [%s], goroutines %d -> %d [%s]", a.FDs, b.FDs, fds, a.Goroutines, b.Goroutines, gs)
+}
+
 // countKinds writes each distinct item with its count, most first.
 func countKinds(items []string) string {
 	n := map[string]int{}

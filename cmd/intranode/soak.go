@@ -78,28 +78,35 @@ type soakReport struct {
 	// last call, the comm still open both times.
 	Start resources `json:"start"`
 	End   resources `json:"end"`
-	// Closed marks the rank's second line, written once everything it
-	// opened is closed, CloseMs after the report. Opened is what the
-	// process held before it opened anything, Released what it holds once
-	// all is closed (after up to soakSettle for goroutines to end): a rank
-	// that failed, or was stopped while its peers left, must give back
-	// all it took too.
-	Closed  bool  `json:"closed,omitempty"`
-	CloseMs int64 `json:"close_ms,omitempty"`
-	// Floor is what it holds once the rank's device and the vendor
-	// library have been used and closed (soakWarmup): the driver's and the
-	// library's share for the process's life; FloorError says why that
-	// failed, if it did.
-	Opened     resources `json:"opened"`
-	Floor      resources `json:"floor"`
-	FloorError string    `json:"floor_error,omitempty"`
-	Released   resources `json:"released"`
-	// What the process held, by name, at those three points: what a leak
-	// is, and what the driver and the library keep.
-	OpenedHeld   held `json:"opened_held"`
-	FloorHeld    held `json:"floor_held"`
-	ReleasedHeld held `json:"released_held"`
+	// Closed is the rank's second line, written once everything it opened
+	// is closed.
+	Closed *closeReport `json:"closed,omitempty"`
 }
+
+// closeReport is what a rank holds at three moments: before it opened
+// anything (Opened); at its floor (Floor), once its device and the vendor
+// library have been used and closed (soakWarmup), the driver's and the
+// library's share for the process's life; and once the job's comm and
+// everything else is closed (Released, after up to soakSettle for
+// goroutines to end), CloseMs after its report. A rank that failed, or was
+// stopped while its peers left, must give back all it took above its
+// floor too. FloorError says why the warm-up failed, if it did.
+type closeReport struct {
+	CloseMs    int64  `json:"close_ms"`
+	Opened     point  `json:"opened"`
+	Floor      point  `json:"floor"`
+	Released   point  `json:"released"`
+	FloorError string `json:"floor_error,omitempty"`
+}
+
+// point is what a process holds at one moment: the counts and, by name,
+// the descriptors and goroutines (what a leak is).
+type point struct {
+	resources
+	Held held `json:"held"`
+}
+
+func readPoint(r resources) point { return point{resources: r, Held: readHeld()} }
 
 // soakSettle bounds the wait, after a rank has closed everything, for its
 // goroutines and descriptors to come back to what it held before.
@@ -364,11 +371,9 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 				}
 				return
 			}
-			if rep.Closed {
+			if rep.Closed != nil {
 				if prev, ok := j.reports[r]; ok {
-					prev.Closed, prev.CloseMs, prev.Opened, prev.Released = true, rep.CloseMs, rep.Opened, rep.Released
-					prev.OpenedHeld, prev.ReleasedHeld = rep.OpenedHeld, rep.ReleasedHeld
-					prev.Floor, prev.FloorHeld, prev.FloorError = rep.Floor, rep.FloorHeld, rep.FloorError
+					prev.Closed = rep.Closed
 					j.reports[r] = prev
 				}
 				return
@@ -417,7 +422,7 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 		r := res.Rank
 		rep, ok := j.reports[r]
 		switch {
-		case res.TimedOut && ok && !rep.Closed:
+		case res.TimedOut && ok && rep.Closed == nil:
 			what := "finished its calls"
 			if rep.Error != "" {
 				what = fmt.Sprintf("failed (%s)", rep.Kind)
@@ -447,15 +452,14 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 				j.problems = append(j.problems, fmt.Sprintf("rank %d failed with no fault to explain it: %s", r, rep.Error))
 			}
 		}
-		if rep.Closed && rep.FloorError != "" {
-			j.problems = append(j.problems, fmt.Sprintf("rank %d could not use its device and library alone: %s", r, rep.FloorError))
+		if c := rep.Closed; c != nil {
+			if c.FloorError != "" {
+				j.problems = append(j.problems, fmt.Sprintf("rank %d could not use its device and library alone: %s", r, c.FloorError))
+			}
+			if rel, op := c.Released, c.Floor; rel.FDs > op.FDs || rel.Goroutines > op.Goroutines {
+				j.problems = append(j.problems, fmt.Sprintf("rank %d held after closing everything: %s", r, growth(op, rel)))
+			}
 		}
-		if rel, op := rep.Released, rep.Floor; rep.Closed && (rel.FDs > op.FDs || rel.Goroutines > op.Goroutines) {
-			fds, gs := gained(rep.FloorHeld, rep.ReleasedHeld)
-			j.problems = append(j.problems, fmt.Sprintf("rank %d held after closing everything: descriptors %d -> %d [%s], goroutines %d -> %d [%s]",
-				r, op.FDs, rel.FDs, fds, op.Goroutines, rel.Goroutines, gs))
-		}
-
 		// A stopped rank resumes after its peers have failed and left: what
 		// it holds then answers their departure (a connection's reader that
 		// saw the close), so its calls are not judged for leaks; what it
@@ -533,10 +537,8 @@ func (s *soakSummary) add(j soakResult) {
 		s.faults++
 	}
 	for _, r := range j.reports {
-		if s.kept == "" && r.Closed {
-			fds, gs := gained(r.OpenedHeld, r.FloorHeld)
-			s.kept = fmt.Sprintf("descriptors %d -> %d [%s], goroutines %d -> %d [%s]",
-				r.Opened.FDs, r.Floor.FDs, fds, r.Opened.Goroutines, r.Floor.Goroutines, gs)
+		if s.kept == "" && r.Closed != nil {
+			s.kept = growth(r.Closed.Opened, r.Closed.Floor)
 		}
 		s.calls += r.Calls
 		s.wrong += r.Wrong
@@ -607,7 +609,7 @@ func runSoakRank(ctx context.Context, _ []string, s streams) error {
 	}
 	enc := json.NewEncoder(s.Out)
 	var reported time.Time
-	opened, openedHeld := readResources(), readHeld()
+	opened := readPoint(readResources())
 	// What the device's driver and the vendor library keep once they have
 	// been used in a process is theirs for the process's life, not a
 	// leak of the job: the floor is read after this rank's device has
@@ -615,7 +617,7 @@ func runSoakRank(ctx context.Context, _ []string, s streams) error {
 	// all closed again. What the job leaves above it grows with every
 	// group: a leak.
 	floorErr := soakWarmup(ctx, cfg, rank)
-	floor, floorHeld := settled(opened), readHeld()
+	floor := readPoint(settled(opened.resources))
 	if err := soakRank(ctx, cfg, rank, func(rep soakReport) error {
 		reported = time.Now()
 		return enc.Encode(rep)
@@ -625,13 +627,11 @@ func runSoakRank(ctx context.Context, _ []string, s streams) error {
 	// A second line once everything is closed: a rank that reported but
 	// never gets here hung in Close.
 	closeMs := time.Since(reported).Milliseconds()
-	rel := released(floor)
-	rep := soakReport{Rank: rank, Closed: true, CloseMs: closeMs, Opened: opened, Floor: floor, Released: rel,
-		OpenedHeld: openedHeld, FloorHeld: floorHeld, ReleasedHeld: readHeld()}
+	c := &closeReport{CloseMs: closeMs, Opened: opened, Floor: floor, Released: readPoint(released(floor.resources))}
 	if floorErr != nil {
-		rep.FloorError = floorErr.Error()
+		c.FloorError = floorErr.Error()
 	}
-	return enc.Encode(rep)
+	return enc.Encode(soakReport{Rank: rank, Closed: c})
 }
 
 // soakRank runs the rank and hands its report to emit before closing what
@@ -770,9 +770,8 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 }
 
 // soakWarmup opens the rank's device, allocates and makes one all-reduce
-// through the backend's own library (collective.InterHostBackend: a
-// communicator of this rank alone) where it has one, and closes
-// everything, so that what the driver and the library keep for the
+// through the backend's own library where it has one (warmLibrary), and
+// closes everything, so that what the driver and the library keep for the
 // process's life is taken before the soak's floor is read.
 func soakWarmup(ctx context.Context, cfg soakConfig, rank int) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, soakSetupTimeout(cfg))
@@ -798,20 +797,27 @@ func soakWarmup(ctx context.Context, cfg soakConfig, rank int) (err error) {
 	}
 	defer func() { err = errors.Join(err, buf.Close()) }()
 	if ihb, ok := b.(collective.InterHostBackend); ok {
-		st, err := store.Open(ctx, "mem://")
-		if err != nil {
-			return err
-		}
-		defer func() { err = errors.Join(err, st.Close()) }()
-		ih, err := ihb.NewInterHost(ctx, collective.InterHostConfig{Store: st, Name: "soak-warmup", Rank: 0, World: 1, Device: rank})
-		if err != nil {
-			return err
-		}
-		err = ih.AllReduce(ctx, s, buf.Ptr(), buf.Ptr(), 1024, backend.Float32, backend.Sum)
-		err = errors.Join(err, s.Synchronize(ctx), ih.Close())
-		if err != nil {
-			return err
-		}
+		return warmLibrary(ctx, ihb, s, buf.Ptr(), rank)
+	}
+	return nil
+}
+
+// warmLibrary makes one all-reduce on s through a communicator of this
+// rank alone of the backend's library (collective.InterHostBackend) and
+// closes it.
+func warmLibrary(ctx context.Context, ihb collective.InterHostBackend, s backend.Stream, buf backend.DevicePtr, rank int) (err error) {
+	st, err := store.Open(ctx, "mem://")
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, st.Close()) }()
+	ih, err := ihb.NewInterHost(ctx, collective.InterHostConfig{Store: st, Name: "soak-warmup", Rank: 0, World: 1, Device: rank})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, ih.Close()) }()
+	if err := ih.AllReduce(ctx, s, buf, buf, 1024, backend.Float32, backend.Sum); err != nil {
+		return err
 	}
 	return s.Synchronize(ctx)
 }
