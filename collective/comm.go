@@ -266,16 +266,6 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 	}
 	id := n - 1
 	tm.Mark("counter")
-	// Every rank records that it has left the rendezvous, whatever the
-	// outcome, before it returns: a peer that exits after that (it got the
-	// group's verdict and ended) is not mistaken for one that died in the
-	// middle (pidwatch, below).
-	leftKey := func(r int) string { return fmt.Sprintf("IntraNodeComm%d/left/%d", id, r) }
-	defer func() {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), leftTimeout)
-		_ = c.st.Set(lctx, leftKey(c.rank), []byte{1})
-		cancel()
-	}()
 	// The link matrix is read before the handshake, so that what each
 	// rank judges the topology from travels with it.
 	m, err := c.b.LinkMatrix(ctx)
@@ -298,23 +288,8 @@ func (c *Comm) Rendezvous(ctx context.Context) (err error) {
 	for r, raw := range all {
 		peers[r] = decodeHandshake(raw)
 	}
-	// From here on every rank has announced its process: one that exits
-	// ends the rest of the rendezvous on every other rank at once, named,
-	// instead of at the deadline.
-	var procs []pidwatch.Peer
-	for r, p := range peers {
-		if p.Host == c.opts.Hostname {
-			procs = append(procs, pidwatch.Peer{Rank: r, PID: p.PID, Namespace: p.PIDNamespace})
-		}
-	}
-	ctx, stopWatch := pidwatch.Watch(ctx, procs, func(r int) bool {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), leftTimeout)
-		defer cancel()
-		left, err := c.st.Check(lctx, leftKey(r))
-		return err == nil && left
-	})
-	defer stopWatch()
-	defer func() { err = pidwatch.Cause(ctx, err) }()
+	ctx, endWatch := c.watchPeers(ctx, id, peers)
+	defer endWatch(&err)
 	for r, p := range peers {
 		if p.Host != peers[0].Host {
 			return fmt.Errorf("%w: rank 0 is on %q but rank %d is on %q", ErrHostMismatch, peers[0].Host, r, p.Host)
@@ -565,6 +540,42 @@ func detect(m connectivity.Matrix, devices []int) (connectivity.Topology, error)
 		identity[i] = i
 	}
 	return connectivity.DetectGroup(sub, identity)
+}
+
+// watchPeers watches, for the rest of the rendezvous named by id, the
+// processes the ranks announced in the handshake (pidwatch): one that
+// exits ends ctx on every other rank at once, named, instead of at the
+// deadline. Every rank records under "IntraNodeComm<id>/left/<rank>" that
+// it has left the rendezvous, whatever the outcome, before it returns, so
+// that a peer that exits after that (it got the group's verdict and ended)
+// is not taken for one that died in the middle. The returned end, deferred
+// with the rendezvous's error, puts a peer's exit in place of what it did
+// to the wait (pidwatch.Cause), stops the watch and records this rank's
+// leaving.
+func (c *Comm) watchPeers(ctx context.Context, id int64, peers []handshake) (context.Context, func(err *error)) {
+	leftKey := func(r int) string { return fmt.Sprintf("IntraNodeComm%d/left/%d", id, r) }
+	withLeft := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), leftTimeout)
+	}
+	var procs []pidwatch.Peer
+	for r, p := range peers {
+		if p.Host == c.opts.Hostname {
+			procs = append(procs, pidwatch.Peer{Rank: r, PID: p.PID, Namespace: p.PIDNamespace})
+		}
+	}
+	wctx, stop := pidwatch.Watch(ctx, procs, func(r int) bool {
+		lctx, cancel := withLeft()
+		defer cancel()
+		left, err := c.st.Check(lctx, leftKey(r))
+		return err == nil && left
+	})
+	return wctx, func(err *error) {
+		*err = pidwatch.Cause(wctx, *err)
+		stop()
+		lctx, cancel := withLeft()
+		_ = c.st.Set(lctx, leftKey(c.rank), []byte{1})
+		cancel()
+	}
 }
 
 // leftTimeout bounds setting and reading the keys that say a rank has left
