@@ -327,7 +327,10 @@ func caseKillAfterHandshake(ctx context.Context, e *Env) error {
 		a := try(ctx, "rendezvous", e.FaultDeadline, c.Rendezvous)
 		return fmt.Errorf("the victim's rendezvous returned (%v) without reaching the symmetric exchange", a.err)
 	}
-	before := openDescriptors()
+	before, err := openFDs()
+	if err != nil {
+		return err
+	}
 	c, err := faultComm(ctx, e, e.Store)
 	if err != nil {
 		return err
@@ -342,25 +345,19 @@ func caseKillAfterHandshake(ctx context.Context, e *Env) error {
 	if !errors.Is(a.err, backend.ErrPeerFailed) || !strings.Contains(a.err.Error(), want) {
 		return fmt.Errorf("the rendezvous failed without saying that %s… has exited: %w", want, a.err)
 	}
-	if after := openDescriptors(); len(after) > len(before) {
-		return fmt.Errorf("after the failed rendezvous (victim killed at its %s) and Close, %d descriptors are open, %d before: %v",
-			map[bool]string{false: "first exchange", true: "closing round"}[closing], len(after), len(before), after)
+	after, err := openFDs()
+	if err != nil {
+		return err
+	}
+	if after > before {
+		where := "first exchange"
+		if closing {
+			where = "closing round"
+		}
+		return fmt.Errorf("after the failed rendezvous (victim killed at its %s) and Close, %d descriptors are open, %d before",
+			where, after, before)
 	}
 	return cerr
-}
-
-// openDescriptors lists what this process's open descriptors refer to.
-func openDescriptors() []string {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return nil
-	}
-	out := make([]string, 0, len(ents))
-	for _, e := range ents {
-		t, _ := os.Readlink("/proc/self/fd/" + e.Name())
-		out = append(out, t)
-	}
-	return out
 }
 
 // setupRendezvous creates this rank's comm and rendezvouses under the

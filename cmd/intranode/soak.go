@@ -325,7 +325,11 @@ func (j soakResult) line(n int) string {
 			if len(e) > 240 {
 				e = e[:240] + "…"
 			}
-			told = fmt.Sprintf("; rank %d%s: %s", r, map[bool]string{true: " (forming the group)"}[rep.Setup], e)
+			phase := ""
+			if rep.Setup {
+				phase = " (forming the group)"
+			}
+			told = fmt.Sprintf("; rank %d%s: %s", r, phase, e)
 			break
 		}
 	}
