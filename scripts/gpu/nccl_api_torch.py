@@ -22,6 +22,13 @@ import torch.distributed as dist
 
 MODE = os.environ.get("MODE", "correct")
 T0 = time.perf_counter()
+if os.environ.get("DUMP_AFTER"):
+    # Where each rank is, should the run stall: every thread's stack on
+    # stderr after DUMP_AFTER seconds (and again every as many).
+    import faulthandler
+
+    faulthandler.dump_traceback_later(float(os.environ["DUMP_AFTER"]), repeat=True)
+print(f"STEP start pid {os.getpid()} t={time.perf_counter() - T0:.1f}s", flush=True)
 rank = int(os.environ["RANK"])
 world = int(os.environ["WORLD_SIZE"])
 local = int(os.environ["LOCAL_RANK"])
@@ -30,6 +37,7 @@ dev = torch.device("cuda", local)
 import datetime  # noqa: E402
 
 dist.init_process_group("nccl", device_id=dev, timeout=datetime.timedelta(seconds=30 if MODE == "kill" else 600))
+print(f"STEP rank {rank} initialised t={time.perf_counter() - T0:.1f}s", flush=True)
 cpu = dist.new_group(backend="gloo")
 # Subgroups, made by every rank in the same order (new_group is collective
 # over the default group): NCCL ones to test, gloo twins for the reference.
@@ -40,6 +48,7 @@ if world >= 4:
         SUBGROUPS[f"half{h}"] = (dist.new_group(ranks), dist.new_group(ranks, backend="gloo"), rank in ranks)
 SUBGROUPS["pair"] = (dist.new_group([0, 1]), dist.new_group([0, 1], backend="gloo"), rank in (0, 1))
 GLOO = {id(v[0]): v[1] for v in SUBGROUPS.values()}
+print(f"STEP rank {rank} groups made t={time.perf_counter() - T0:.1f}s", flush=True)
 
 TOL = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10, torch.float32: 2.0**-20}
 

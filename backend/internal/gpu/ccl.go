@@ -38,17 +38,20 @@ import (
 //     rank's key, so a rank that never calls ends in ErrTimeout naming it,
 //     before any rank enters the library;
 //  3. every rank calls ncclCommInitRank with its device current (made
-//     current inside the same C call).
+//     current inside the same C call);
+//  4. every rank sends one element to every peer and receives one from
+//     each (connect), so that the library's send/receive connections are
+//     made while every rank is known to be there, not by a later call.
 //
 // Creation as a whole is bounded by the timeout (SetTimeout). The
 // communicator is a blocking one: on a non-blocking communicator (config
 // blocking=0) the library runs every later collective call on a thread it
 // creates for the call and returns ncclInProgress, which would add a
 // thread's start and join to each call and skew the anchor. Instead step 2
-// keeps missing ranks out of the library, and ncclCommInitRank runs on its
-// own goroutine so that a rank that dies between steps 2 and 3 costs the
-// caller the timeout, not a hang (the stuck call's communicator is aborted
-// if it ever returns).
+// keeps missing ranks out of the library, and steps 3 and 4 run on a
+// goroutine of their own so that a rank that dies between steps 2 and 4
+// costs the caller the timeout, not a hang (the stuck call's communicator
+// is aborted if it ever returns).
 //
 // Calls are enqueued on the caller's stream, so stream order and graph
 // capture work as for the comm's kernels; the communicator must exist
@@ -618,11 +621,13 @@ func (l *CCL) Collective(ctx context.Context, s backend.Stream, g CCLGroup, op c
 		// The library connects a send/receive pair to its peer on first
 		// use, inside the enqueue call (NCCL_RUNTIME_CONNECT=0 connects
 		// only the collectives' rings and trees at init), and a dead peer
-		// never answers: the call would block past any deadline. It runs
-		// on a goroutine of its own, and the caller leaves at ctx's end.
-		// The communicator is then failed and never aborted:
-		// ncclCommAbort frees it under the blocked call, which crashed the
-		// process when the abort woke it (4×H200 kill trials,
+		// never answers: the call would block past any deadline. Creation
+		// makes those connections (connect), so this call should not
+		// block; should the library connect again anyway, it runs on a
+		// goroutine of its own, and the caller leaves at ctx's end. The
+		// communicator is then failed and never aborted: ncclCommAbort
+		// frees it under the blocked call, which crashed the process when
+		// the abort woke it (4×H200 kill trials,
 		// docs/results/2026-11-26-h200x4-a/run5).
 		done := make(chan int, 1)
 		go func() { done <- enqueue() }()
@@ -754,29 +759,82 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 		err error
 	}
 	done := make(chan result, 1)
+	var scratch func() error
 	go func() {
 		h, r := l.cfg.Shims.Init(cctx, nc.world, id, nc.rank)
-		done <- result{h, l.Check("ncclCommInitRank", r)}
+		err := l.Check("ncclCommInitRank", r)
+		if err == nil && nc.world > 1 {
+			scratch, err = l.connect(ctx, d, h, nc.world)
+		}
+		done <- result{h, err}
 	}()
+	// end aborts a communicator whose creation failed, then frees the
+	// connecting all-to-all's buffer and stream (a kernel still waiting
+	// for a peer ends with the abort).
+	end := func(res result) {
+		if res.h != 0 {
+			_ = l.cfg.Shims.Abort(cctx, res.h)
+		}
+		if scratch != nil {
+			_ = scratch()
+		}
+		_ = release()
+	}
 	select {
 	case res := <-done:
 		if res.err != nil {
-			_ = release()
+			end(res)
 			return Wrap(res.err, "%s", what)
+		}
+		if err := scratch(); err != nil {
+			end(result{h: res.h})
+			return Wrap(err, "%s: freeing the connecting all-to-all's buffer", what)
 		}
 		nc.h, nc.ctx, nc.release = res.h, cctx, release
 		return nil
 	case <-ctx.Done():
-		go func() {
-			if res := <-done; res.h != 0 {
-				_ = l.cfg.Shims.Abort(cctx, res.h)
-			}
-			_ = release()
-		}()
+		go func() { end(<-done) }()
 		return backend.Errorf(backend.CodeTimeout,
-			"%s: ncclCommInitRank did not finish within %v although every rank had joined (did a rank stop?): %w",
+			"%s: ncclCommInitRank and the connection to every peer did not finish within %v although every rank had joined (did a rank stop?): %w",
 			what, timeout, ctx.Err())
 	}
+}
+
+// connect makes the communicator's send/receive connections to every peer
+// at creation, with one all-to-all of one element, and waits for it (at
+// most until ctx ends). The library connects a pair on its first send or
+// receive, inside the enqueue call, waiting on the peer with no deadline;
+// ncclCommAbort cannot end that wait (it frees the communicator under the
+// blocked call), so a peer that died before a rank's first all-to-all left
+// that rank's communicator, its sockets and shared-memory files held for
+// the process's life (4×H200 kill trials,
+// docs/results/2026-11-28-h200x4-b). At creation every rank is present,
+// and a creation that does not finish is aborted once its call returns.
+// The library connects the same channels for any size (all of a peer's
+// send/receive channels on first use), so no later all-to-all connects.
+// The returned function frees the buffer and stream; call it once the
+// all-to-all has finished or the communicator has been aborted.
+func (l *CCL) connect(ctx context.Context, d *Device, h uintptr, world int) (func() error, error) {
+	const elem = 4
+	buf, err := d.Alloc(ctx, 2*world*elem)
+	if err != nil {
+		return nil, Wrap(err, "the connecting all-to-all's buffer")
+	}
+	s, err := d.NewStream(ctx)
+	if err != nil {
+		return buf.Close, Wrap(err, "the connecting all-to-all's stream")
+	}
+	free := func() error { return errors.Join(s.Close(), buf.Close()) }
+	st := s.(*Stream)
+	r := l.cfg.Shims.Collective(d.Ctx(), h, collective.OpAllToAll, buf.Ptr(), buf.Ptr().Add(world*elem), 1, elem, cclInt32, cclSum,
+		0, world, st.Handle())
+	if err := l.Check("connecting to every peer (ncclSend/ncclRecv)", r); err != nil {
+		return free, err
+	}
+	if err := st.Synchronize(ctx); err != nil {
+		return free, Wrap(err, "waiting for the connecting all-to-all")
+	}
+	return free, nil
 }
 
 // bootstrap agrees on group's unique id through st and waits until every

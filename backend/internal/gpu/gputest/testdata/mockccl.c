@@ -7,7 +7,11 @@
 // current context, the all-reduce's stream must belong to the current
 // context, and aborting a communicator twice fails; an abort ends a group
 // call of the same group still waiting for a peer (ncclInternalError).
-// MOCK_NCCL_ASYNC makes ncclCommGetAsyncError report that result. Without
+// MOCK_NCCL_ASYNC makes ncclCommGetAsyncError report that result. NCCL
+// connects a communicator's sends and receives at their first group; the
+// mock refuses (ncclInvalidUsage) a first group that comes after one of
+// the communicator's collectives, as the backends make those connections
+// when they create a communicator, before any call (gpu.CCL's connect). Without
 // the mock driver loaded (the ROCm tests) only its loader-facing calls are
 // used: version, unique id, error strings.
 
@@ -34,6 +38,8 @@ struct comm {
 	int magic;
 	struct group *g;
 	int rank;
+	int colls;     // collectives called, sends and receives aside
+	int connected; // a group of sends and receives has run
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -129,6 +135,7 @@ int ncclAllReduce(const void *send, void *recv, size_t count, int dtype, int op,
 		return 1;
 	}
 	struct group *g = c->g;
+	c->colls++;
 	g->send[c->rank] = send;
 	barrier(g);
 	void *tmp = malloc(count * 4 + 1);
@@ -162,6 +169,7 @@ int ncclReduceScatter(const void *send, void *recv, size_t count, int dtype, int
 	int r = enter(c, dtype, stream);
 	if (r != 0) return r;
 	struct group *g = c->g;
+	c->colls++;
 	g->send[c->rank] = send;
 	barrier(g);
 	void *tmp = malloc(count * 4 + 1);
@@ -194,6 +202,7 @@ int ncclAllGather(const void *send, void *recv, size_t count, int dtype, struct 
 	int r = enter(c, dtype, stream);
 	if (r != 0) return r;
 	struct group *g = c->g;
+	c->colls++;
 	void *mine = malloc(count * 4 + 1);
 	memcpy(mine, send, count * 4);
 	g->send[c->rank] = mine;
@@ -210,6 +219,7 @@ int ncclBroadcast(const void *send, void *recv, size_t count, int dtype, int roo
 	int r = enter(c, dtype, stream);
 	if (r != 0) return r;
 	struct group *g = c->g;
+	c->colls++;
 	g->send[c->rank] = send;
 	barrier(g);
 	if (c->rank != root) memcpy(recv, g->send[root], count * 4);
@@ -261,6 +271,13 @@ int ncclGroupEnd(void) {
 	if (--grouped > 0 || gcomm == NULL) return 0;
 	struct group *g = gcomm->g;
 	pthread_mutex_lock(&mu);
+	if (!gcomm->connected && gcomm->colls > 0) {
+		pthread_mutex_unlock(&mu);
+		nrecvs = 0;
+		gcomm = NULL;
+		return 5; // connected by a call, not at creation
+	}
+	gcomm->connected = 1;
 	int r = barrier(g);
 	if (r == 0) {
 		for (int i = 0; i < nrecvs; i++) memcpy(recvs[i].buf, g->to[recvs[i].peer][gcomm->rank], recvs[i].bytes);
