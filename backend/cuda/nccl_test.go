@@ -506,7 +506,16 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 		require.NoError(t, e.Err())
 		require.NoError(t, e.Close())
 	}
-	_, err := b.NewInterHost(ctx, collective.InterHostConfig{Store: st, Name: "x", Rank: 2, World: 2})
+	// A communicator of one rank (the soak's warm-up makes one) has no
+	// peer to connect to.
+	one, err := b.NewInterHost(ctx, collective.InterHostConfig{Store: st, Name: "interhost/one", Rank: 0, World: 1})
+	require.NoError(t, err)
+	seed++
+	require.NoError(t, ranks[0].check(ctx, backend.Float32, backend.Sum, 1000, 1, seed, ranks[0].out.Ptr(), func() error {
+		return one.AllReduce(ctx, ranks[0].s, ranks[0].in.Ptr(), ranks[0].out.Ptr(), 1000, backend.Float32, backend.Sum)
+	}))
+	require.NoError(t, one.Close())
+	_, err = b.NewInterHost(ctx, collective.InterHostConfig{Store: st, Name: "x", Rank: 2, World: 2})
 	require.ErrorIs(t, err, backend.ErrInvalidArgument)
 
 	// The communicator belongs to its rank's device.

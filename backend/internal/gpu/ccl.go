@@ -759,12 +759,15 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 		err error
 	}
 	done := make(chan result, 1)
-	var scratch func() error
+	scratch := func() error { return nil } // one rank: nothing to connect
 	go func() {
 		h, r := l.cfg.Shims.Init(cctx, nc.world, id, nc.rank)
 		err := l.Check("ncclCommInitRank", r)
 		if err == nil && nc.world > 1 {
-			scratch, err = l.connect(ctx, d, h, nc.world)
+			var free func() error
+			if free, err = l.connect(ctx, d, h, nc.world); free != nil {
+				scratch = sync.OnceValue(free)
+			}
 		}
 		done <- result{h, err}
 	}()
@@ -775,9 +778,7 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 		if res.h != 0 {
 			_ = l.cfg.Shims.Abort(cctx, res.h)
 		}
-		if scratch != nil {
-			_ = scratch()
-		}
+		_ = scratch()
 		_ = release()
 	}
 	select {
