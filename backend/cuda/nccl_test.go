@@ -452,7 +452,7 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	group := func(name string) []gpu.CCLGroup {
 		gs := make([]gpu.CCLGroup, world)
 		for r := range gs {
-			gs[r] = gpu.CCLGroup{Key: new(int), Store: st, Name: name, Rank: r, World: world}
+			gs[r] = gpu.CCLGroup{Key: new(int), Store: st, Name: name, Rank: r, World: world, SendRecv: true}
 		}
 		return gs
 	}

@@ -39,9 +39,11 @@ import (
 //     before any rank enters the library;
 //  3. every rank calls ncclCommInitRank with its device current (made
 //     current inside the same C call);
-//  4. every rank sends one element to every peer and receives one from
-//     each (connect), so that the library's send/receive connections are
-//     made while every rank is known to be there, not by a later call.
+//  4. for a group whose calls include all-to-alls (CCLGroup.SendRecv: the
+//     fallback's, not an inter-host engine's), every rank sends one element
+//     to every peer and receives one from each (connect), so that the
+//     library's send/receive connections are made while every rank is
+//     known to be there, not by a later call.
 //
 // Creation as a whole is bounded by the timeout (SetTimeout). The
 // communicator is a blocking one: on a non-blocking communicator (config
@@ -420,16 +422,19 @@ func (l *CCL) timeoutLocked() time.Duration {
 
 // CCLGroup is what a communicator is made for: the key it is cached under
 // (the *collective.Comm, an inter-host engine), and the store, group name,
-// rank and size of its members.
+// rank and size of its members. SendRecv says that its calls include
+// all-to-alls (groups of sends and receives), whose connections to every
+// peer are then made at creation (step 4 of CCL).
 type CCLGroup struct {
 	Key         any
 	Store       store.Store
 	Name        string
 	Rank, World int
+	SendRecv    bool
 }
 
 func groupOf(c *collective.Comm) CCLGroup {
-	return CCLGroup{Key: c, Store: c.Store(), Name: c.GroupName(), Rank: c.Rank(), World: c.World()}
+	return CCLGroup{Key: c, Store: c.Store(), Name: c.GroupName(), Rank: c.Rank(), World: c.World(), SendRecv: true}
 }
 
 // cclComm is one rank's communicator. The fields below ready are set by
@@ -441,6 +446,8 @@ type cclComm struct {
 	rank  int
 	world int
 	dev   int // device index
+	// sendRecv: connect to every peer at creation (CCLGroup.SendRecv).
+	sendRecv bool
 
 	ready chan struct{}
 
@@ -685,7 +692,8 @@ func (l *CCL) commFor(ctx context.Context, g CCLGroup, st *Stream) (*cclComm, er
 		stop, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(l.stop, cancel)()
-		nc = &cclComm{lib: l, group: g.Name, rank: g.Rank, world: g.World, dev: st.Device().Index(), ready: make(chan struct{})}
+		nc = &cclComm{lib: l, group: g.Name, rank: g.Rank, world: g.World, sendRecv: g.SendRecv, dev: st.Device().Index(),
+			ready: make(chan struct{})}
 		l.comms[g.Key] = nc
 		l.mu.Unlock()
 		l.create(stop, g, nc, st.Device(), timeout)
@@ -759,11 +767,11 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 		err error
 	}
 	done := make(chan result, 1)
-	scratch := func() error { return nil } // one rank: nothing to connect
+	scratch := func() error { return nil } // nothing to connect
 	go func() {
 		h, r := l.cfg.Shims.Init(cctx, nc.world, id, nc.rank)
 		err := l.Check("ncclCommInitRank", r)
-		if err == nil && nc.world > 1 {
+		if err == nil && nc.world > 1 && nc.sendRecv {
 			var free func() error
 			if free, err = l.connect(ctx, d, h, nc.world); free != nil {
 				scratch = sync.OnceValue(free)
