@@ -4,9 +4,10 @@ without the NCCL-API library in LD_PRELOAD (scripts/gpu/nccl-api.sh).
 MODE=correct: all_reduce (sum, max), reduce_scatter_tensor,
 all_gather_into_tensor, broadcast and all_to_all_single on random bf16,
 fp16 and fp32 data, eager and inside torch.cuda.graph, checked against a
-float64 reference computed on the CPU from every rank's input (gathered
-over a gloo group); the same on new_group subgroups (up to 65,539
-elements); destroy_process_group.
+float64 reference computed on the CPU from every rank's input (each rank
+draws the others' from their seeds); the same on subgroups made by
+split_group (halves at world 4 and up, pairs; up to 65,539 elements);
+destroy_process_group.
 MODE=perf: all_reduce bf16 from 1 KiB to 256 MiB, the mean time per call
 in a CUDA-graph replay of ITERS calls and eagerly, rank 0 prints a table.
 MODE=kill: rank 1 exits after the first accelerated call; rank 0's next
@@ -39,26 +40,36 @@ import datetime  # noqa: E402
 dist.init_process_group("nccl", device_id=dev, timeout=datetime.timedelta(seconds=30 if MODE == "kill" else 600))
 print(f"STEP rank {rank} initialised t={time.perf_counter() - T0:.1f}s", flush=True)
 cpu = dist.new_group(backend="gloo")
-# Subgroups, made by every rank in the same order (new_group is collective
-# over the default group): NCCL ones to test, gloo twins for the reference.
+# Subgroups as tensor parallelism makes them: one split of the default
+# group (ncclCommSplit) that every rank enters, each rank landing in the
+# group of its set. (new_group of a subset, with the default group bound
+# to a device, has the members split the default group at their first
+# call while the others never do: at world 4 no rank got past it.)
 SUBGROUPS = {}
+
+
+def split(name, sets):
+    g = dist.split_group(split_ranks=sets, group_desc=name)
+    if g is not None:
+        SUBGROUPS[name] = g
+
+
 if world >= 4:
-    for h in (0, 1):
-        ranks = [r for r in range(world) if r % 2 == h]
-        SUBGROUPS[f"half{h}"] = (dist.new_group(ranks), dist.new_group(ranks, backend="gloo"), rank in ranks)
-SUBGROUPS["pair"] = (dist.new_group([0, 1]), dist.new_group([0, 1], backend="gloo"), rank in (0, 1))
-GLOO = {id(v[0]): v[1] for v in SUBGROUPS.values()}
+    split("half", [[r for r in range(world) if r % 2 == h] for h in (0, 1)])
+split("pair", [[r, r + 1] for r in range(0, world - 1, 2)])
 print(f"STEP rank {rank} groups made t={time.perf_counter() - T0:.1f}s", flush=True)
 
 TOL = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10, torch.float32: 2.0**-20}
 
 
-def gather_cpu(t, group=None):
-    """Every rank's t, as float64 on the CPU, through gloo."""
-    n = dist.get_world_size(group)
-    c = t.detach().to("cpu", torch.float64)
-    out = [torch.empty_like(c) for _ in range(n)]
-    dist.all_gather(out, c, group=cpu if group is None else GLOO[id(group)])
+def inputs(members, count, n, dtype):
+    """The input of each rank in members, as float64 on the CPU: every rank
+    draws its own from the seed 1000 * rank + count on its device, so each
+    can draw the others' too."""
+    out = []
+    for m in members:
+        g = torch.Generator(device=dev).manual_seed(1000 * m + count)
+        out.append(torch.randn(count * n, device=dev, dtype=dtype, generator=g).to("cpu", torch.float64))
     return out
 
 
@@ -74,12 +85,13 @@ def close(got, want, dtype, n, what):
 def check_ops(group, tag):
     n = dist.get_world_size(group)
     me = dist.get_rank(group)
+    members = list(range(world)) if group is None else dist.get_process_group_ranks(group)
     wrong = 0
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
         for count in (1, 1000, 65536 + 3, 1 << 20) if group is None else (1, 1000, 65536 + 3):
             g = torch.Generator(device=dev).manual_seed(1000 * rank + count)
             x = torch.randn(count * n, device=dev, dtype=dtype, generator=g)
-            ins = gather_cpu(x, group)
+            ins = inputs(members, count, n, dtype)
             what = f"{tag} {dtype} count {count}"
             for graph in (False, True):
                 w = what + (" graph" if graph else " eager")
@@ -172,9 +184,8 @@ def perf():
 
 if MODE == "correct":
     wrong = check_ops(None, "world")
-    for name, (group, _, member) in SUBGROUPS.items():
-        if member:
-            wrong += check_ops(group, name)
+    for name, group in SUBGROUPS.items():
+        wrong += check_ops(group, name)
     dist.barrier(group=cpu)
     print(f"RESULT rank {rank} wrong {wrong}", flush=True)
 elif MODE == "perf":
