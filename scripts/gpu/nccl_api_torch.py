@@ -42,9 +42,9 @@ print(f"STEP rank {rank} initialised t={time.perf_counter() - T0:.1f}s", flush=T
 cpu = dist.new_group(backend="gloo")
 # Subgroups as tensor parallelism makes them: one split of the default
 # group (ncclCommSplit) that every rank enters, each rank landing in the
-# group of its set. (new_group of a subset, with the default group bound
-# to a device, has the members split the default group at their first
-# call while the others never do: at world 4 no rank got past it.)
+# group of its set. (With new_group of a subset and the default group
+# bound to a device, no rank reached its first check at world 4; see
+# docs/NCCL.md.)
 SUBGROUPS = {}
 
 
@@ -62,15 +62,11 @@ print(f"STEP rank {rank} groups made t={time.perf_counter() - T0:.1f}s", flush=T
 TOL = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10, torch.float32: 2.0**-20}
 
 
-def inputs(members, count, n, dtype):
-    """The input of each rank in members, as float64 on the CPU: every rank
-    draws its own from the seed 1000 * rank + count on its device, so each
-    can draw the others' too."""
-    out = []
-    for m in members:
-        g = torch.Generator(device=dev).manual_seed(1000 * m + count)
-        out.append(torch.randn(count * n, device=dev, dtype=dtype, generator=g).to("cpu", torch.float64))
-    return out
+def draw(r, count, n, dtype):
+    """Rank r's input: count * n random elements from the seed
+    1000 * r + count, so every rank can draw every other's too."""
+    g = torch.Generator(device=dev).manual_seed(1000 * r + count)
+    return torch.randn(count * n, device=dev, dtype=dtype, generator=g)
 
 
 def close(got, want, dtype, n, what):
@@ -89,9 +85,8 @@ def check_ops(group, tag):
     wrong = 0
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
         for count in (1, 1000, 65536 + 3, 1 << 20) if group is None else (1, 1000, 65536 + 3):
-            g = torch.Generator(device=dev).manual_seed(1000 * rank + count)
-            x = torch.randn(count * n, device=dev, dtype=dtype, generator=g)
-            ins = inputs(members, count, n, dtype)
+            x = draw(rank, count, n, dtype)
+            ins = [draw(m, count, n, dtype).to("cpu", torch.float64) for m in members]
             what = f"{tag} {dtype} count {count}"
             for graph in (False, True):
                 w = what + (" graph" if graph else " eager")
