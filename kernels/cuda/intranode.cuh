@@ -1498,14 +1498,24 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
 // of the chunk at vector lo (qv vectors, cut at nvec): with SCATTER from
 // the input (the message's last vector zero-padded) to pad[k] + off,
 // otherwise from pad[k] + off to the output. The block's threads stride
-// over all the peers' vectors at once.
+// over all the peers' vectors at once, and over those below nvec only:
+// slice r starts at lo + r*qv, r grows with k, so every peer before the
+// last one with data has a whole slice and the vectors to move are a
+// prefix of the k-major range. (Striding over all np*qv, a small message
+// in a one-block grid, whose slices are the whole push area's, spent
+// 250 µs a call skipping empty vectors at world 4.)
 template <uint32_t DT, int N, bool SCATTER, typename Ptr>
 INTRANODE_DEVICE void move_slices(const Args& a, Ptr const (&pad)[kPeers<N>], int np, int me,
                                   uint64_t nfull, uint64_t nvec, bool aligned, uint64_t lo, uint32_t qv,
                                   uint64_t off) {
   constexpr int U = kUnroll<N>;
   const uint32_t T = port::block_threads();
-  const uint32_t total = uint32_t(np) * qv;
+  // The slices of every rank tile [lo, lo + (np + 1) * qv): the vectors
+  // there below nvec, less those of this rank's own slice.
+  const uint64_t have = nvec > lo ? nvec - lo : 0;
+  const uint64_t mine = uint64_t(me) * qv;
+  const uint32_t total =
+      uint32_t(min_u64(have, uint64_t(np + 1) * qv) - (have > mine ? min_u64(have - mine, qv) : 0));
   for (uint32_t base = port::thread_index(); base < total; base += U * T) {
     V16 v[U];
     uint32_t k[U];
