@@ -986,7 +986,15 @@ func caseIPCNameTaken(ctx context.Context, e *Env) error {
 		squat = ch
 		squatted <- err
 	}
-	a := try(ctx, "rendezvous of symmetric memory", e.FaultDeadline, func(ctx context.Context) error {
+	// The victim's rendezvous must fail by its error, not by a deadline: it
+	// gets the setup deadline, so that a loaded machine's slow store does
+	// not pass for the fault (its peers keep the fault deadline, which
+	// their failure is judged by).
+	deadline := e.FaultDeadline
+	if e.Rank == victim {
+		deadline = setupDeadline(e)
+	}
+	a := try(ctx, "rendezvous of symmetric memory", deadline, func(ctx context.Context) error {
 		m, err := blk.Rendezvous(ctx, group, symmetric.GroupInfo{Rank: e.Rank, World: e.World, Store: e.Store})
 		if err == nil {
 			_ = m.Close()
