@@ -6,13 +6,16 @@
 #   go build -buildmode=c-shared -tags cuda -ldflags='-s -w' -o .gpu/libintranode-nccl.so ./cmd/libintranode-nccl
 #   (the nccl-tests source in .gpu/nccl-tests)
 # then run this with the device tool, carrying .gpu. Raw output lands in
-# $OUT/r, packed into $OUT/nccl-api.tgz at the end (run it under a
-# timeout shorter than the call's and tar what is there if it is cut).
+# $OUT/nccl-api.tgz, repacked after every step.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
-R=$OUT/r
-mkdir -p "$R"
+# The raw files stay outside $OUT and are packed into one archive there
+# after every step, so a call cut short still brings back the steps done.
+R=${RAW:-/tmp/intranode-raw}/r
+rm -rf "$R"
+mkdir -p "$R" "$OUT"
+pack() { tar czf "$OUT/nccl-api.tgz" -C "$(dirname "$R")" r; }
 W=${WORLD:-$(nvidia-smi -L | wc -l)}
 STEPS=${STEPS:-"info build tests torch perf kill"}
 LIB=$PWD/.gpu/libintranode-nccl.so
@@ -76,5 +79,5 @@ for s in $STEPS; do
     wait
     grep -h -E 'KILL|msg=' "$R"/torch-kill-*.txt | cut -c1-300 | head -20 ;;
   esac
+  pack
 done
-tar -czf "$OUT/nccl-api.tgz" -C "$OUT" r && rm -rf "$R"

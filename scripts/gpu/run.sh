@@ -7,13 +7,17 @@
 #   go build -tags cuda -o .gpu/intranode ./cmd/intranode
 #   go test -c -tags cuda -o .gpu/cuda.test ./backend/cuda
 # then run this with the device tool, carrying .gpu. Everything lands in
-# $OUT/r and is packed into $OUT/results.tgz at the end (the device tool
-# brings back at most 8 files).
+# $OUT/results.tgz, repacked after every step (the device tool brings back
+# at most 8 files).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}
-R=$OUT/r
-mkdir -p "$R"
+# The raw files stay outside $OUT and are packed into one archive there
+# after every step, so a call cut short still brings back the steps done.
+R=${RAW:-/tmp/intranode-raw}/r
+rm -rf "$R"
+mkdir -p "$R" "$OUT"
+pack() { tar czf "$OUT/results.tgz" -C "$(dirname "$R")" r; }
 STEPS=${STEPS:-"info topo doctor unit conformance bench anchor rendezvous faults"}  # also: shared hosts kills calm
 WORLD=${WORLD:-$(nvidia-smi -L | wc -l)}
 WORLDS=${WORLDS:-$WORLD}
@@ -101,6 +105,5 @@ for s in $STEPS; do
     step anchor
     timeout 200 python3 scripts/gpu/anchor.py 2>&1 | tee "$R/anchor.csv" ;;
   esac
+  pack
 done
-step pack
-tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"
