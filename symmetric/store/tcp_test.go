@@ -528,6 +528,14 @@ func TestTCPAdmission(t *testing.T) {
 	defer cancel()
 	dial(t, srv.Addr())
 	dial(t, srv.Addr())
+	// A client's dial returns once the server has answered its hello; the
+	// server counts it as served just after. Until both are counted, the
+	// next client could take one's place and be served.
+	require.Eventually(t, func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return srv.served == 3
+	}, 10*time.Second, time.Millisecond)
 	c, err := DialTCP(ctx, srv.Addr())
 	if err == nil {
 		// The refusal may arrive as the answer to the first request.
