@@ -35,7 +35,9 @@ const (
 	// reduces what arrives (as many bytes as one-shot); from three ranks
 	// on each chunk is reduce-scattered and all-gathered, so a rank sends
 	// 2(n-1)/n of the message as a ring does (kernels/abi.go, "Pipeline"
-	// and "Pipeline, scattered").
+	// and "Pipeline, scattered"). For the data-movement collectives it is
+	// their pipelined path: what each peer needs, chunk by chunk through
+	// the same slots, at any size in one launch.
 	Pipeline
 	// Direct: the data-movement collectives' kernels (reduce-scatter,
 	// all-gather, broadcast, all-to-all): every rank copies its input into
@@ -323,8 +325,9 @@ func (c *Comm) launch(ctx context.Context, s backend.Stream, algo Algo, in, out 
 // in place of the op, so that ranks whose calls differ only in a later
 // chunk or in the root are told apart before data moves.
 type callKey struct {
-	count int
-	op    backend.ReduceOp
+	count     int
+	op        backend.ReduceOp
+	pipelined bool // a data-movement collective's pipelined path
 }
 
 // enqueue launches the kernel of algorithm a with args, whose comm-wide
@@ -338,7 +341,13 @@ func (c *Comm) enqueue(ctx context.Context, s backend.Stream, a kernels.Algo, cf
 	}
 	args.Bufs, args.Pads = c.mem.BufferTable(), c.mem.SignalPadTable()
 	args.Rank, args.World = uint32(c.rank), uint32(c.world)
-	args.Status, args.Call = c.status.Ptr(), c.calls.next(a, key.count, args.DType, key.op)
+	op := key.op
+	if key.pipelined {
+		// Not an op any call has: ranks on the pipelined path and on
+		// another one are told apart like calls that differ.
+		op |= 0x80
+	}
+	args.Status, args.Call = c.status.Ptr(), c.calls.next(a, key.count, args.DType, op)
 	if c.mem.SharesDevice() {
 		// Every rank's blocks must be resident at once on the one device
 		// (a block waits for its peers' blocks): the group's grids

@@ -77,6 +77,27 @@ func TestMoverWindows(t *testing.T) {
 		}
 	}
 	require.Empty(t, DefaultThresholds("fake", 2).Movers, "the fake has no vendor library: always its kernels")
+	// World 2 on CUDA: the pipelined kernels from just over 8 MiB (the
+	// broadcast to 64 MiB, NCCL above), the Direct ones below.
+	w2 := DefaultThresholds("cuda", 2)
+	for _, tc := range []struct {
+		op   Op
+		n    int
+		want Algo
+	}{
+		{OpReduceScatter, 1 << 10, Direct}, {OpReduceScatter, 8 << 20, Direct}, {OpReduceScatter, 8<<20 + 1, Pipeline},
+		{OpReduceScatter, 256 << 20, Pipeline}, {OpAllGather, 16 << 20, Pipeline}, {OpAllToAll, 1 << 30, Pipeline},
+		{OpBroadcast, 8 << 20, Direct}, {OpBroadcast, 64 << 20, Pipeline}, {OpBroadcast, 64<<20 + 1, None},
+	} {
+		require.Equal(t, tc.want, w2.SelectMover(tc.op, tc.n), "%v of %d bytes", tc.op, tc.n)
+	}
+	// Elsewhere the pipelined kernels are not selected.
+	for _, world := range []int{4, 8} {
+		for _, o := range Ops[1:] {
+			require.NotEqual(t, Pipeline, DefaultThresholds("cuda", world).SelectMover(o, 256<<20), "world %d %v", world, o)
+		}
+	}
+	require.Equal(t, Direct, DefaultThresholds("fake", 2).SelectMover(OpAllGather, 256<<20))
 }
 
 func TestOpNamesAndFactors(t *testing.T) {

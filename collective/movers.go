@@ -102,9 +102,9 @@ type FallbackMover interface {
 }
 
 // SelectAlgo returns the path for one call of op with count elements per
-// rank: Direct (the comm's kernels) or None (the backend's own library,
-// where the kernels would not be faster). For OpAllReduce it is
-// SelectAllReduceAlgo.
+// rank: Pipeline (the comm's pipelined kernels), Direct (the comm's other
+// kernels) or None (the backend's own library, where the kernels would
+// not be faster). For OpAllReduce it is SelectAllReduceAlgo.
 func (c *Comm) SelectAlgo(op Op, count int, dtype backend.DType) Algo {
 	if op == OpAllReduce {
 		return c.SelectAllReduceAlgo(count, dtype)
@@ -115,17 +115,15 @@ func (c *Comm) SelectAlgo(op Op, count int, dtype backend.DType) Algo {
 		return None
 	}
 	in, out := op.Elements(count, c.world)
-	if w, ok := c.tab.Movers[op]; ok && !w.Contains(max(in, out)*dtype.Size()) {
-		return None
-	}
-	return Direct
+	return c.tab.SelectMover(op, max(in, out)*dtype.Size())
 }
 
 // ReduceScatter reduces with op, across the group, World blocks of count
 // elements at in (block r at in + r*count elements) and writes the
 // reduction of block Rank to out (count elements), enqueued on s. In place
 // when out is in's block Rank. algo is Direct (the comm's kernels, any
-// count: past the buffer, chunk by chunk) or None (the backend's own
+// count: past the buffer, chunk by chunk), Pipeline (the comm's pipelined
+// kernel, any count in one launch, no buffer) or None (the backend's own
 // library where it has one, else the kernels).
 func (c *Comm) ReduceScatter(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp, algo Algo, opts ...CallOption) (*Work, error) {
@@ -199,7 +197,11 @@ func (c *Comm) move(ctx context.Context, s backend.Stream, m moveCall, algo Algo
 			return nil, fmt.Errorf("%w: %v needs the comm's kernels or a backend library, and the %s backend has none",
 				ErrNotInitialized, m.op, c.b.Name())
 		}
-		if err := c.moveChunks(ctx, s, m, timeout); err != nil {
+		move := c.moveChunks
+		if algo == Pipeline {
+			move = c.movePipelined
+		}
+		if err := move(ctx, s, m, timeout); err != nil {
 			return nil, err
 		}
 	}
@@ -222,8 +224,8 @@ func (c *Comm) checkMove(s backend.Stream, m moveCall, algo Algo) error {
 		return bad("nil stream")
 	case m.op == OpAllReduce || m.op.kernel() == "":
 		return bad("not a data-movement collective")
-	case algo != None && algo != Direct:
-		return bad("algorithm %v is an all-reduce algorithm (use Direct or None)", algo)
+	case algo != None && algo != Direct && algo != Pipeline:
+		return bad("algorithm %v is an all-reduce algorithm (use Direct, Pipeline or None)", algo)
 	case !m.dtype.Valid():
 		return bad("unsupported dtype %v", m.dtype)
 	case m.op == OpReduceScatter && !m.red.Valid():
@@ -293,6 +295,34 @@ func (c *Comm) moveChunks(ctx context.Context, s backend.Stream, m moveCall, tim
 		}
 	}
 	return nil
+}
+
+// movePipelined enqueues the pipelined kernel (kernels.MoverPipeline) for
+// a whole data-movement call in one launch; the caller holds c.mu.
+func (c *Comm) movePipelined(ctx context.Context, s backend.Stream, m moveCall, timeoutNs uint64) error {
+	key := callKey{count: m.count, op: m.red, pipelined: true}
+	extra := uint64(m.count) // the block stride
+	if m.op == OpBroadcast {
+		key.op, extra = backend.ReduceOp(m.root), uint64(m.root)
+	}
+	args := kernels.AllReduceArgs{Input: m.in, Output: m.out, Count: uint64(m.count), DType: m.dtype, Op: m.red,
+		TimeoutNs: timeoutNs, Extra: extra | kernels.MoverPipeline}
+	if !args.Op.Valid() {
+		args.Op = backend.Sum
+	}
+	return c.enqueue(ctx, s, m.op.kernel(), moverPipelineLaunchConfig(m.count*m.dtype.Size(), c.world), args, key)
+}
+
+// moverPipelineLaunchConfig is the launch shape of a pipelined
+// data-movement kernel with blocks of n bytes per rank: the all-reduce
+// Pipeline's at world 2 (64 KiB of a block per grid block, up to 128
+// blocks, as many as the push area has chunk slots for), at every world.
+func moverPipelineLaunchConfig(n, world int) backend.LaunchConfig {
+	blocks := kernels.KernelChannels
+	for blocks > 1 && kernels.MoverPipelineChunk(n, world, blocks) == 0 {
+		blocks /= 2
+	}
+	return backend.LaunchConfig{Grid: backend.D1(uint32(gridFor(n, 64<<10, blocks))), Block: backend.D1(512), Early: true}
 }
 
 // chunkDeadline is the check a chunk loop makes before issuing the chunk

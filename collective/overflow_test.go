@@ -73,7 +73,7 @@ func TestOverflowingCounts(t *testing.T) {
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
-			algos := []collective.Algo{collective.None, collective.Direct}
+			algos := []collective.Algo{collective.None, collective.Direct, collective.Pipeline}
 			if name == "all-reduce" {
 				algos = []collective.Algo{collective.None, collective.OneShot, collective.TwoShot, collective.Pipeline}
 			}

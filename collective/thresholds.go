@@ -28,6 +28,10 @@ type Thresholds struct {
 	// is nccl-tests': the larger of a rank's input and output, in bytes. A
 	// collective missing from the map always selects Direct.
 	Movers map[Op]Window
+	// MoverPipeline holds, per data-movement collective, the message
+	// sizes (as for Movers) for which its pipelined kernel (Pipeline) is
+	// the fastest path; it takes precedence over Movers.
+	MoverPipeline map[Op]Window
 }
 
 // Window is a range of message sizes in bytes, [Min, Max]; Max 0 means no
@@ -53,6 +57,20 @@ func (t Thresholds) Select(n int) Algo {
 		return OneShot
 	}
 	return TwoShot
+}
+
+// SelectMover returns the path for a data-movement collective op moving n
+// bytes (nccl-tests' size: the larger of a rank's input and output):
+// Pipeline inside its MoverPipeline window, else Direct inside its Movers
+// window (or when op has none), else None.
+func (t Thresholds) SelectMover(op Op, n int) Algo {
+	if w, ok := t.MoverPipeline[op]; ok && w.Contains(n) {
+		return Pipeline
+	}
+	if w, ok := t.Movers[op]; ok && !w.Contains(n) {
+		return None
+	}
+	return Direct
 }
 
 // DefaultThresholds returns the measured crossovers for a backend and world
@@ -166,6 +184,35 @@ func (t Thresholds) Select(n int) Algo {
 // 1 MiB) to 64 MiB (reduce-scatter), 16 MiB (all-gather, all-to-all) and
 // 4 MiB (broadcast).
 //
+// The pipelined kernels (Pipeline: the whole call in one launch through
+// the push area, no buffer) against the Direct kernels and NCCL, 2×H200,
+// 2026-11-28, one binary (docs/results/2026-11-28-h200x2-g,
+// bench-movers.txt and, for 8 MiB, bench-movers-mid.txt):
+//
+//	bytes            1M     4M     8M     16M    64M    256M
+//	reduce_scatter   33.84  15.37  19.07  33.52  108.59 391.93
+//	  direct         6.84   12.07  19.45  39.66  154.85 607.87
+//	  NCCL           10.07  22.90  31.63  49.91  164.53 583.65
+//	all_gather       44.60  19.07  21.54  35.56  119.10 408.45
+//	  direct         7.37   13.36  21.51  38.14  159.07 620.15
+//	  NCCL           10.93  25.95  35.23  53.34  155.53 546.76
+//	broadcast        19.37  18.27  31.13  56.29  201.53 757.19
+//	  direct         7.96   17.15  29.86  63.60  260.76 1034.93
+//	  NCCL           11.57  24.80  37.48  61.32  202.38 750.24
+//	alltoall         46.41  20.68  22.66  37.50  120.05 410.06
+//	  direct         7.24   13.51  22.43  45.58  182.84 718.90
+//	  NCCL           12.91  19.71  29.07  53.58  136.49 473.82
+//
+// (The 1 MiB row runs 8 grid blocks, too few to fill the links; the
+// pipelined path is for large messages.) The Direct kernels and the
+// pipelined ones tie at 8 MiB; from 16 MiB the pipelined ones are ahead of
+// both, by 1.49× NCCL at 256 MiB for reduce-scatter, 1.34× all-gather,
+// 1.16× all-to-all; the broadcast (the root's whole message over one
+// link) ties NCCL at 64 MiB and is 0.9% behind it at 256 MiB, so its
+// window stops at 64 MiB, and the Direct broadcast, ahead of NCCL at
+// 8 MiB in the same run, keeps sizes to 8 MiB. At world 4 the pipelined
+// kernels are not measured: not selected there.
+//
 // cuda, world 4, 4×H200 NV18, graph replay, bf16, µs per call,
 // 2026-11-26 (docs/results/2026-11-26-h200x4-a, bench-movers.txt),
 // the push path against NCCL in the same run:
@@ -196,8 +243,13 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 		return Thresholds{OneShotMax: 2 << 20, PipelineMin: 2<<20 + 1, Movers: map[Op]Window{
 			OpReduceScatter: {Min: 1, Max: 64 << 20},
 			OpAllGather:     {Min: 1, Max: 16 << 20},
-			OpBroadcast:     {Min: 1, Max: 4 << 20},
+			OpBroadcast:     {Min: 1, Max: 8 << 20},
 			OpAllToAll:      {Min: 1, Max: 16 << 20},
+		}, MoverPipeline: map[Op]Window{
+			OpReduceScatter: {Min: 8<<20 + 1},
+			OpAllGather:     {Min: 8<<20 + 1},
+			OpBroadcast:     {Min: 8<<20 + 1, Max: 64 << 20},
+			OpAllToAll:      {Min: 8<<20 + 1},
 		}}
 	case backendName == "cuda" && world == 4:
 		return Thresholds{OneShotMax: 256 << 10, Movers: map[Op]Window{

@@ -14,7 +14,8 @@ import (
 
 // The data-movement collectives: reduce-scatter, all-gather, broadcast and
 // all-to-all, each in every dtype at one element per rank, odd counts, the
-// buffer's capacity and past it (chunked), in and out of place; reduce ops;
+// buffer's capacity and past it (chunked), in and out of place, through
+// the kernels (Direct), their pipelined path and None; reduce ops;
 // repeated calls enqueued back to back; broadcast from every root; bad
 // arguments.
 func init() {
@@ -250,8 +251,8 @@ func moverMatrix(op collective.Op) func(context.Context, *Env) error {
 }
 
 // moverDType checks one collective in one dtype: one element per rank, odd
-// counts, the buffer's capacity and past it, in and out of place, and once
-// through None.
+// counts, the buffer's capacity and past it, in and out of place, the
+// same counts through the pipelined path, and once through None.
 func moverDType(ctx context.Context, e *Env, c *collective.Comm, op collective.Op, d backend.DType) error {
 	capacity := moverCapacity(c, op, d)
 	counts := []int{1, 2, 3, 7, 17, 1000, 4099, capacity, 2*capacity + 5}
@@ -277,6 +278,20 @@ func moverDType(ctx context.Context, e *Env, c *collective.Comm, op collective.O
 			if err := moverOnce(ctx, e, c, m); err != nil {
 				return err
 			}
+		}
+	}
+	// Pipeline: the pipelined kernel, one launch for any count (many
+	// chunks per block past a grid's worth of chunk slots on GPUs).
+	piped := counts
+	if e.Quick {
+		piped = []int{1, 1023}
+	}
+	for i, n := range piped {
+		seed++
+		m := moverCall{op: op, algo: collective.Pipeline, dtype: d, red: backend.Sum, count: n,
+			root: (seed + 1) % e.World, seed: seed, outPlace: i%2 == 0}
+		if err := moverOnce(ctx, e, c, m); err != nil {
+			return err
 		}
 	}
 	// None: the backend's own collective where it has one, else the

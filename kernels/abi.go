@@ -345,7 +345,21 @@
 //     input, ascending;
 //  4. epoch = E+1.
 //
-// The buffer must hold World*P bytes for ReduceScatter and AllToAll, n
+// With MoverPipeline set in Extra (the rest of Extra as above), a launch
+// of any n takes the pipelined path instead: no symmetric buffer. It is
+// the world-2 Pipeline's schedule (see Pipeline) at every world size, with
+// the chunks of MoverPipelineChunk(n*size, World, G) at
+// PipelineSlot(n*size, World, s, src, dst, b, G, j mod 2) and a data-movement
+// collective's contents: "write j" stores chunk c_j of what peer p needs
+// (as in step 1 of the push path) into p's slot, and "output[chunk c_j] =
+// reduce ..." becomes the output of chunk c_j of every block, as in step 3
+// of the push path, from the slots of this rank's pad and its own input.
+// In a broadcast only the root writes, and every rank still signals every
+// peer. A rank reads input chunk c_j a step before it writes output chunk
+// c_j, so input and output may overlap as the ABI allows; the buffer is
+// not used.
+//
+// Otherwise the buffer must hold World*P bytes for ReduceScatter and AllToAll, n
 // elements for the others (the host checks; the kernels cannot). An output that
 // overlaps a symmetric buffer is refused (the host refuses it first; the
 // fake's kernels report StatusBadArgs). Reductions follow the all-reduce's rules
@@ -457,16 +471,18 @@ func PushData(world, s, src, dst int) int {
 // halves of the push area (see the package documentation).
 const PipelineWideBytes = 16 << 20
 
-// PipelineChunk is the byte size of one chunk of the Pipeline kernel for
-// an n-byte message launched with grid blocks (a chunk slot's size, or
-// World slices where the Pipeline scatters): 0 when the grid is too large
-// for the push area at this world size.
-func PipelineChunk(n, world, grid int) int {
+// MoverPipeline is the bit of a data-movement launch's Extra that asks for
+// its pipelined path (see "Reduce-scatter, all-gather, broadcast and
+// all-to-all" in the package documentation).
+const MoverPipeline = 1 << 62
+
+// MoverPipelineChunk is the byte size of one chunk of a pipelined
+// data-movement launch with blocks of n bytes and grid blocks, at any world
+// size (the world-2 Pipeline's chunk): 0 when the grid is too large for the
+// push area.
+func MoverPipelineChunk(n, world, grid int) int {
 	if grid < 1 {
 		return 0
-	}
-	if PipelineScatters(world) {
-		return world * PipelineSlice(world, grid)
 	}
 	c := OneShotPushMax(world) / grid &^ 15
 	if n <= PipelineWideBytes {
@@ -478,15 +494,31 @@ func PipelineChunk(n, world, grid int) int {
 	return c
 }
 
+// PipelineChunk is the byte size of one chunk of the Pipeline kernel for
+// an n-byte message launched with grid blocks (a chunk slot's size, or
+// World slices where the Pipeline scatters): 0 when the grid is too large
+// for the push area at this world size.
+func PipelineChunk(n, world, grid int) int {
+	if grid < 1 {
+		return 0
+	}
+	if PipelineScatters(world) {
+		return world * PipelineSlice(world, grid)
+	}
+	return MoverPipelineChunk(n, world, grid)
+}
+
 // PipelineSlot is the byte offset, in the receiving rank dst's pad, of chunk
 // slot k (0 or 1) of block b that rank src writes in a Pipeline call of n
-// bytes in epoch slot s, launched with grid blocks.
+// bytes (where the Pipeline does not scatter) or a pipelined data-movement
+// launch with blocks of n bytes, in epoch slot s, launched with grid
+// blocks.
 func PipelineSlot(n, world, s, src, dst, b, grid, k int) int {
 	half := s
 	if n > PipelineWideBytes && k == 1 {
 		half, k = 1-s, 0
 	}
-	return PushData(world, half, src, dst) + b*(OneShotPushMax(world)/grid&^15) + k*PipelineChunk(n, world, grid)
+	return PushData(world, half, src, dst) + b*(OneShotPushMax(world)/grid&^15) + k*MoverPipelineChunk(n, world, grid)
 }
 
 // PipelineScatters reports whether the Pipeline runs scattered (a chunked

@@ -419,7 +419,7 @@ func (m *benchMeasure) algo(name string, count int) (collective.Algo, string) {
 		return 0, err.Error()
 	}
 	if m.coll != collective.OpAllReduce {
-		if a != collective.Direct {
+		if a != collective.Direct && a != collective.Pipeline {
 			return 0, "an all-reduce algorithm"
 		}
 		return a, ""

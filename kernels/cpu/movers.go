@@ -24,7 +24,8 @@ type mover struct {
 	algo            kernels.Algo
 	a               kernels.AllReduceArgs
 	world, root     int
-	n, stride, part int // bytes
+	n, stride, part int  // bytes
+	pipelined       bool // kernels.MoverPipeline
 	bufs            [][]byte
 	in, out         []byte
 }
@@ -54,19 +55,24 @@ func setupMover(ctx context.Context, mem Memory, a kernels.AllReduceArgs, algo k
 	size := dtype.Size()
 	k := &mover{launch: l, algo: algo, a: a, world: int(a.World), n: int(a.Count) * size}
 	k.stride, k.part = k.n, int(kernels.MoverPart(a.Count, size))
+	k.pipelined = a.Extra&kernels.MoverPipeline != 0
+	extra := a.Extra &^ kernels.MoverPipeline
 	switch {
 	case algo == kernels.Broadcast:
-		if a.Extra >= uint64(a.World) {
-			return nil, l.badArgs("broadcast root %d out of range [0,%d)", a.Extra, a.World)
+		if extra >= uint64(a.World) {
+			return nil, l.badArgs("broadcast root %d out of range [0,%d)", extra, a.World)
 		}
-		k.root = int(a.Extra)
-	case a.Extra != 0:
-		if a.Extra < a.Count || a.Extra > uint64(1<<40) {
-			return nil, l.badArgs("block stride %d must be at least the count %d (and at most 2^40)", a.Extra, a.Count)
+		k.root = int(extra)
+	case extra != 0:
+		if extra < a.Count || extra > uint64(1<<40) {
+			return nil, l.badArgs("block stride %d must be at least the count %d (and at most 2^40)", extra, a.Count)
 		}
-		k.stride = int(a.Extra) * size
+		k.stride = int(extra) * size
 	}
 	span, blockedIn, blockedOut := layout(algo, k.world, k.n, k.part)
+	if k.pipelined {
+		span = 0 // the pipelined path uses no buffer
+	}
 	if k.bufs, err = l.resolveAligned(mem, a, span, k.n, size); err != nil {
 		return nil, err
 	}
@@ -148,6 +154,9 @@ func (k *mover) gather() {
 
 func (k *mover) run() error {
 	k.publish(k.world, kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.CallInfo(k.algo, k.a.DType, k.a.Op)})
+	if k.pipelined {
+		return k.pipeline()
+	}
 	switch kernels.MoverPath(k.n, k.world) {
 	case "ll":
 		return k.ll()
@@ -177,23 +186,81 @@ func (k *mover) contribution(r int) []byte {
 	return k.in[:k.n]
 }
 
-// emit writes the output on the LL and push paths from part(r), what rank
-// r sent this rank (this rank's own contribution for r == me).
-func (k *mover) emit(part func(r int) []byte) {
+// emit writes the output on the LL, push and pipelined paths from
+// part(r), what rank r sent this rank (this rank's own contribution for r
+// == me): bytes [lo, hi) of every output block, part(r) holding as many.
+func (k *mover) emit(lo, hi int, part func(r int) []byte) {
 	switch k.algo {
 	case kernels.ReduceScatter:
 		srcs := make([][]byte, k.world)
 		for r := range k.world {
 			srcs[r] = part(r)
 		}
-		reduce(k.a.DType, k.a.Op, k.out, srcs)
+		reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
 	case kernels.Broadcast:
-		cachedCopy(k.out, part(k.root))
+		cachedCopy(k.out[lo:hi], part(k.root))
 	default:
 		for r := range k.world {
-			cachedCopy(k.block(k.out, r), part(r))
+			cachedCopy(k.block(k.out, r)[lo:hi], part(r))
 		}
 	}
+}
+
+// pipeline is the pipelined path (kernels.MoverPipeline) as a grid of one
+// block (channel 0): the Pipeline's schedule (allReduce.pipeline) with
+// chunks of kernels.MoverPipelineChunk bytes of what each peer needs, and
+// the output of each chunk written as emit writes it.
+func (k *mover) pipeline() error {
+	me, world := k.me, k.world
+	mask := uint32(1)<<world - 1
+	s := int(k.takeEpoch() & 1)
+	chunk := kernels.MoverPipelineChunk(k.n, world, 1)
+	if chunk == 0 {
+		return k.badArgs("a pipelined launch of %d bytes per block has no room in the push area at world %d", k.n, world)
+	}
+	sends := k.algo != kernels.Broadcast || me == k.root
+	push := func(j int) {
+		if !sends {
+			return
+		}
+		lo, hi := j*chunk, min(j*chunk+chunk, k.n)
+		k.eachPeer(mask, func(p int) {
+			dst := k.pads[p][kernels.PipelineSlot(k.n, world, s, me, p, 0, 1, j%2):]
+			cachedCopy(dst[:hi-lo], k.contribution(p)[lo:hi])
+			clear(dst[hi-lo : (hi-lo+15)&^15]) // the last chunk is padded with zeros to 16 bytes
+		})
+	}
+	steps := (k.n + chunk - 1) / chunk
+	if steps > 0 {
+		push(0)
+		k.post(allReduceChannel, mask)
+	}
+	for j := range steps {
+		if ok, err := k.receive(allReduceChannel, mask); !ok {
+			return err
+		}
+		if j+1 < steps {
+			push(j + 1)
+		}
+		lo, hi := j*chunk, min(j*chunk+chunk, k.n)
+		k.emit(lo, hi, func(r int) []byte {
+			if r == me {
+				return k.contribution(me)[lo:hi]
+			}
+			off := kernels.PipelineSlot(k.n, world, s, r, me, 0, 1, j%2)
+			return k.pads[me][off : off+hi-lo]
+		})
+		if j+1 < steps {
+			k.post(allReduceChannel, mask) // chunk j's slot is free
+		}
+	}
+	if k.n > kernels.PipelineWideBytes && steps%2 == 0 {
+		// The last chunk lies in the other half: one more exchange.
+		if ok, err := k.barrier(allReduceChannel, mask); !ok {
+			return err
+		}
+	}
+	return nil
 }
 
 // ll is the LL path (kernels.MoverPath): what each peer needs, as LL
@@ -234,7 +301,7 @@ func (k *mover) ll() error {
 			return err
 		}
 	}
-	k.emit(func(r int) []byte { return parts[r] })
+	k.emit(0, k.n, func(r int) []byte { return parts[r] })
 	return nil
 }
 
@@ -258,7 +325,7 @@ func (k *mover) push() error {
 	if ok, err := k.barrier(allReduceChannel, mask); !ok {
 		return err
 	}
-	k.emit(func(r int) []byte {
+	k.emit(0, k.n, func(r int) []byte {
 		if r == me {
 			return k.contribution(me)
 		}

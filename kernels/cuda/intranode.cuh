@@ -90,6 +90,11 @@ constexpr uint32_t kStatusTimeout = 1;
 constexpr uint32_t kStatusBadArgs = 2;
 constexpr uint32_t kStatusMismatch = 3;
 
+// kernels.MoverPipeline: this bit of a data-movement launch's Extra asks
+// for the pipelined path (mover_pipeline); the rest of Extra keeps its
+// meaning (the block stride, or the broadcast's root).
+constexpr uint64_t kMoverPipeline = 1ull << 62;
+
 // Element types (backend.DType) and operators (backend.ReduceOp).
 constexpr uint32_t kF32 = 0;
 constexpr uint32_t kF16 = 1;
@@ -731,9 +736,10 @@ INTRANODE_DEVICE bool check(Args& a, Algo algo) {
          (half & 15) == 0 && bytes <= half;
   }
   if (ok && algo == Algo::kBroadcast) {
-    ok = a.extra < a.world;  // the root
+    ok = (a.extra & ~kMoverPipeline) < a.world;  // the root
   } else if (ok && is_mover(algo)) {
-    ok = a.extra == 0 || (a.extra >= a.count && a.extra <= (1ull << 40));  // the block stride
+    const uint64_t s = a.extra & ~kMoverPipeline;  // the block stride
+    ok = s == 0 || (s >= a.count && s <= (1ull << 40));
   }
   if (ok) {
     const uint32_t t = port::thread_index();
@@ -1933,8 +1939,139 @@ INTRANODE_DEVICE void mover_push(const Args& a, Algo algo, int nr) {
   call.close(a);
 }
 
+// mover_pipeline is the pipelined path (kMoverPipeline in Extra): the
+// push path in chunks, through two chunk slots per block of the peers'
+// push areas laid out as the world-2 Pipeline's (at every world), for
+// blocks of any size. Block b moves chunks b, b+G, ... of every rank's
+// block: each step writes the output of one chunk from what the peers
+// pushed while the next chunk is on the wire, then signals that its slot
+// is free. Input chunk j is read a step before output chunk j is written,
+// so input and output may overlap as the ABI allows.
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void mover_pipeline(const Args& a, Algo algo, int nr) {
+  constexpr uint64_t E = kVecElems<DT>;
+  constexpr int P = kPeers<N>;  // peers, by index k: rank k + (k >= me)
+  const int me = int(a.rank);
+  const int np = nr - 1;
+  const uint64_t grid = port::grid_blocks();
+  const uint64_t b = port::block_index();
+  const uint64_t region = push_max(a.world);
+  const uint64_t block_region = (region / grid) & ~uint64_t(15);
+  const uint64_t n = a.count;
+  // kernels.MoverPipelineChunk: the Pipeline's chunk slots, wide above
+  // kernels.PipelineWideBytes.
+  const bool wide = n * kElemSize<DT> > kPipeWideBytes;
+  const uint64_t chunk = wide ? block_region : (block_region / 2) & ~uint64_t(15);
+  if (chunk < 16) {
+    if (port::thread_index() == 0) {
+      report(a.status, kStatusBadArgs, 0, uint32_t(b));
+    }
+    return;
+  }
+  const uint64_t stride = (algo == Algo::kBroadcast || a.extra == 0 ? n : a.extra) * kElemSize<DT>;
+  const int root = int(a.extra);
+  const bool per_peer = algo == Algo::kReduceScatter || algo == Algo::kAllToAll;
+  const bool sends = algo != Algo::kBroadcast || me == root;
+  const uint64_t nfull = n / E;
+  const uint64_t nvec = (n + E - 1) / E;
+  const uint64_t cv = chunk / 16;  // vectors per chunk
+  PushCall<N> call;
+  call.open(a, np, b * block_region);
+  Team& team = call.team;
+  char* const(&dst)[P] = call.dst;        // this block's region in peer k's pad
+  const char* const(&src)[P] = call.src;  // peer k's block region in my pad
+  const int64_t halves = int64_t(a.world - 1) * int64_t(region);
+  const int64_t slot1 = !wide ? int64_t(chunk) : (call.epoch & 1) == 0 ? halves : -halves;
+  Args own = a;  // this rank's own block of the input
+  own.input = per_peer ? a.input + uint64_t(me) * stride : a.input;
+  char* const own_out = algo == Algo::kAllGather || algo == Algo::kAllToAll ? a.output + uint64_t(me) * stride
+                                                                             : a.output;
+  const auto push_chunk = [&](uint64_t lo, int64_t slot) {
+    const uint64_t hi = min_u64(nvec, lo + cv);
+    if (per_peer) {
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        if (k < np) {
+          Args blk = a;
+          blk.input = a.input + uint64_t(k + (k >= me)) * stride;
+          char* const one[1] = {dst[k] + slot};
+          push_part<DT, 2>(blk, one, 1, nfull, aligned16(blk.input), lo, hi, lo);
+        }
+      }
+    } else if (sends) {
+      char* d[P];
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        d[k] = dst[k] == nullptr ? nullptr : dst[k] + slot;
+      }
+      push_part<DT, N>(a, d, np, nfull, aligned16(a.input), lo, hi, lo);
+    }
+  };
+  // The output of vectors [lo, hi): peer k's part from its slot (vector i
+  // at 16*(i - lo)), this rank's own from its input.
+  const auto drain_chunk = [&](uint64_t lo, int64_t slot) {
+    const uint64_t hi = min_u64(nvec, lo + cv);
+    const char* q[P];
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      q[k] = src[k] == nullptr ? nullptr : src[k] + slot;
+    }
+    if (algo == Algo::kReduceScatter) {
+      reduce_part<DT, OP, N>(own, q, nr, nfull, aligned16(own.input), aligned16(a.output), lo, hi, lo);
+      return;
+    }
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int r = k + (k >= me);
+      if (k < np && (algo != Algo::kBroadcast || r == root)) {
+        char* const to = algo == Algo::kBroadcast ? a.output : a.output + uint64_t(r) * stride;
+        copy_elems<DT, false>(q[k] - 16 * lo, to, n, lo, hi);
+      }
+    }
+    if (sends && own.input != own_out) {
+      copy_elems<DT, true>(own.input, own_out, n, lo, hi);
+    }
+  };
+  const uint64_t step = grid * cv;
+  if (b * cv < nvec) {
+    push_chunk(b * cv, 0);
+    team.post(true);
+  }
+  int64_t slot = 0;  // byte offset of chunk j's slot: 0 or slot1
+  bool odd = false;   // chunk j is in slot 1
+  for (uint64_t lo = b * cv; lo < nvec; lo += step) {
+    const bool more = lo + step < nvec;
+    if (!team.receive(lo == b * cv)) {
+      return;
+    }
+    if (more) {
+      push_chunk(lo + step, odd ? 0 : slot1);
+    }
+    drain_chunk(lo, slot);
+    if (more) {
+      team.post(false);
+    } else if (wide && odd) {
+      // The last chunk lies in the other half, where the next call's push
+      // path writes without asking: one more signal each way once it is out.
+      team.post(false);
+      if (!team.receive(false)) {
+        return;
+      }
+    }
+    odd = !odd;
+    slot = odd ? slot1 : 0;
+  }
+  call.close(a);
+}
+
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void mover(const Args& a, Algo algo) {
+  if ((a.extra & kMoverPipeline) != 0) {
+    Args p = a;
+    p.extra &= ~kMoverPipeline;
+    by_world(a.world, [&](auto w, int nr) { mover_pipeline<DT, OP, decltype(w)::value>(p, algo, nr); });
+    return;
+  }
   if (a.count > 0 && a.count <= push_max(a.world) / kElemSize<DT>) {
     by_world(a.world, [&](auto w, int nr) { mover_push<DT, OP, decltype(w)::value>(a, algo, nr); });
     return;
@@ -2038,7 +2175,8 @@ INTRANODE_DEVICE void all_reduce(Args a, Algo algo) {
   // The LL kernels (kernels.OneShotPath and kernels.MoverPath "ll") check
   // their arguments themselves, after issuing the loads that need none of
   // check's.
-  if ((algo == Algo::kOneShot || is_mover(algo)) && a.count > 0 && a.world >= 1 && a.world <= kMaxRanks &&
+  if ((algo == Algo::kOneShot || (is_mover(algo) && (a.extra & kMoverPipeline) == 0)) && a.count > 0 &&
+      a.world >= 1 && a.world <= kMaxRanks &&
       a.count <= ll_max(a.world) / kElemSize<DT>) {
     switch (algo) {
       case Algo::kOneShot:

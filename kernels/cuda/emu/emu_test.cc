@@ -388,7 +388,7 @@ void sweep(std::mt19937_64& rng, bool quick) {
 // input in the symmetric buffer where the ABI lets a rank skip its copy.
 template <uint32_t DT>
 void run_mover(Group& g, Algo algo, uint64_t n, uint64_t stride, uint32_t grid, uint32_t op, uint32_t root,
-               bool in_buffer, std::mt19937_64& rng) {
+               bool in_buffer, std::mt19937_64& rng, bool piped = false) {
   const int W = g.world;
   using B = Bits<DT>;
   const size_t es = sizeof(B);
@@ -397,9 +397,9 @@ void run_mover(Group& g, Algo algo, uint64_t n, uint64_t stride, uint32_t grid, 
   const uint64_t S = stride == 0 ? n : stride;
   const uint64_t in_n = blocked_in ? (W - 1) * S + n : n, out_n = blocked_out ? (W - 1) * S + n : n;
   char label[200];
-  std::snprintf(label, sizeof label, "mover %d_%s world=%d count=%llu stride=%llu grid=%u op=%u root=%u%s",
+  std::snprintf(label, sizeof label, "mover %d_%s world=%d count=%llu stride=%llu grid=%u op=%u root=%u%s%s",
                 int(algo), dtype_name<DT>(), W, (unsigned long long)n, (unsigned long long)stride, grid, op, root,
-                in_buffer ? " input=buf" : "");
+                in_buffer ? " input=buf" : "", piped ? " pipelined" : "");
   for (int call = 0; call < 2; ++call) {
     std::vector<std::vector<B>> in(W, std::vector<B>(in_n));
     std::vector<std::unique_ptr<Mem>> user_in, user_out;
@@ -417,7 +417,7 @@ void run_mover(Group& g, Algo algo, uint64_t n, uint64_t stride, uint32_t grid, 
     AllReduceFn fn = kernel_for<DT>(algo);
     std::fill(g.status.begin(), g.status.end(), 0);
     const uint64_t tag = call_tag(++g.seq, algo, n, DT, op);
-    const uint64_t extra = algo == Algo::kBroadcast ? root : stride;
+    const uint64_t extra = (algo == Algo::kBroadcast ? root : stride) | (piped ? kMoverPipeline : 0);
     launch(all_ranks(W), grid, 16, [&](int r) {
       fn(g.buf_ptrs.data(), g.pad_ptrs.data(), inp[r], outp[r], n, r, W, DT, op, &g.status[r], kTimeout, extra, tag);
     });
@@ -488,6 +488,94 @@ void movers(std::mt19937_64& rng, bool quick) {
           run_mover<DT>(g, algo, n, 0, 2, kSum, uint32_t(world - 1), true, rng);
         }
       }
+      // The pipelined path (kMoverPipeline) at any size: 16-byte chunks of
+      // 672 bytes (grid 3) to 4 KiB (grid 1, wide: over 8 KiB a block),
+      // so the larger counts take many steps and both halves.
+      for (uint64_t n : {uint64_t(1), uint64_t(9), uint64_t(1031), uint64_t(5003)}) {
+        for (uint32_t grid : {1u, 3u}) {
+          for (uint64_t stride : {uint64_t(0), n + 5}) {
+            if (algo == Algo::kBroadcast && stride != 0) continue;
+            Group g(world, 64);
+            run_mover<DT>(g, algo, n, stride, grid, kSum, uint32_t(n % world), false, rng, true);
+            if (algo == Algo::kReduceScatter) {
+              run_mover<DT>(g, algo, n, stride, grid, kMax, 0, false, rng, true);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// In place, pipelined: input and output the same memory where the ABI
+// allows it (all-gather: the input is output block me; all-to-all and
+// broadcast: the same pointer; reduce-scatter: the output is input block
+// me), over many chunks.
+template <uint32_t DT>
+void movers_in_place(std::mt19937_64& rng) {
+  using B = Bits<DT>;
+  const size_t es = sizeof(B);
+  for (Algo algo : {Algo::kReduceScatter, Algo::kAllGather, Algo::kBroadcast, Algo::kAllToAll}) {
+    for (int W : {2, 3, 4}) {
+      const uint64_t n = 3001;
+      Group g(W, 64);
+      std::vector<std::vector<B>> in(W, std::vector<B>(W * n));
+      std::vector<std::unique_ptr<Mem>> mem;
+      std::vector<char*> inp(W), outp(W);
+      for (int r = 0; r < W; ++r) {
+        for (auto& x : in[r]) x = random_elem<DT>(rng);
+        mem.push_back(std::make_unique<Mem>(W * n * es + 64));
+        std::memcpy(mem[r]->p, in[r].data(), W * n * es);
+        outp[r] = mem[r]->p;
+        inp[r] = algo == Algo::kAllGather ? mem[r]->p + r * n * es : mem[r]->p;
+        if (algo == Algo::kAllGather) std::memcpy(inp[r], in[r].data(), n * es);
+      }
+      if (algo == Algo::kReduceScatter) {
+        for (int r = 0; r < W; ++r) outp[r] = mem[r]->p + r * n * es;
+      }
+      const uint32_t root = uint32_t(W - 1);
+      AllReduceFn fn = kernel_for<DT>(algo);
+      std::fill(g.status.begin(), g.status.end(), 0);
+      const uint64_t tag = call_tag(++g.seq, algo, n, DT, kSum);
+      const uint64_t extra = (algo == Algo::kBroadcast ? root : 0) | kMoverPipeline;
+      launch(all_ranks(W), 2, 16, [&](int r) {
+        fn(g.buf_ptrs.data(), g.pad_ptrs.data(), inp[r], outp[r], n, r, W, DT, kSum, &g.status[r], kTimeout, extra,
+           tag);
+      });
+      for (int r = 0; r < W; ++r) {
+        CHECK(g.status[r] == 0, "in-place mover %d world=%d rank %d: status %#x", int(algo), W, r, g.status[r]);
+        uint64_t bad = 0;
+        std::vector<B> col(W);
+        for (uint64_t i = 0; i < n; ++i) {
+          for (int q = 0; q < W; ++q) {
+            B want{}, got{};
+            uint64_t at = q * n + i;
+            switch (algo) {
+              case Algo::kReduceScatter:
+                if (q != 0) continue;
+                for (int p = 0; p < W; ++p) col[p] = in[p][r * n + i];
+                want = fold_ranks<DT>(kSum, col, all_ranks(W));
+                at = r * n + i;
+                break;
+              case Algo::kAllGather:
+                want = in[q][i];
+                break;
+              case Algo::kBroadcast:
+                if (q != 0) continue;
+                want = in[root][i];
+                at = i;
+                break;
+              default:
+                want = in[q][r * n + i];
+                break;
+            }
+            std::memcpy(&got, mem[r]->p + at * es, es);
+            if (got != want) ++bad;
+          }
+        }
+        CHECK(bad == 0, "in-place mover %d_%s world=%d rank %d: %llu wrong", int(algo), dtype_name<DT>(), W, r,
+              (unsigned long long)bad);
+      }
     }
   }
 }
@@ -512,11 +600,12 @@ void mixed_sequence(std::mt19937_64& rng) {
     run_case<kI32>(g, {Algo::kPipeline, 4, 3000 + uint64_t(i), grids[(i + 1) % 5], 16, kSum,
                        Mode::kUserInPlace, false},
                    rng, 1);
-    // The data-movement kernels' push path shares the slots and the epoch
-    // (two calls each); the classic path uses neither.
+    // The data-movement kernels' push and pipelined paths share the slots
+    // and the epoch (two calls each); the classic path uses neither.
     run_mover<kF32>(g, Algo::kAllGather, 100 + uint64_t(i), 0, grids[i], kSum, 0, false, rng);
     run_mover<kBF16>(g, Algo::kReduceScatter, 50 + uint64_t(i), 0, grids[(i + 3) % 5], kSum, 0, false, rng);
     run_mover<kI32>(g, Algo::kAllToAll, 2000, 0, grids[(i + 4) % 5], kSum, 0, false, rng);
+    run_mover<kF32>(g, Algo::kAllGather, 1500 + uint64_t(i), 0, grids[(i + 2) % 5], kSum, 0, false, rng, true);
     std::fill(g.status.begin(), g.status.end(), 0);
     launch(all_ranks(4), 1, 32, [&](int r) {
       intranode_barrier(g.pad_ptrs.data(), r, 4, 0, uint32_t(i), 0xf, &g.status[r], kTimeout);
@@ -524,8 +613,9 @@ void mixed_sequence(std::mt19937_64& rng) {
     for (int r = 0; r < 4; ++r) CHECK(g.status[r] == 0, "barrier %d rank %d: %#x", i, r, g.status[r]);
   }
   // One epoch step per one-shot call on the LL or push path, per pipeline
-  // call and per mover call on its push path (four per iteration).
-  uint32_t want = 5 + 5 * 4;
+  // call and per mover call on its push or pipelined path (six per
+  // iteration).
+  uint32_t want = 5 + 5 * 6;
   for (int i = 0; i < 5; ++i) {
     want += uint64_t(1000 + i) * 2 <= push_max(4);
     want += uint64_t(1024 + i) * 4 <= push_max(4);
@@ -723,6 +813,8 @@ int main(int argc, char** argv) {
   movers<kF32>(rng, true);
   movers<kI32>(rng, true);
   movers<kF64>(rng, true);
+  movers_in_place<kBF16>(rng);
+  movers_in_place<kI32>(rng);
   if (failures != 0) {
     std::fprintf(stderr, "%d failures\n", failures);
     return 1;
