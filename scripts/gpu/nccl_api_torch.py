@@ -3,11 +3,11 @@ without the NCCL-API library in LD_PRELOAD (scripts/gpu/nccl-api.sh).
 
 MODE=correct: all_reduce (sum, max), reduce_scatter_tensor,
 all_gather_into_tensor, broadcast and all_to_all_single on random bf16,
-fp16 and fp32 data, eager and inside torch.cuda.graph, checked against a
-float64 reference computed on the CPU from every rank's input (each rank
-draws the others' from their seeds); the same on subgroups made by
-split_group (halves at world 4 and up, pairs; up to 65,539 elements);
-destroy_process_group.
+fp16 and fp32 data (1 to 4,194,304 elements a rank), eager and inside
+torch.cuda.graph, checked against a float64 reference computed on the CPU
+from every rank's input (each rank draws the others' from their seeds);
+the same on subgroups made by split_group (halves at world 4 and up,
+pairs; up to 65,539 elements); destroy_process_group.
 MODE=perf: all_reduce bf16 from 1 KiB to 256 MiB, the mean time per call
 in a CUDA-graph replay of ITERS calls and eagerly, rank 0 prints a table.
 MODE=kill: rank 1 exits after the first accelerated call; rank 0's next
@@ -84,7 +84,10 @@ def check_ops(group, tag):
     members = list(range(world)) if group is None else dist.get_process_group_ranks(group)
     wrong = 0
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
-        for count in (1, 1000, 65536 + 3, 1 << 20) if group is None else (1, 1000, 65536 + 3):
+        # 1 << 22 elements a rank: past 8 MiB of reduce-scatter and
+        # all-gather data at world 2, where intranode's pipelined kernels
+        # take them (collective/thresholds.go).
+        for count in (1, 1000, 65536 + 3, 1 << 20, 1 << 22) if group is None else (1, 1000, 65536 + 3):
             x = draw(rank, count, n, dtype)
             ins = [draw(m, count, n, dtype).to("cpu", torch.float64) for m in members]
             what = f"{tag} {dtype} count {count}"
