@@ -1134,11 +1134,13 @@ func caseMismatchedMovers(ctx context.Context, e *Env) (err error) {
 	// Ranks at or above cut make another call; there is always one.
 	cut := 1 + p.Rand.IntN(e.World-1)
 	other := agreed
-	switch p.Rand.IntN(4) {
+	switch p.Rand.IntN(5) {
 	case 0:
 		for other.op == agreed.op {
 			other = faultMover(p, e.World)
 		}
+	case 4:
+		other.algo = collective.Pipeline // the same call on another path
 	case 1:
 		other.count = agreed.count - 1
 		if other.count == 0 {

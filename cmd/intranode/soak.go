@@ -730,8 +730,8 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 			if algo != collective.None && algo != collective.Pipeline && count > c.Capacity(algo, m.cfg.DType) {
 				algo = collective.None
 			}
-		} else if rng.IntN(4) == 0 {
-			algo = collective.None
+		} else {
+			algo = []collective.Algo{collective.Direct, collective.Direct, collective.Pipeline, collective.None}[rng.IntN(4)]
 		}
 		seed := rep.Calls + 1
 		cctx, ccancel := context.WithTimeout(ctx, cfg.Timeout)

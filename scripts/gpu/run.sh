@@ -48,8 +48,8 @@ for s in $STEPS; do
     step bench
     timeout 150 .gpu/intranode bench --backend cuda --world "$WORLD" --graph -b 1K -e 256M -f 4 --iters 30 --warmup 5 \
       --algo oneshot,twoshot,pipeline,nccl,auto --plot "$R/bench-allreduce.svg" 2>&1 | tee "$R/bench-graph.txt" | grep -E 'auto|nccl'
-    timeout 200 .gpu/intranode bench --backend cuda --world "$WORLD" --graph --op reduce_scatter,all_gather,broadcast,alltoall \
-      -b 1K -e 256M -f 4 --iters 30 --warmup 5 --algo direct,nccl,auto --plot "$R/bench.svg" 2>&1 | tee "$R/bench-movers.txt" \
+    timeout 240 .gpu/intranode bench --backend cuda --world "$WORLD" --graph --op reduce_scatter,all_gather,broadcast,alltoall \
+      -b 1K -e 256M -f 4 --iters 30 --warmup 5 --algo direct,pipeline,nccl,auto --plot "$R/bench.svg" 2>&1 | tee "$R/bench-movers.txt" \
       | grep -E '^# [a-z_]+$|auto|nccl'
     timeout 60 .gpu/intranode bench --backend cuda --world "$WORLD" -b 1K -e 64K -f 4 --iters 50 --warmup 10 --algo auto 2>&1 | tee "$R/bench-eager.txt"
     # The latency a program making one call at a time sees: one call per
