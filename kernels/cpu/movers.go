@@ -207,9 +207,9 @@ func (k *mover) emit(lo, hi int, part func(r int) []byte) {
 }
 
 // pipeline is the pipelined path (kernels.MoverPipeline) as a grid of one
-// block (channel 0): the Pipeline's schedule (allReduce.pipeline) with
-// chunks of kernels.MoverPipelineChunk bytes of what each peer needs, and
-// the output of each chunk written as emit writes it.
+// block (channel 0): the Pipeline's schedule (pipelineSteps) with chunks
+// of kernels.MoverPipelineChunk bytes of what each peer needs, and the
+// output of each chunk written as emit writes it.
 func (k *mover) pipeline() error {
 	me, world := k.me, k.world
 	mask := uint32(1)<<world - 1
@@ -219,30 +219,13 @@ func (k *mover) pipeline() error {
 		return k.badArgs("a pipelined launch of %d bytes per block has no room in the push area at world %d", k.n, world)
 	}
 	sends := k.algo != kernels.Broadcast || me == k.root
-	push := func(j int) {
-		if !sends {
-			return
+	return k.pipelineSteps(k.n, chunk, mask, func(j, lo, hi int) {
+		if sends {
+			k.eachPeer(mask, func(p int) {
+				putChunk(k.pads[p][kernels.PipelineSlot(k.n, world, s, me, p, 0, 1, j%2):], k.contribution(p)[lo:hi])
+			})
 		}
-		lo, hi := j*chunk, min(j*chunk+chunk, k.n)
-		k.eachPeer(mask, func(p int) {
-			dst := k.pads[p][kernels.PipelineSlot(k.n, world, s, me, p, 0, 1, j%2):]
-			cachedCopy(dst[:hi-lo], k.contribution(p)[lo:hi])
-			clear(dst[hi-lo : (hi-lo+15)&^15]) // the last chunk is padded with zeros to 16 bytes
-		})
-	}
-	steps := (k.n + chunk - 1) / chunk
-	if steps > 0 {
-		push(0)
-		k.post(allReduceChannel, mask)
-	}
-	for j := range steps {
-		if ok, err := k.receive(allReduceChannel, mask); !ok {
-			return err
-		}
-		if j+1 < steps {
-			push(j + 1)
-		}
-		lo, hi := j*chunk, min(j*chunk+chunk, k.n)
+	}, func(j, lo, hi int) {
 		k.emit(lo, hi, func(r int) []byte {
 			if r == me {
 				return k.contribution(me)[lo:hi]
@@ -250,17 +233,7 @@ func (k *mover) pipeline() error {
 			off := kernels.PipelineSlot(k.n, world, s, r, me, 0, 1, j%2)
 			return k.pads[me][off : off+hi-lo]
 		})
-		if j+1 < steps {
-			k.post(allReduceChannel, mask) // chunk j's slot is free
-		}
-	}
-	if k.n > kernels.PipelineWideBytes && steps%2 == 0 {
-		// The last chunk lies in the other half: one more exchange.
-		if ok, err := k.barrier(allReduceChannel, mask); !ok {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 // ll is the LL path (kernels.MoverPath): what each peer needs, as LL

@@ -3,14 +3,10 @@ package cpu
 import "github.com/intranode/intranode/kernels"
 
 // pipeline is kernels.Pipeline as a grid of one block (channel 0): chunks
-// of kernels.PipelineChunk(n, world, 1) bytes in chunk slot j mod 2 (both
-// in half s, or over kernels.PipelineWideBytes one in each half) of the
-// peers' push areas. Push and signal chunk 0; then for each chunk j: wait
-// for every peer's chunk j, write chunk j+1 into the peers' pads, reduce
-// chunk j from this rank's pad in rank order, signal chunk j+1; a wide call
-// whose last chunk lies in the other half ends with one more exchange.
-// Input chunk j is read a step before output chunk j is written, so input
-// and output may be the same memory.
+// of kernels.PipelineChunk(n, world, 1) bytes, reduced in rank order from
+// the slots of this rank's pad (pipelineSteps). Input chunk j is read a
+// step before output chunk j is written, so input and output may be the
+// same memory.
 func (k *allReduce) pipeline() error {
 	if kernels.PipelineScatters(k.world) {
 		return k.pipelineScattered()
@@ -18,31 +14,12 @@ func (k *allReduce) pipeline() error {
 	me := k.me
 	s := int(k.takeEpoch() & 1)
 	chunk := kernels.PipelineChunk(k.n, k.world, 1)
-	push := func(j int) {
-		lo := j * chunk
-		hi := min(lo+chunk, k.n)
-		k.eachPeer(k.mask, func(p int) {
-			dst := k.pads[p][kernels.PipelineSlot(k.n, k.world, s, me, p, 0, 1, j%2):]
-			cachedCopy(dst[:hi-lo], k.in[lo:hi])
-			// The last chunk is padded with zeros to 16 bytes.
-			clear(dst[hi-lo : (hi-lo+15)&^15])
-		})
-	}
-	steps := (k.n + chunk - 1) / chunk
-	if steps > 0 {
-		push(0)
-		k.post(allReduceChannel, k.mask)
-	}
 	srcs := make([][]byte, k.world)
-	for j := range steps {
-		if ok, err := k.receive(allReduceChannel, k.mask); !ok {
-			return err
-		}
-		if j+1 < steps {
-			push(j + 1)
-		}
-		lo := j * chunk
-		hi := min(lo+chunk, k.n)
+	return k.pipelineSteps(k.n, chunk, k.mask, func(j, lo, hi int) {
+		k.eachPeer(k.mask, func(p int) {
+			putChunk(k.pads[p][kernels.PipelineSlot(k.n, k.world, s, me, p, 0, 1, j%2):], k.in[lo:hi])
+		})
+	}, func(j, lo, hi int) {
 		for q := range k.world {
 			if q == me {
 				srcs[q] = k.in[lo:hi]
@@ -52,14 +29,49 @@ func (k *allReduce) pipeline() error {
 			srcs[q] = k.pads[me][off : off+hi-lo]
 		}
 		reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
+	})
+}
+
+// putChunk writes b at the start of slot, zero-padded to 16 bytes (the
+// last chunk of a message).
+func putChunk(slot, b []byte) {
+	cachedCopy(slot[:len(b)], b)
+	clear(slot[len(b) : (len(b)+15)&^15])
+}
+
+// pipelineSteps runs the Pipeline's schedule (kernels/abi.go, "Pipeline")
+// as a grid of one block on channel 0, for the all-reduce at world 2 and
+// the data-movement collectives' pipelined path: n bytes in chunks of
+// chunk bytes, chunk j in slot j mod 2. push(j, lo, hi) writes chunk j
+// (bytes [lo, hi)) into the peers' slots, drain(j, lo, hi) writes its
+// output. Push and signal chunk 0; then for each chunk j: wait for every
+// peer of mask, push chunk j+1, drain chunk j, and only then signal chunk
+// j+1, which also tells the peers that chunk j's slot is free; a wide call
+// (over kernels.PipelineWideBytes) whose last chunk lies in the other half
+// ends with one more exchange.
+func (l *launch) pipelineSteps(n, chunk int, mask uint32, push, drain func(j, lo, hi int)) error {
+	bounds := func(j int) (int, int) { return j * chunk, min(j*chunk+chunk, n) }
+	steps := (n + chunk - 1) / chunk
+	if steps > 0 {
+		push(0, 0, min(chunk, n))
+		l.post(allReduceChannel, mask)
+	}
+	for j := range steps {
+		if ok, err := l.receive(allReduceChannel, mask); !ok {
+			return err
+		}
 		if j+1 < steps {
-			// Only now: the signal tells the peers that chunk j's slot is free.
-			k.post(allReduceChannel, k.mask)
+			lo, hi := bounds(j + 1)
+			push(j+1, lo, hi)
+		}
+		lo, hi := bounds(j)
+		drain(j, lo, hi)
+		if j+1 < steps {
+			l.post(allReduceChannel, mask)
 		}
 	}
-	if k.n > kernels.PipelineWideBytes && steps%2 == 0 {
-		// The closing exchange: one more signal and wait each way.
-		if ok, err := k.barrier(allReduceChannel, k.mask); !ok {
+	if n > kernels.PipelineWideBytes && steps%2 == 0 {
+		if ok, err := l.barrier(allReduceChannel, mask); !ok {
 			return err
 		}
 	}
@@ -86,9 +98,7 @@ func (k *allReduce) pipelineScattered() error {
 	}
 	// put writes b into slot k of my region in p's pad, zero-padded to 16.
 	put := func(p, slot int, b []byte) {
-		dst := k.pads[p][kernels.PipelineScatterSlot(world, s, me, p, 0, 1, slot):]
-		cachedCopy(dst, b)
-		clear(dst[len(b) : (len(b)+15)&^15])
+		putChunk(k.pads[p][kernels.PipelineScatterSlot(world, s, me, p, 0, 1, slot):], b)
 	}
 	scatter := func(j int) {
 		k.eachPeer(k.mask, func(p int) {
