@@ -270,24 +270,13 @@ func (c *Comm) moveChunks(ctx context.Context, s backend.Stream, m moveCall, tim
 	if chunk <= 0 {
 		return fmt.Errorf("%w: a %d-byte buffer holds no %v of %v over %d ranks", ErrTooLarge, c.opts.BufferSize, m.op, m.dtype, c.world)
 	}
-	key := callKey{count: m.count}
-	extra := uint64(m.count) // the block stride
-	switch m.op {
-	case OpReduceScatter:
-		key.op = m.red
-	case OpBroadcast:
-		key.op, extra = backend.ReduceOp(m.root), uint64(m.root)
-	}
+	key, extra := m.key()
 	for off := 0; off < m.count; off += chunk {
 		if err := chunkDeadline(ctx, off, m.count); err != nil {
 			return fmt.Errorf("collective: %v: %w", m.op, err)
 		}
 		n := min(chunk, m.count-off)
-		args := kernels.AllReduceArgs{Input: m.in.Add(off * size), Output: m.out.Add(off * size), Count: uint64(n),
-			DType: m.dtype, Op: m.red, TimeoutNs: timeoutNs, Extra: extra}
-		if !args.Op.Valid() {
-			args.Op = backend.Sum
-		}
+		args := m.args(off*size, n, timeoutNs, extra)
 		in, out := m.op.Elements(n, c.world)
 		cfg := moverLaunchConfig(n*size, (in+out)*size, c.world)
 		if err := c.enqueue(ctx, s, m.op.kernel(), cfg, args, key); err != nil {
@@ -300,17 +289,34 @@ func (c *Comm) moveChunks(ctx context.Context, s backend.Stream, m moveCall, tim
 // movePipelined enqueues the pipelined kernel (kernels.MoverPipeline) for
 // a whole data-movement call in one launch; the caller holds c.mu.
 func (c *Comm) movePipelined(ctx context.Context, s backend.Stream, m moveCall, timeoutNs uint64) error {
-	key := callKey{count: m.count, op: m.red, pipelined: true}
-	extra := uint64(m.count) // the block stride
-	if m.op == OpBroadcast {
+	key, extra := m.key()
+	key.pipelined = true
+	args := m.args(0, m.count, timeoutNs, extra|kernels.MoverPipeline)
+	return c.enqueue(ctx, s, m.op.kernel(), moverPipelineLaunchConfig(m.count*m.dtype.Size(), c.world), args, key)
+}
+
+// key is what the Call of every launch of the call fingerprints (callKey)
+// and its kernels' Extra: the block stride, or the broadcast's root.
+func (m moveCall) key() (callKey, uint64) {
+	key, extra := callKey{count: m.count}, uint64(m.count)
+	switch m.op {
+	case OpReduceScatter:
+		key.op = m.red
+	case OpBroadcast:
 		key.op, extra = backend.ReduceOp(m.root), uint64(m.root)
 	}
-	args := kernels.AllReduceArgs{Input: m.in, Output: m.out, Count: uint64(m.count), DType: m.dtype, Op: m.red,
-		TimeoutNs: timeoutNs, Extra: extra | kernels.MoverPipeline}
-	if !args.Op.Valid() {
-		args.Op = backend.Sum
+	return key, extra
+}
+
+// args are the kernel arguments of a launch of n elements per block from
+// byte off of every block (the reduction Sum where the call has none).
+func (m moveCall) args(off, n int, timeoutNs, extra uint64) kernels.AllReduceArgs {
+	a := kernels.AllReduceArgs{Input: m.in.Add(off), Output: m.out.Add(off), Count: uint64(n), DType: m.dtype, Op: m.red,
+		TimeoutNs: timeoutNs, Extra: extra}
+	if !a.Op.Valid() {
+		a.Op = backend.Sum
 	}
-	return c.enqueue(ctx, s, m.op.kernel(), moverPipelineLaunchConfig(m.count*m.dtype.Size(), c.world), args, key)
+	return a
 }
 
 // moverPipelineLaunchConfig is the launch shape of a pipelined
@@ -318,10 +324,7 @@ func (c *Comm) movePipelined(ctx context.Context, s backend.Stream, m moveCall, 
 // Pipeline's at world 2 (64 KiB of a block per grid block, up to 128
 // blocks, as many as the push area has chunk slots for), at every world.
 func moverPipelineLaunchConfig(n, world int) backend.LaunchConfig {
-	blocks := kernels.KernelChannels
-	for blocks > 1 && kernels.MoverPipelineChunk(n, world, blocks) == 0 {
-		blocks /= 2
-	}
+	blocks := pipelineBlocks(func(grid int) int { return kernels.MoverPipelineChunk(n, world, grid) })
 	return backend.LaunchConfig{Grid: backend.D1(uint32(gridFor(n, 64<<10, blocks))), Block: backend.D1(512), Early: true}
 }
 

@@ -317,15 +317,24 @@ func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.Launc
 		// kernels.PipelineSlice, measured at 128 blocks only (4×H200,
 		// docs/results/2026-11-26-h200x4-a).
 		per = 64 << 10
-		for maxBlocks > 1 && kernels.PipelineChunk(bytes, world, maxBlocks) == 0 {
-			maxBlocks /= 2
-		}
+		maxBlocks = pipelineBlocks(func(grid int) int { return kernels.PipelineChunk(bytes, world, grid) })
 	}
 	blocks := gridFor(work, per, maxBlocks)
 	// Early: the kernels wait for the work ahead on the stream themselves
 	// (kernels/abi.go), so where the backend has programmatic dependent
 	// launch their start-up overlaps the end of that work.
 	return backend.LaunchConfig{Grid: backend.D1(uint32(blocks)), Block: backend.D1(block), Early: true}
+}
+
+// pipelineBlocks is the largest grid, up to kernels.KernelChannels halved
+// as often as needed, for which chunk (a Pipeline's chunk size for a grid)
+// leaves the push area room for every block.
+func pipelineBlocks(chunk func(grid int) int) int {
+	blocks := kernels.KernelChannels
+	for blocks > 1 && chunk(blocks) == 0 {
+		blocks /= 2
+	}
+	return blocks
 }
 
 // llPerBlock is the bytes per block of an LL kernel (the one-shot's, the

@@ -499,9 +499,6 @@ func MoverPipelineChunk(n, world, grid int) int {
 // World slices where the Pipeline scatters): 0 when the grid is too large
 // for the push area at this world size.
 func PipelineChunk(n, world, grid int) int {
-	if grid < 1 {
-		return 0
-	}
 	if PipelineScatters(world) {
 		return world * PipelineSlice(world, grid)
 	}
