@@ -211,33 +211,40 @@ func (t Thresholds) SelectMover(op Op, n int) Algo {
 // 1.16× all-to-all; the broadcast (the root's whole message over one
 // link) ties NCCL at 64 MiB and is 0.9% behind it at 256 MiB, so its
 // window stops at 64 MiB, and the Direct broadcast, ahead of NCCL at
-// 8 MiB in the same run, keeps sizes to 8 MiB. At world 4 the pipelined
-// kernels are not measured: not selected there.
+// 8 MiB in the same run, keeps sizes to 8 MiB.
 //
 // cuda, world 4, 4×H200 NV18, graph replay, bf16, µs per call,
-// 2026-11-26 (docs/results/2026-11-26-h200x4-a, bench-movers.txt),
-// the push path against NCCL in the same run:
+// 2026-11-28 (docs/results/2026-11-28-h200x4-c, bench-movers.txt), the
+// Direct kernels, the pipelined ones and NCCL in the same run:
 //
-//	bytes            1K    4K    16K   64K   256K  1M    4M    16M   64M    256M
-//	reduce_scatter   5.70  5.21  5.42  6.82  7.28  8.85  20.09 73.10 322.11 1141.17
-//	  NCCL           7.26  7.29  7.72  8.05  8.57  11.83 32.97 57.31 188.57 671.26
-//	all_gather       7.38  6.43  6.97  7.90  8.46  10.10 17.35 70.81 298.00 1196.76
-//	  NCCL           7.45  7.23  8.56  8.85  9.11  13.31 36.93 64.19 187.51 660.26
-//	broadcast        5.02  4.97  5.53  6.31  7.38  13.92 42.65 157.42 624.32 2479.29
-//	  NCCL           5.92  6.14  7.44  8.30  8.47  12.52 26.82 67.01 208.71 762.62
-//	alltoall         6.92  6.92  7.31  8.22  8.62  10.26 21.87 77.99 309.52 1226.67
-//	  NCCL           7.00  6.99  7.55  8.29  8.90  14.13 23.51 64.14 188.29 642.46
+//	bytes            1K    16K   256K  1M    4M    16M   64M    256M
+//	reduce_scatter   4.46  5.27  6.06  9.12  20.03 73.11 286.97 1142.49
+//	  pipelined      5.41  5.60  13.58 38.14 41.19 68.69 218.59 725.87
+//	  NCCL           7.49  8.04  8.65  11.66 32.67 57.51 187.28 667.36
+//	all_gather       4.05  4.84  6.97  10.06 17.45 49.63 261.82 1176.01
+//	  pipelined      6.30  6.75  15.66 47.75 49.46 50.73 168.35 608.80
+//	  NCCL           7.39  8.65  9.36  13.63 36.79 64.15 186.37 657.17
+//	broadcast        4.07  4.27  7.34  13.72 40.97 156.24 621.46 2475.46
+//	  pipelined      4.76  5.54  29.26 29.44 41.64 147.19 575.91 2256.08
+//	  NCCL           5.60  7.58  8.43  12.53 26.44 66.55 208.71 763.06
+//	alltoall         4.61  5.29  6.45  10.41 21.80 77.71 309.00 1228.05
+//	  pipelined      7.68  7.77  17.36 50.90 55.65 74.68 223.96 761.24
+//	  NCCL           6.97  7.70  8.91  14.04 23.74 65.33 180.63 657.91
 //
-// The kernels win to 4 MiB (broadcast to 256 KiB); the crossover between
-// 4 and 16 MiB is not measured, so the windows stop at 4 MiB. The
+// The Direct kernels win to 4 MiB (all-gather to 16 MiB, broadcast to
+// 256 KiB); the crossover between 4 and 16 MiB is not measured, so those
+// windows stop at 4 MiB. The pipelined all-gather beats NCCL from 64 MiB
+// (1.11× at 64 MiB, 1.08× at 256 MiB) and takes sizes above 16 MiB; the
+// other pipelined kernels stay behind NCCL at every size (each rank feeds
+// three peers over their own links, where NCCL's ring keeps every link
+// busy in both directions), so they are not selected. The
 // all-reduce in the same run (bench-graph.txt): one-shot to 256 KiB
-// (8.45 against the two-shot's 10.18), two-shot from 1 MiB (14.12 against
-// 16.07) to the buffer, NCCL beyond it: the scattered Pipeline reached
-// 315.4 GB/s bus bandwidth at 256 MiB against NCCL's 337.0 and was slower
-// at every size from 16 MiB (run4/bench-pipeline.txt), so it is not
-// selected. At world 8 and at worlds 3 and
-// 5–7 nothing of today's kernels is measured: NCCL for every data-movement
-// collective.
+// (8.13 against the two-shot's 9.91), two-shot from 1 MiB (14.06 against
+// 15.77) to the buffer, NCCL beyond it: the scattered Pipeline was slower
+// than NCCL at every size from 16 MiB (110.66 against 97.42 at 16 MiB,
+// 1298.66 against 1180.27 at 256 MiB), so it is not selected. At world 8
+// and at worlds 3 and 5–7 nothing of today's kernels is measured: NCCL for
+// every data-movement collective.
 func DefaultThresholds(backendName string, world int) Thresholds {
 	switch {
 	case backendName == "cuda" && world <= 2:
@@ -255,9 +262,11 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 	case backendName == "cuda" && world == 4:
 		return Thresholds{OneShotMax: 256 << 10, Movers: map[Op]Window{
 			OpReduceScatter: {Min: 1, Max: 4 << 20},
-			OpAllGather:     {Min: 1, Max: 4 << 20},
+			OpAllGather:     {Min: 1, Max: 16 << 20},
 			OpBroadcast:     {Min: 1, Max: 256 << 10},
 			OpAllToAll:      {Min: 1, Max: 4 << 20},
+		}, MoverPipeline: map[Op]Window{
+			OpAllGather: {Min: 16<<20 + 1},
 		}}
 	case backendName == "cuda":
 		never := map[Op]Window{OpReduceScatter: Never, OpAllGather: Never, OpBroadcast: Never, OpAllToAll: Never}
