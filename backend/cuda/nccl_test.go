@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -568,6 +569,32 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	require.ErrorIs(t, err, backend.ErrTimeout)
 	require.ErrorContains(t, err, "ranks [1] did not make their first call")
 	require.Less(t, time.Since(start), limit+time.Second+time.Second)
+	b.SetNCCLTimeout(5 * time.Second)
+
+	// A rank that dies inside the creation, after every rank has joined:
+	// the survivor's non-blocking creation ends at the NCCL timeout and is
+	// aborted before the call returns, so nothing of it is left running
+	// (a blocking ncclCommInitRank would still be waiting for the dead
+	// rank on a goroutine of its own).
+	b.SetNCCLTimeout(limit)
+	t.Setenv("MOCK_NCCL_INIT_FAIL_RANK", "1")
+	dies := group("IntraNodeCommDies")
+	errs := make([]error, world)
+	start = time.Now()
+	_ = eachRank(world, func(r int) error {
+		errs[r] = call(ranks[r], dies[r], ranks[r].out.Ptr(), 1, backend.Float32, backend.Sum)
+		return nil
+	})
+	require.NoError(t, os.Unsetenv("MOCK_NCCL_INIT_FAIL_RANK"))
+	require.ErrorContains(t, errs[1], "ncclSystemError")
+	require.ErrorIs(t, errs[0], backend.ErrTimeout)
+	require.ErrorContains(t, errs[0], "did not finish within")
+	require.Less(t, time.Since(start), limit+time.Second+time.Second)
+	stacks := make([]byte, 1<<20)
+	stacks = stacks[:runtime.Stack(stacks, true)]
+	require.NotContains(t, string(stacks), "(*CCL).init", "a creation goroutine outlived its call")
+	err = call(ranks[0], dies[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
+	require.ErrorIs(t, err, backend.ErrTimeout, "the failure sticks")
 	b.SetNCCLTimeout(5 * time.Second)
 
 	// A communicator NCCL reports failed fails this call and every later

@@ -45,15 +45,21 @@ import (
 //     library's send/receive connections are made while every rank is
 //     known to be there, not by a later call.
 //
-// Creation as a whole is bounded by the timeout (SetTimeout). The
-// communicator is a blocking one: on a non-blocking communicator (config
-// blocking=0) the library runs every later collective call on a thread it
-// creates for the call and returns ncclInProgress, which would add a
-// thread's start and join to each call and skew the anchor. Instead step 2
-// keeps missing ranks out of the library, and steps 3 and 4 run on a
-// goroutine of their own so that a rank that dies between steps 2 and 4
-// costs the caller the timeout, not a hang (the stuck call's communicator
-// is aborted if it ever returns).
+// Creation as a whole is bounded by the timeout (SetTimeout). Step 2 keeps
+// missing ranks out of the library. Steps 3 and 4 run on a non-blocking
+// communicator (ncclCommInitRankConfig with blocking=0, NCCL 2.14 and
+// newer): the library makes it, and then the connections, on a thread of
+// its own while this side polls ncclCommGetAsyncError, so a rank that dies
+// between steps 2 and 4 costs its peers the timeout, after which their
+// communicators are aborted, which ends the library's thread and frees its
+// sockets and shared memory: nothing is left behind. (A blocking
+// communicator's ncclCommInitRank or first group of sends and receives
+// waits on a dead peer for ever, and no abort can reach it; where the
+// library lacks ncclCommInitRankConfig, steps 3 and 4 run so on a
+// goroutine of their own, which the caller leaves at the timeout.) Later
+// calls run on the caller's thread as on a blocking communicator: the
+// library starts a thread only for a group that must connect or create
+// first, and creation has made every connection.
 //
 // Calls are enqueued on the caller's stream, so stream order and graph
 // capture work as for the comm's kernels; the communicator must exist
@@ -108,8 +114,13 @@ type CCLShims interface {
 	// Version is ncclGetVersion, UniqueID ncclGetUniqueId.
 	Version() (v, r int)
 	UniqueID() (id []byte, r int)
-	// Init is ncclCommInitRank with c current.
+	// Init is ncclCommInitRankConfig with c current, making a
+	// non-blocking communicator (r is then ncclInProgress), or
+	// ncclCommInitRank where the library has no ncclCommInitRankConfig.
 	Init(c Ctx, world int, id []byte, rank int) (comm uintptr, r int)
+	// AsyncError is ncclCommGetAsyncError: ncclInProgress while a
+	// non-blocking operation of comm is still running.
+	AsyncError(comm uintptr) (state, r int)
 	// Collective enqueues one collective of kind on stream s (ccl.h).
 	Collective(c Ctx, comm uintptr, kind collective.Op, in, out backend.DevicePtr, count, elemSize, dtype, op, root, world int,
 		s Handle) int
@@ -126,6 +137,7 @@ type CCLShims interface {
 // Results of the shims (ccl.h), and the library's bounds.
 const (
 	cclSuccess       = 0
+	cclInProgress    = 7
 	cclUniqueIDBytes = 128
 	// CCLDriverFailed marks a shim's result as the driver's, from making
 	// the device current.
@@ -650,11 +662,14 @@ func (l *CCL) Collective(ctx context.Context, s backend.Stream, g CCLGroup, op c
 	} else {
 		r = enqueue()
 	}
+	// A call the library runs on its own thread (one that connects
+	// first) is waited for, to the caller's deadline.
+	r = l.settle(ctx, nc.h, r)
 	if r == cclSuccess {
 		return nil
 	}
 	err = Wrap(l.Check("nccl "+op.String(), r), "%s: %s %v of %d %v elements (%v) for %s", l.cfg.Backend, l.cfg.Lib, op, count, dtype, red, nc)
-	if r&CCLAsync != 0 {
+	if r&CCLAsync != 0 || r == cclInProgress {
 		nc.fail(err)
 	}
 	return err
@@ -768,8 +783,16 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 	}
 	done := make(chan result, 1)
 	scratch := func() error { return nil } // nothing to connect
+	// nonBlocking: Init made a non-blocking communicator, so the goroutine
+	// below leaves its waits when ctx ends (settle) instead of staying
+	// inside the library.
+	var nonBlocking atomic.Bool
 	go func() {
 		h, r := l.cfg.Shims.Init(cctx, nc.world, id, nc.rank)
+		if r == cclInProgress {
+			nonBlocking.Store(true)
+			r = l.settle(ctx, h, r)
+		}
 		err := l.Check("ncclCommInitRank", r)
 		if err == nil && nc.world > 1 && nc.sendRecv {
 			var free func() error
@@ -802,10 +825,48 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 		nc.h, nc.ctx, nc.release = res.h, cctx, release
 		return nil
 	case <-ctx.Done():
-		go func() { end(<-done) }()
+		if nonBlocking.Load() {
+			// The goroutine returns now; the abort ends the library's
+			// own creation thread, so nothing of the communicator
+			// outlives this call.
+			end(<-done)
+		} else {
+			go func() { end(<-done) }()
+		}
 		return backend.Errorf(backend.CodeTimeout,
 			"%s: ncclCommInitRank and the connection to every peer did not finish within %v although every rank had joined (did a rank stop?): %w",
 			what, timeout, ctx.Err())
+	}
+}
+
+// settle waits while the non-blocking communicator h reports
+// ncclInProgress (r is the result of the call that started the
+// operation), polling ncclCommGetAsyncError, and returns the operation's
+// result: cclSuccess, the library's error or'ed with CCLAsync, or
+// ncclInProgress when ctx ended first (the caller then aborts h).
+func (l *CCL) settle(ctx context.Context, h uintptr, r int) int {
+	if r != cclInProgress {
+		return r
+	}
+	poll := 50 * time.Microsecond
+	for {
+		state, r := l.cfg.Shims.AsyncError(h)
+		switch {
+		case r != cclSuccess:
+			return r
+		case state == cclSuccess:
+			return cclSuccess
+		case state != cclInProgress:
+			return CCLAsync | state
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return cclInProgress
+		case <-t.C:
+		}
+		poll = min(2*poll, 5*time.Millisecond)
 	}
 }
 
@@ -837,6 +898,10 @@ func (l *CCL) connect(ctx context.Context, d *Device, h uintptr, world int) (fun
 	st := s.(*Stream)
 	r := l.cfg.Shims.Collective(d.Ctx(), h, collective.OpAllToAll, buf.Ptr(), buf.Ptr().Add(world*elem), 1, elem, cclInt32, cclSum,
 		0, world, st.Handle())
+	// On a non-blocking communicator the connections are made on the
+	// library's thread, which the abort of a creation that ran out of
+	// time ends.
+	r = l.settle(ctx, h, r)
 	if err := l.Check("connecting to every peer (ncclSend/ncclRecv)", r); err != nil {
 		return free, err
 	}

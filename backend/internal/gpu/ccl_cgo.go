@@ -15,6 +15,7 @@ static int call_unique_id(const struct gpu_ccl_table *t, unsigned char *id) { re
 static int call_init(const struct gpu_ccl_table *t, uintptr_t c, int n, const unsigned char *id, int rank, uintptr_t *comm) {
 	return t->init(c, n, id, rank, comm);
 }
+static int call_async_error(const struct gpu_ccl_table *t, uintptr_t comm, int *state) { return t->async_error(comm, state); }
 static int call_collective(const struct gpu_ccl_table *t, uintptr_t c, uintptr_t comm, int kind, uint64_t in, uint64_t out,
                            size_t count, size_t elem_size, int dtype, int op, int root, int nranks, uintptr_t stream) {
 	return t->collective(c, comm, kind, in, out, count, elem_size, dtype, op, root, nranks, stream);
@@ -32,7 +33,7 @@ import (
 
 // The shims' result spaces and id size, as ccl.go reads them.
 var _ = [1]struct{}{}[C.GPU_CCL_DRIVER_FAILED-CCLDriverFailed+C.GPU_CCL_ASYNC-CCLAsync+
-	C.GPU_CCL_UNIQUE_ID_BYTES-cclUniqueIDBytes+C.GPU_CCL_SUCCESS-cclSuccess]
+	C.GPU_CCL_UNIQUE_ID_BYTES-cclUniqueIDBytes+C.GPU_CCL_SUCCESS-cclSuccess+C.GPU_CCL_IN_PROGRESS-cclInProgress]
 
 // cclTable calls a backend's shims through their table (ccl.h).
 type cclTable struct {
@@ -91,6 +92,12 @@ func (c cclTable) Init(ctx Ctx, world int, id []byte, rank int) (uintptr, int) {
 	var h C.uintptr_t
 	r := C.call_init(c.t, C.uintptr_t(ctx), C.int(world), (*C.uchar)(unsafe.Pointer(&id[0])), C.int(rank), &h)
 	return uintptr(h), int(r)
+}
+
+func (c cclTable) AsyncError(comm uintptr) (int, int) {
+	var state C.int
+	r := C.call_async_error(c.t, C.uintptr_t(comm), &state)
+	return int(state), int(r)
 }
 
 func (c cclTable) Collective(ctx Ctx, comm uintptr, kind collective.Op, in, out backend.DevicePtr, count, elemSize, dtype, op,

@@ -7,9 +7,12 @@
 // one binding serves both backends.
 //
 // The library is opened like the driver, with dlopen, and only the entry
-// points below are resolved (ncclGetLastError, NCCL 2.13 and newer, is
-// optional). The declarations follow nccl.h: ncclResult_t, ncclDataType_t
-// and ncclRedOp_t are int-sized enums; ncclUniqueId is passed by value.
+// points below are resolved (ncclGetLastError, NCCL 2.13 and newer, and
+// ncclCommInitRankConfig, 2.14 and newer, are optional). The declarations
+// follow nccl.h: ncclResult_t, ncclDataType_t and ncclRedOp_t are int-sized
+// enums; ncclUniqueId is passed by value.
+
+#include <limits.h>
 
 typedef struct ncclComm *ncclComm_t;
 
@@ -17,10 +20,26 @@ typedef struct {
 	char internal[GPU_CCL_UNIQUE_ID_BYTES];
 } ncclUniqueId;
 
+// ccl_config is ncclConfig_t as NCCL 2.14 (and RCCL) first declared it. A
+// library reads a config's size and version and gives the fields a config
+// of that version lacks their defaults, so this prefix serves every later
+// version.
+typedef struct {
+	size_t size;
+	unsigned int magic;
+	unsigned int version;
+	int blocking;
+	int cgaClusterSize;
+	int minCTAs;
+	int maxCTAs;
+	const char *netName;
+} ccl_config;
+
 static struct {
 	int (*GetVersion)(int *);
 	int (*GetUniqueId)(ncclUniqueId *);
 	int (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
+	int (*CommInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int, ccl_config *);
 	int (*AllReduce)(const void *, void *, size_t, int, int, ncclComm_t, gpu_stream_t);
 	int (*ReduceScatter)(const void *, void *, size_t, int, int, ncclComm_t, gpu_stream_t);
 	int (*AllGather)(const void *, void *, size_t, int, ncclComm_t, gpu_stream_t);
@@ -63,6 +82,9 @@ static int ccl_load(const char *path, char *err, size_t errlen) {
 	if (r != 0) return r;
 	dlerror();
 	nccl.GetLastError = (const char *(*)(ncclComm_t))dlsym(ccl_lib, "ncclGetLastError");
+	dlerror();
+	nccl.CommInitRankConfig =
+	    (int (*)(ncclComm_t *, int, ncclUniqueId, int, ccl_config *))dlsym(ccl_lib, "ncclCommInitRankConfig");
 	return 0;
 }
 
@@ -92,24 +114,42 @@ static int ccl_unique_id(unsigned char *id) {
 		if (bind_ccl_r != GPU_SUCCESS) return GPU_CCL_DRIVER_FAILED | (int)bind_ccl_r; \
 	} while (0)
 
-// ccl_init creates a blocking communicator with ctx current, so the
-// library (whose runtime adopts the current context or device) binds it to
-// ctx's device. It
-// returns when every rank has joined or NCCL gives up; a communicator NCCL
-// allocated before failing is aborted here.
+// ccl_init creates a communicator with ctx current, so the library (whose
+// runtime adopts the current context or device) binds it to ctx's device.
+// Where the library has ncclCommInitRankConfig the communicator is a
+// non-blocking one: the call returns GPU_CCL_IN_PROGRESS at once with
+// *comm set, the creation goes on on the library's own thread, and
+// ccl_async_error reports when it has ended; ncclCommAbort ends a creation
+// still waiting for a peer. Without it, ncclCommInitRank returns when every
+// rank has joined or NCCL gives up. A communicator NCCL allocated before
+// failing is aborted here.
 static int ccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank, uintptr_t *comm) {
 	ncclUniqueId uid;
 	ncclComm_t c = NULL;
 	*comm = 0;
 	BIND_CCL(ctx);
 	memcpy(uid.internal, id, sizeof(uid.internal));
-	int r = nccl.CommInitRank(&c, nranks, uid, rank);
-	if (r != GPU_CCL_SUCCESS) {
+	int r;
+	if (nccl.CommInitRankConfig != NULL) {
+		ccl_config config = {sizeof(ccl_config), 0xcafebeef, 21400, 0, INT_MIN, INT_MIN, INT_MIN, NULL};
+		r = nccl.CommInitRankConfig(&c, nranks, uid, rank, &config);
+	} else {
+		r = nccl.CommInitRank(&c, nranks, uid, rank);
+	}
+	if (r != GPU_CCL_SUCCESS && r != GPU_CCL_IN_PROGRESS) {
 		if (c != NULL) nccl.CommAbort(c);
 		return r;
 	}
 	*comm = (uintptr_t)c;
 	return r;
+}
+
+// ccl_async_error reads the communicator's state: GPU_CCL_SUCCESS, an
+// error, or GPU_CCL_IN_PROGRESS while a non-blocking operation (its
+// creation, a first group of sends and receives) is still running.
+static int ccl_async_error(uintptr_t comm, int *state) {
+	*state = GPU_CCL_SUCCESS;
+	return nccl.CommGetAsyncError((ncclComm_t)comm, state);
 }
 
 // all_to_all is the all-to-all as NCCL's documentation writes it: one
@@ -129,7 +169,10 @@ static int all_to_all(ncclComm_t comm, uint64_t in, uint64_t out, size_t count, 
 
 // ccl_collective enqueues the collective on stream (graph capture
 // included) and then reads the communicator's asynchronous error, so a
-// communicator that has failed is reported at the next call.
+// communicator that has failed is reported at the next call. On a
+// non-blocking communicator a call that has to connect first (a first
+// group of sends and receives) returns GPU_CCL_IN_PROGRESS and goes on on
+// the library's thread; so does one the library is still running.
 static int ccl_collective(uintptr_t ctx, uintptr_t comm, int kind, uint64_t in, uint64_t out, size_t count,
                           size_t elem_size, int dtype, int op, int root, int nranks, uintptr_t stream) {
 	BIND_CCL(ctx);
@@ -161,7 +204,8 @@ static int ccl_collective(uintptr_t ctx, uintptr_t comm, int kind, uint64_t in, 
 	int state = GPU_CCL_SUCCESS;
 	r = nccl.CommGetAsyncError(c, &state);
 	if (r != GPU_CCL_SUCCESS) return r;
-	return state == GPU_CCL_SUCCESS ? GPU_CCL_SUCCESS : (GPU_CCL_ASYNC | state);
+	if (state == GPU_CCL_SUCCESS || state == GPU_CCL_IN_PROGRESS) return state;
+	return GPU_CCL_ASYNC | state;
 }
 
 // ccl_abort frees a communicator without waiting for its peers: work
@@ -172,7 +216,8 @@ static int ccl_abort(uintptr_t ctx, uintptr_t comm) {
 }
 
 static const struct gpu_ccl_table ccl_table = {
-	ccl_load, ccl_error_string, ccl_last_error, ccl_version, ccl_unique_id, ccl_init, ccl_collective, ccl_abort,
+	ccl_load,       ccl_error_string, ccl_last_error, ccl_version, ccl_unique_id, ccl_init,
+	ccl_async_error, ccl_collective,  ccl_abort,
 };
 
 const struct gpu_ccl_table *GPU_FN(ccl_table)(void) { return &ccl_table; }

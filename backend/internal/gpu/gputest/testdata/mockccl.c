@@ -7,7 +7,12 @@
 // current context, the all-reduce's stream must belong to the current
 // context, and aborting a communicator twice fails; an abort ends a group
 // call of the same group still waiting for a peer (ncclInternalError).
-// MOCK_NCCL_ASYNC makes ncclCommGetAsyncError report that result. NCCL
+// MOCK_NCCL_ASYNC makes ncclCommGetAsyncError report that result.
+// ncclCommInitRankConfig with blocking=0 makes a non-blocking communicator
+// as NCCL does: it returns ncclInProgress until every rank has joined,
+// which ncclCommGetAsyncError reports; MOCK_NCCL_INIT_FAIL_RANK=r makes
+// rank r's init fail (ncclSystemError) without joining, a rank that dies
+// inside creation. NCCL
 // connects a communicator's sends and receives at their first group; the
 // mock refuses (ncclInvalidUsage) a first group that comes after one of
 // the communicator's collectives, as the backends make those connections
@@ -38,6 +43,7 @@ struct comm {
 	int magic;
 	struct group *g;
 	int rank;
+	int pending;   // a non-blocking creation waiting for its peers
 	int colls;     // collectives called, sends and receives aside
 	int connected; // a group of sends and receives has run
 };
@@ -70,13 +76,22 @@ int ncclGetUniqueId(ncclUniqueId *id) {
 	return 0;
 }
 
-int ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
-	*out = NULL;
-	if (nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks) return 4;
-	pthread_mutex_lock(&mu);
+// join adds rank to the group of id, with mu held; it returns the group, or
+// NULL when the rank cannot join (*r says why).
+static struct group *join(int nranks, ncclUniqueId id, int rank, int *r) {
+	*r = 0;
+	if (nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks) {
+		*r = 4;
+		return NULL;
+	}
 	if (driver() && ctx_sync() != 0) {
-		pthread_mutex_unlock(&mu);
-		return 1;
+		*r = 1;
+		return NULL;
+	}
+	const char *fail = getenv("MOCK_NCCL_INIT_FAIL_RANK");
+	if (fail != NULL && atoi(fail) == rank) {
+		*r = 2;
+		return NULL;
 	}
 	struct group *g = groups;
 	while (g != NULL && memcmp(g->id, id.internal, sizeof(g->id)) != 0) g = g->next;
@@ -88,18 +103,59 @@ int ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
 		groups = g;
 	}
 	if (g->nranks != nranks || g->joined >= nranks) {
-		pthread_mutex_unlock(&mu);
-		return 5;
+		*r = 5;
+		return NULL;
 	}
 	if (++g->joined == nranks) pthread_cond_broadcast(&cv);
-	while (g->joined < nranks) pthread_cond_wait(&cv, &mu);
-	pthread_mutex_unlock(&mu);
+	return g;
+}
+
+static struct comm *newcomm(struct group *g, int rank) {
 	struct comm *c = calloc(1, sizeof(*c));
 	c->magic = MAGIC;
 	c->g = g;
 	c->rank = rank;
-	*out = c;
+	return c;
+}
+
+int ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
+	*out = NULL;
+	int r;
+	pthread_mutex_lock(&mu);
+	struct group *g = join(nranks, id, rank, &r);
+	if (g == NULL) {
+		pthread_mutex_unlock(&mu);
+		return r;
+	}
+	while (g->joined < nranks) pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
+	*out = newcomm(g, rank);
 	return 0;
+}
+
+// The fields of ncclConfig_t up to NCCL 2.14's.
+struct config {
+	size_t size;
+	unsigned int magic, version;
+	int blocking;
+};
+
+int ncclCommInitRankConfig(struct comm **out, int nranks, ncclUniqueId id, int rank, struct config *cfg) {
+	if (cfg == NULL || cfg->magic != 0xcafebeef || cfg->version < 21400 || cfg->size < sizeof(*cfg)) return 4;
+	if (cfg->blocking) return ncclCommInitRank(out, nranks, id, rank);
+	*out = NULL;
+	int r;
+	pthread_mutex_lock(&mu);
+	struct group *g = join(nranks, id, rank, &r);
+	if (g == NULL) {
+		pthread_mutex_unlock(&mu);
+		return r;
+	}
+	struct comm *c = newcomm(g, rank);
+	c->pending = g->joined < nranks;
+	pthread_mutex_unlock(&mu);
+	*out = c;
+	return c->pending ? 7 : 0;
 }
 
 // barrier waits, with mu held, until every rank of g has arrived, or a
@@ -305,8 +361,12 @@ int ncclCommAbort(struct comm *c) {
 
 int ncclCommGetAsyncError(struct comm *c, int *state) {
 	if (c == NULL || c->magic != MAGIC) return 4;
+	pthread_mutex_lock(&mu);
+	if (c->pending && c->g->joined == c->g->nranks) c->pending = 0;
+	int pending = c->pending;
+	pthread_mutex_unlock(&mu);
 	const char *e = getenv("MOCK_NCCL_ASYNC");
-	*state = e != NULL ? atoi(e) : 0;
+	*state = pending ? 7 : e != NULL ? atoi(e) : 0;
 	return 0;
 }
 
