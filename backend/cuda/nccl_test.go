@@ -571,6 +571,10 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	require.Less(t, time.Since(start), limit+time.Second+time.Second)
 	b.SetNCCLTimeout(5 * time.Second)
 
+	// Non-blocking communicators: the calls work as on blocking ones.
+	b.SetNCCLNonBlocking(true)
+	allReduce(group("IntraNodeCommNonBlocking"))
+
 	// A rank that dies inside the creation, after every rank has joined:
 	// the survivor's non-blocking creation ends at the NCCL timeout and is
 	// aborted before the call returns, so nothing of it is left running
@@ -596,6 +600,7 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	err = call(ranks[0], dies[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
 	require.ErrorIs(t, err, backend.ErrTimeout, "the failure sticks")
 	b.SetNCCLTimeout(5 * time.Second)
+	b.SetNCCLNonBlocking(false)
 
 	// A communicator NCCL reports failed fails this call and every later
 	// one.

@@ -163,7 +163,7 @@ def perf():
             g.replay()
         torch.cuda.synchronize()
         graph_us = (time.perf_counter() - t0) / (reps * iters) * 1e6
-        n = 50 if size <= 16 << 20 else 5
+        n = 50 if size <= 16 << 20 else 20
         dist.barrier(group=cpu)
         torch.cuda.synchronize()
         t0 = time.perf_counter()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,21 +46,26 @@ import (
 //     library's send/receive connections are made while every rank is
 //     known to be there, not by a later call.
 //
-// Creation as a whole is bounded by the timeout (SetTimeout). Step 2 keeps
-// missing ranks out of the library. Steps 3 and 4 run on a non-blocking
-// communicator (ncclCommInitRankConfig with blocking=0, NCCL 2.14 and
-// newer): the library makes it, and then the connections, on a thread of
-// its own while this side polls ncclCommGetAsyncError, so a rank that dies
-// between steps 2 and 4 costs its peers the timeout, after which their
-// communicators are aborted, which ends the library's thread and frees its
-// sockets and shared memory: nothing is left behind. (A blocking
-// communicator's ncclCommInitRank or first group of sends and receives
-// waits on a dead peer for ever, and no abort can reach it; where the
-// library lacks ncclCommInitRankConfig, steps 3 and 4 run so on a
-// goroutine of their own, which the caller leaves at the timeout.) Later
-// calls run on the caller's thread as on a blocking communicator: the
-// library starts a thread only for a group that must connect or create
-// first, and creation has made every connection.
+// Creation as a whole is bounded by the timeout (SetTimeout), and step 2
+// keeps missing ranks out of the library. What a rank that dies between
+// steps 2 and 4 costs its peers depends on the kind of communicator:
+//
+//   - blocking (the default): steps 3 and 4 run on a goroutine of their own
+//     and the caller leaves it at the timeout, but ncclCommInitRank or the
+//     first group of sends and receives waits on the dead peer for ever,
+//     and no abort can reach a call the library has not returned from: that
+//     goroutine, the library's threads, sockets and /dev/shm files stay
+//     until the process exits (7 of 20 kill trials on 4×H200,
+//     docs/results/2026-11-28-h200x4-c).
+//   - non-blocking (SetNonBlocking, ncclCommInitRankConfig with blocking=0,
+//     NCCL 2.14 and newer): the library creates and connects on a thread
+//     of its own while this side polls ncclCommGetAsyncError, and the
+//     abort at the timeout ends that thread and frees what it held: nothing
+//     is left (20 of 20 kill trials on the same host). The price: the
+//     library runs every later call (every ncclGroupEnd) on a new thread
+//     too, which took an eager NCCL all-reduce at 4 ranks from 13–24 µs to
+//     110–140 µs a call; calls replayed from a CUDA graph cost the same
+//     either way (docs/results/2026-11-28-h200x4-d).
 //
 // Calls are enqueued on the caller's stream, so stream order and graph
 // capture work as for the comm's kernels; the communicator must exist
@@ -73,10 +79,11 @@ import (
 type CCL struct {
 	cfg CCLConfig
 
-	mu      sync.Mutex
-	closed  bool
-	timeout time.Duration
-	comms   map[any]*cclComm // by CCLGroup.key
+	mu          sync.Mutex
+	closed      bool
+	timeout     time.Duration
+	nonBlocking bool
+	comms       map[any]*cclComm // by CCLGroup.key
 	// stop ends communicators still being created when the backend
 	// closes; nil until the first creation.
 	stop   context.Context
@@ -93,6 +100,9 @@ type CCLConfig struct {
 	File, Env string
 	// Core is the backend's core: the streams of calls must be its own.
 	Core *Core
+	// NonBlockingEnv names the environment variable whose boolean value
+	// (strconv.ParseBool) sets SetNonBlocking's initial value.
+	NonBlockingEnv string
 	// Shims are the backend's calls into the library.
 	Shims CCLShims
 	Log   *slog.Logger
@@ -114,10 +124,10 @@ type CCLShims interface {
 	// Version is ncclGetVersion, UniqueID ncclGetUniqueId.
 	Version() (v, r int)
 	UniqueID() (id []byte, r int)
-	// Init is ncclCommInitRankConfig with c current, making a
-	// non-blocking communicator (r is then ncclInProgress), or
-	// ncclCommInitRank where the library has no ncclCommInitRankConfig.
-	Init(c Ctx, world int, id []byte, rank int) (comm uintptr, r int)
+	// Init is ncclCommInitRank with c current or, when nonBlocking is set
+	// and the library has it, ncclCommInitRankConfig making a non-blocking
+	// communicator (r is then ncclInProgress until it is made).
+	Init(c Ctx, world int, id []byte, rank int, nonBlocking bool) (comm uintptr, r int)
 	// AsyncError is ncclCommGetAsyncError: ncclInProgress while a
 	// non-blocking operation of comm is still running.
 	AsyncError(comm uintptr) (state, r int)
@@ -162,7 +172,15 @@ func NewCCL(cfg CCLConfig) *CCL {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &CCL{cfg: cfg}
+	l := &CCL{cfg: cfg}
+	if v, ok := os.LookupEnv(cfg.NonBlockingEnv); ok && cfg.NonBlockingEnv != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			cfg.Log.Warn(cfg.Backend+": ignoring "+cfg.NonBlockingEnv+", not a boolean", "value", v)
+		}
+		l.nonBlocking = on
+	}
+	return l
 }
 
 // Shims returns the backend's calls into the library.
@@ -422,6 +440,16 @@ func (l *CCL) Version() (string, error) {
 func (l *CCL) SetTimeout(d time.Duration) {
 	l.mu.Lock()
 	l.timeout = d
+	l.mu.Unlock()
+}
+
+// SetNonBlocking says whether communicators created afterwards are
+// non-blocking ones, which a peer's death during their creation cannot
+// leave behind, at the cost of a thread for every eager call (see CCL).
+// Where the library lacks ncclCommInitRankConfig they are blocking ones.
+func (l *CCL) SetNonBlocking(on bool) {
+	l.mu.Lock()
+	l.nonBlocking = on
 	l.mu.Unlock()
 }
 
@@ -764,6 +792,9 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 	if err := l.load(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	l.mu.Lock()
+	nonBlockingInit := l.nonBlocking
+	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(stop, timeout)
 	defer cancel()
 	id, err := bootstrap(ctx, st, nc.group, nc.rank, nc.world, func() ([]byte, error) {
@@ -788,7 +819,7 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 	// inside the library.
 	var nonBlocking atomic.Bool
 	go func() {
-		h, r := l.cfg.Shims.Init(cctx, nc.world, id, nc.rank)
+		h, r := l.cfg.Shims.Init(cctx, nc.world, id, nc.rank, nonBlockingInit)
 		if r == cclInProgress {
 			nonBlocking.Store(true)
 			r = l.settle(ctx, h, r)
@@ -843,11 +874,15 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 // ncclInProgress (r is the result of the call that started the
 // operation), polling ncclCommGetAsyncError, and returns the operation's
 // result: cclSuccess, the library's error or'ed with CCLAsync, or
-// ncclInProgress when ctx ended first (the caller then aborts h).
+// ncclInProgress when ctx ended first (the caller then aborts h). It polls
+// without sleeping for the first settleSpin (a call the library launches
+// on its thread ends within tens of microseconds, below the runtime's
+// timer resolution), then sleeps between polls.
 func (l *CCL) settle(ctx context.Context, h uintptr, r int) int {
 	if r != cclInProgress {
 		return r
 	}
+	start := time.Now()
 	poll := 50 * time.Microsecond
 	for {
 		state, r := l.cfg.Shims.AsyncError(h)
@@ -859,6 +894,13 @@ func (l *CCL) settle(ctx context.Context, h uintptr, r int) int {
 		case state != cclInProgress:
 			return CCLAsync | state
 		}
+		if ctx.Err() != nil {
+			return cclInProgress
+		}
+		if time.Since(start) < settleSpin {
+			runtime.Gosched()
+			continue
+		}
 		t := time.NewTimer(poll)
 		select {
 		case <-ctx.Done():
@@ -869,6 +911,9 @@ func (l *CCL) settle(ctx context.Context, h uintptr, r int) int {
 		poll = min(2*poll, 5*time.Millisecond)
 	}
 }
+
+// settleSpin is how long settle polls before it sleeps.
+const settleSpin = 2 * time.Millisecond
 
 // connect makes the communicator's send/receive connections to every peer
 // at creation, with one all-to-all of one element, and waits for it (at

@@ -10,9 +10,10 @@
 // first and fails there returns GPU_CCL_DRIVER_FAILED or'ed with the
 // driver's result, and the collective returns GPU_CCL_ASYNC or'ed
 // with the communicator's asynchronous error when the call itself
-// succeeded but the communicator has failed. GPU_CCL_IN_PROGRESS from init
-// or a collective means the operation goes on on the library's thread
-// (a non-blocking communicator): async_error says when it has ended.
+// succeeded but the communicator has failed. On a non-blocking
+// communicator (init with nonblocking set), GPU_CCL_IN_PROGRESS from init
+// or a collective means the operation goes on on the library's thread:
+// async_error says when it has ended.
 
 #ifndef INTRANODE_GPU_CCL_H
 #define INTRANODE_GPU_CCL_H
@@ -51,7 +52,7 @@ struct gpu_ccl_table {
 	const char *(*last_error)(void);
 	int (*version)(int *version);
 	int (*unique_id)(unsigned char *id);
-	int (*init)(uintptr_t ctx, int nranks, const unsigned char *id, int rank, uintptr_t *comm);
+	int (*init)(uintptr_t ctx, int nranks, const unsigned char *id, int rank, int nonblocking, uintptr_t *comm);
 	int (*async_error)(uintptr_t comm, int *state);
 	int (*collective)(uintptr_t ctx, uintptr_t comm, int kind, uint64_t in, uint64_t out, size_t count, size_t elem_size,
 	                  int dtype, int op, int root, int nranks, uintptr_t stream);

@@ -12,8 +12,9 @@ static const char *call_error_string(const struct gpu_ccl_table *t, int r) { ret
 static const char *call_last_error(const struct gpu_ccl_table *t) { return t->last_error(); }
 static int call_version(const struct gpu_ccl_table *t, int *v) { return t->version(v); }
 static int call_unique_id(const struct gpu_ccl_table *t, unsigned char *id) { return t->unique_id(id); }
-static int call_init(const struct gpu_ccl_table *t, uintptr_t c, int n, const unsigned char *id, int rank, uintptr_t *comm) {
-	return t->init(c, n, id, rank, comm);
+static int call_init(const struct gpu_ccl_table *t, uintptr_t c, int n, const unsigned char *id, int rank, int nonblocking,
+                     uintptr_t *comm) {
+	return t->init(c, n, id, rank, nonblocking, comm);
 }
 static int call_async_error(const struct gpu_ccl_table *t, uintptr_t comm, int *state) { return t->async_error(comm, state); }
 static int call_collective(const struct gpu_ccl_table *t, uintptr_t c, uintptr_t comm, int kind, uint64_t in, uint64_t out,
@@ -88,9 +89,13 @@ func (c cclTable) UniqueID() ([]byte, int) {
 	return C.GoBytes(unsafe.Pointer(&id[0]), C.int(len(id))), 0
 }
 
-func (c cclTable) Init(ctx Ctx, world int, id []byte, rank int) (uintptr, int) {
+func (c cclTable) Init(ctx Ctx, world int, id []byte, rank int, nonBlocking bool) (uintptr, int) {
 	var h C.uintptr_t
-	r := C.call_init(c.t, C.uintptr_t(ctx), C.int(world), (*C.uchar)(unsafe.Pointer(&id[0])), C.int(rank), &h)
+	nb := C.int(0)
+	if nonBlocking {
+		nb = 1
+	}
+	r := C.call_init(c.t, C.uintptr_t(ctx), C.int(world), (*C.uchar)(unsafe.Pointer(&id[0])), C.int(rank), nb, &h)
 	return uintptr(h), int(r)
 }
 

@@ -116,21 +116,21 @@ static int ccl_unique_id(unsigned char *id) {
 
 // ccl_init creates a communicator with ctx current, so the library (whose
 // runtime adopts the current context or device) binds it to ctx's device.
-// Where the library has ncclCommInitRankConfig the communicator is a
-// non-blocking one: the call returns GPU_CCL_IN_PROGRESS at once with
-// *comm set, the creation goes on on the library's own thread, and
-// ccl_async_error reports when it has ended; ncclCommAbort ends a creation
-// still waiting for a peer. Without it, ncclCommInitRank returns when every
-// rank has joined or NCCL gives up. A communicator NCCL allocated before
-// failing is aborted here.
-static int ccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank, uintptr_t *comm) {
+// With nonblocking set, where the library has ncclCommInitRankConfig, the
+// communicator is a non-blocking one: the call returns GPU_CCL_IN_PROGRESS
+// at once with *comm set, the creation goes on on the library's own
+// thread, ccl_async_error reports when it has ended, and ncclCommAbort
+// ends a creation still waiting for a peer. Otherwise ncclCommInitRank
+// returns when every rank has joined or NCCL gives up. A communicator NCCL
+// allocated before failing is aborted here.
+static int ccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank, int nonblocking, uintptr_t *comm) {
 	ncclUniqueId uid;
 	ncclComm_t c = NULL;
 	*comm = 0;
 	BIND_CCL(ctx);
 	memcpy(uid.internal, id, sizeof(uid.internal));
 	int r;
-	if (nccl.CommInitRankConfig != NULL) {
+	if (nonblocking && nccl.CommInitRankConfig != NULL) {
 		ccl_config config = {sizeof(ccl_config), 0xcafebeef, 21400, 0, INT_MIN, INT_MIN, INT_MIN, NULL};
 		r = nccl.CommInitRankConfig(&c, nranks, uid, rank, &config);
 	} else {
