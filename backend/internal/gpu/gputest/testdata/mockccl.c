@@ -118,7 +118,10 @@ static struct comm *newcomm(struct group *g, int rank) {
 	return c;
 }
 
-int ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
+// init_rank makes rank's communicator: a blocking one returns once every
+// rank has joined, a non-blocking one at once, pending (ncclInProgress)
+// until they have.
+static int init_rank(struct comm **out, int nranks, ncclUniqueId id, int rank, int blocking) {
 	*out = NULL;
 	int r;
 	pthread_mutex_lock(&mu);
@@ -127,10 +130,16 @@ int ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
 		pthread_mutex_unlock(&mu);
 		return r;
 	}
-	while (g->joined < nranks) pthread_cond_wait(&cv, &mu);
+	while (blocking && g->joined < nranks) pthread_cond_wait(&cv, &mu);
+	struct comm *c = newcomm(g, rank);
+	c->pending = g->joined < nranks;
 	pthread_mutex_unlock(&mu);
-	*out = newcomm(g, rank);
-	return 0;
+	*out = c;
+	return c->pending ? 7 : 0;
+}
+
+int ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
+	return init_rank(out, nranks, id, rank, 1);
 }
 
 // The fields of ncclConfig_t up to NCCL 2.14's.
@@ -142,20 +151,7 @@ struct config {
 
 int ncclCommInitRankConfig(struct comm **out, int nranks, ncclUniqueId id, int rank, struct config *cfg) {
 	if (cfg == NULL || cfg->magic != 0xcafebeef || cfg->version < 21400 || cfg->size < sizeof(*cfg)) return 4;
-	if (cfg->blocking) return ncclCommInitRank(out, nranks, id, rank);
-	*out = NULL;
-	int r;
-	pthread_mutex_lock(&mu);
-	struct group *g = join(nranks, id, rank, &r);
-	if (g == NULL) {
-		pthread_mutex_unlock(&mu);
-		return r;
-	}
-	struct comm *c = newcomm(g, rank);
-	c->pending = g->joined < nranks;
-	pthread_mutex_unlock(&mu);
-	*out = c;
-	return c->pending ? 7 : 0;
+	return init_rank(out, nranks, id, rank, cfg->blocking);
 }
 
 // barrier waits, with mu held, until every rank of g has arrived, or a
