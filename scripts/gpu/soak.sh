@@ -7,7 +7,8 @@
 # driver and NCCL were loaded. Build first on the development machine:
 #   go build -tags cuda -o .gpu/intranode ./cmd/intranode
 # then run this with the device tool, carrying .gpu. Output lands in
-# $OUT/soak-*.txt.
+# $OUT/soak-*.txt. INTRANODE_NCCL_NONBLOCKING=1 in the environment gives the
+# ranks non-blocking NCCL communicators (docs/RELIABILITY.md).
 set -u
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/out}
