@@ -235,9 +235,8 @@ func (t Thresholds) SelectMover(op Op, n int) Algo {
 // 256 KiB); the crossover between 4 and 16 MiB is not measured, so those
 // windows stop at 4 MiB. The pipelined all-gather beats NCCL from 64 MiB
 // (1.11× at 64 MiB, 1.08× at 256 MiB) and takes sizes above 16 MiB; the
-// other pipelined kernels stay behind NCCL at every size (each rank feeds
-// three peers over their own links, where NCCL's ring keeps every link
-// busy in both directions), so they are not selected. The
+// other pipelined kernels stay behind NCCL at every size, so they are not
+// selected (docs/PERFORMANCE-kernels.md says what is known of why). The
 // all-reduce in the same run (bench-graph.txt): one-shot to 256 KiB
 // (8.13 against the two-shot's 9.91), two-shot from 1 MiB (14.06 against
 // 15.77) to the buffer, NCCL beyond it: the scattered Pipeline was slower
