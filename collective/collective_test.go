@@ -60,8 +60,9 @@ func TestMoverWindows(t *testing.T) {
 	require.True(t, Window{}.Contains(1<<40), "the zero window holds every size")
 	require.False(t, Never.Contains(1<<40))
 	// The CUDA tables name every data-movement collective; where they were
-	// not measured (world 8), NCCL takes every size; at world 4 the kernels
-	// take the small sizes and NCCL 16 MiB (measured slower there).
+	// not measured (world 8), NCCL takes every size; at world 4 the Direct
+	// kernels take the small sizes and NCCL 16 MiB (measured slower there),
+	// but for the all-gather, whose Direct kernel wins to 16 MiB.
 	for _, world := range []int{2, 4, 8} {
 		tab := DefaultThresholds("cuda", world)
 		for _, o := range Ops[1:] {
@@ -70,7 +71,7 @@ func TestMoverWindows(t *testing.T) {
 			switch world {
 			case 4:
 				require.True(t, win.Contains(1024), "world 4 %v: 1 KiB to the kernels", o)
-				require.False(t, win.Contains(16<<20), "world 4 %v: 16 MiB to NCCL", o)
+				require.Equal(t, o == OpAllGather, win.Contains(16<<20), "world 4 %v at 16 MiB", o)
 			case 8:
 				require.Equal(t, Never, win)
 			}
@@ -91,11 +92,22 @@ func TestMoverWindows(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, w2.SelectMover(tc.op, tc.n), "%v of %d bytes", tc.op, tc.n)
 	}
-	// Elsewhere the pipelined kernels are not selected.
-	for _, world := range []int{4, 8} {
-		for _, o := range Ops[1:] {
-			require.NotEqual(t, Pipeline, DefaultThresholds("cuda", world).SelectMover(o, 256<<20), "world %d %v", world, o)
-		}
+	// World 4 on CUDA: the pipelined all-gather above 16 MiB, NCCL for the
+	// others there; world 8: NCCL.
+	w4 := DefaultThresholds("cuda", 4)
+	for _, tc := range []struct {
+		op   Op
+		n    int
+		want Algo
+	}{
+		{OpAllGather, 16 << 20, Direct}, {OpAllGather, 16<<20 + 1, Pipeline}, {OpAllGather, 256 << 20, Pipeline},
+		{OpReduceScatter, 4 << 20, Direct}, {OpReduceScatter, 256 << 20, None}, {OpAllToAll, 256 << 20, None},
+		{OpBroadcast, 256 << 10, Direct}, {OpBroadcast, 256 << 20, None},
+	} {
+		require.Equal(t, tc.want, w4.SelectMover(tc.op, tc.n), "world 4 %v of %d bytes", tc.op, tc.n)
+	}
+	for _, o := range Ops[1:] {
+		require.NotEqual(t, Pipeline, DefaultThresholds("cuda", 8).SelectMover(o, 256<<20), "world 8 %v", o)
 	}
 	require.Equal(t, Direct, DefaultThresholds("fake", 2).SelectMover(OpAllGather, 256<<20))
 }
