@@ -197,16 +197,16 @@ elif MODE == "kill":
         os._exit(9)
     time.sleep(0.5)
     t0 = time.perf_counter()
-    print("KILL rank 0: rank 1 is gone; calling all_reduce", flush=True)
+    print(f"KILL rank {rank}: rank 1 is gone; calling all_reduce", flush=True)
     try:
         for i in range(200):
             dist.all_reduce(x)
             torch.cuda.synchronize()
-            print(f"KILL rank 0: call {i} returned after {time.perf_counter() - t0:.2f} s", flush=True)
+            print(f"KILL rank {rank}: call {i} returned after {time.perf_counter() - t0:.2f} s", flush=True)
             time.sleep(0.2)
-        print("KILL rank 0: no error in 200 calls", flush=True)
+        print(f"KILL rank {rank}: no error in 200 calls", flush=True)
     except Exception as e:  # noqa: BLE001
-        print(f"KILL rank 0: error after {time.perf_counter() - t0:.2f} s: {str(e)[:300]}", flush=True)
+        print(f"KILL rank {rank}: error after {time.perf_counter() - t0:.2f} s: {str(e)[:300]}", flush=True)
     os._exit(0)
 dist.destroy_process_group()
 print(f"DONE rank {rank}", flush=True)
