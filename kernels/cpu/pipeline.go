@@ -53,7 +53,8 @@ func (l *launch) pipelineSteps(n, chunk int, mask uint32, push, drain func(j, lo
 	bounds := func(j int) (int, int) { return j * chunk, min(j*chunk+chunk, n) }
 	steps := (n + chunk - 1) / chunk
 	if steps > 0 {
-		push(0, 0, min(chunk, n))
+		lo, hi := bounds(0)
+		push(0, lo, hi)
 		l.post(allReduceChannel, mask)
 	}
 	for j := range steps {
