@@ -1001,9 +1001,20 @@ func caseIPCNameTaken(ctx context.Context, e *Env) error {
 		}
 		return err
 	})
+	// The squatter holds the name until the victim has tried it: a victim
+	// slow to reach its bind (a loaded machine) would otherwise find the
+	// name free once the squatter's own rendezvous has timed out.
+	tctx, tcancel := context.WithTimeout(ctx, setupDeadline(e))
+	defer tcancel()
 	var serr error
+	if e.Rank == victim {
+		_ = e.Store.Set(tctx, "faults/squat/tried", nil)
+	}
 	if e.Rank == squatter {
 		serr = <-squatted
+		if serr == nil {
+			_ = e.Store.Wait(tctx, "faults/squat/tried")
+		}
 		squatMu.Lock()
 		if squat != nil {
 			serr = errors.Join(serr, squat.Close())
