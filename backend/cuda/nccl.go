@@ -31,10 +31,10 @@ const (
 	// EnvNCCLLibrary names the NCCL library to open instead of
 	// libnccl.so.2 (a file name searched on the loader path, or a path).
 	EnvNCCLLibrary = "INTRANODE_NCCL_LIBRARY"
-	// EnvNCCLNonBlocking, set to a true value (strconv.ParseBool), makes
-	// the backend's NCCL communicators non-blocking ones
-	// (SetNCCLNonBlocking).
-	EnvNCCLNonBlocking = "INTRANODE_NCCL_NONBLOCKING"
+	// EnvNCCLCreation says how the backend makes its NCCL communicators:
+	// "guarded" (the default), "blocking" or "nonblocking"
+	// (backend.CCLCreation, SetNCCLCreation).
+	EnvNCCLCreation = "INTRANODE_NCCL_CREATION"
 	// DefaultNCCLTimeout bounds creating and releasing an NCCL
 	// communicator when SetNCCLTimeout has not said otherwise.
 	DefaultNCCLTimeout = gpu.DefaultCCLTimeout
@@ -63,7 +63,7 @@ func newNCCL(b *Backend) *gpu.CCL {
 	shims := gpu.NewCCLShims(unsafe.Pointer(C.inu_ccl_table()),
 		func(r int) error { return newDriverError("cuCtxSetCurrent", r) }, retain)
 	return gpu.NewCCL(gpu.CCLConfig{Backend: Name, Lib: "NCCL", File: libncclName, Env: EnvNCCLLibrary,
-		NonBlockingEnv: EnvNCCLNonBlocking, Core: &b.Core, Shims: shims, Log: b.log})
+		CreationEnv: EnvNCCLCreation, Core: &b.Core, Shims: shims, Log: b.log})
 }
 
 // NCCLVersion opens the NCCL library (libnccl.so.2, or
@@ -77,17 +77,18 @@ func (b *Backend) NCCLVersion() (string, error) { return b.nccl.Version() }
 // or released afterwards.
 func (b *Backend) SetNCCLTimeout(d time.Duration) { b.nccl.SetTimeout(d) }
 
-// SetNCCLNonBlocking says whether NCCL communicators created afterwards
-// are non-blocking (ncclCommInitRankConfig with blocking=0, NCCL 2.14 and
-// newer; $INTRANODE_NCCL_NONBLOCKING sets the initial value, off by
-// default). A peer that dies while a non-blocking communicator is being
-// created leaves nothing behind in its survivors once they have aborted it
-// at the NCCL timeout; a blocking one keeps the library's thread, sockets
-// and /dev/shm files of that creation for the process's life. The price of
-// a non-blocking one: NCCL runs each eager call on a thread it starts for
-// the call, about 100 µs a call more at 4 ranks on H200; calls replayed
-// from a CUDA graph cost the same either way.
-func (b *Backend) SetNCCLNonBlocking(on bool) { b.nccl.SetNonBlocking(on) }
+// SetNCCLCreation says how NCCL communicators created afterwards are
+// made ($INTRANODE_NCCL_CREATION sets the initial value). The default,
+// backend.CCLGuarded, creates each one non-blocking and duplicates it into
+// a blocking one for the calls (NCCL 2.18 and newer; blocking with older
+// libraries): a peer that dies while a communicator is being created
+// leaves nothing behind in its survivors once they have aborted it at the
+// NCCL timeout, and eager calls cost what they cost on a blocking
+// communicator. backend.CCLBlocking keeps a creation that waits on a dead
+// peer, with its thread, sockets and /dev/shm files, for the process's
+// life; backend.CCLNonBlocking costs each eager call a thread NCCL starts
+// for it (about 100 µs at 4 ranks on H200).
+func (b *Backend) SetNCCLCreation(c backend.CCLCreation) { b.nccl.SetCreation(c) }
 
 // FallbackAllReduce reduces count elements of dtype from in into out (they
 // may be equal) with NCCL's all-reduce across c's ranks, enqueued on s, a

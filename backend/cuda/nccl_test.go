@@ -571,36 +571,50 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	require.Less(t, time.Since(start), limit+time.Second+time.Second)
 	b.SetNCCLTimeout(5 * time.Second)
 
-	// Non-blocking communicators: the calls work as on blocking ones.
-	b.SetNCCLNonBlocking(true)
-	allReduce(group("IntraNodeCommNonBlocking"))
+	// Communicators made each way: the calls work on all of them (the
+	// ones above are guarded, the default).
+	for _, mode := range []backend.CCLCreation{backend.CCLBlocking, backend.CCLNonBlocking} {
+		b.SetNCCLCreation(mode)
+		allReduce(group("IntraNodeComm-" + mode.String()))
+	}
 
-	// A rank that dies inside the creation, after every rank has joined:
-	// the survivor's non-blocking creation ends at the NCCL timeout and is
-	// aborted before the call returns, so nothing of it is left running
-	// (a blocking ncclCommInitRank would still be waiting for the dead
-	// rank on a goroutine of its own).
+	// A rank that dies inside the creation, after every rank has joined
+	// (in ncclCommInitRank, or in the guarded creation's ncclCommSplit):
+	// the survivor's creation ends at the NCCL timeout and is aborted
+	// before the call returns, so nothing of it is left running (a
+	// blocking ncclCommInitRank would still be waiting for the dead rank
+	// on a goroutine of its own).
 	b.SetNCCLTimeout(limit)
-	t.Setenv("MOCK_NCCL_INIT_FAIL_RANK", "1")
-	dies := group("IntraNodeCommDies")
-	errs := make([]error, world)
-	start = time.Now()
-	_ = eachRank(world, func(r int) error {
-		errs[r] = call(ranks[r], dies[r], ranks[r].out.Ptr(), 1, backend.Float32, backend.Sum)
-		return nil
-	})
-	require.NoError(t, os.Unsetenv("MOCK_NCCL_INIT_FAIL_RANK"))
-	require.ErrorContains(t, errs[1], "ncclSystemError")
-	require.ErrorIs(t, errs[0], backend.ErrTimeout)
-	require.ErrorContains(t, errs[0], "did not finish within")
-	require.Less(t, time.Since(start), limit+time.Second+time.Second)
-	stacks := make([]byte, 1<<20)
-	stacks = stacks[:runtime.Stack(stacks, true)]
-	require.NotContains(t, string(stacks), "(*CCL).init", "a creation goroutine outlived its call")
-	err = call(ranks[0], dies[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
-	require.ErrorIs(t, err, backend.ErrTimeout, "the failure sticks")
+	for _, tc := range []struct {
+		mode      backend.CCLCreation
+		env, call string
+	}{
+		{backend.CCLGuarded, "MOCK_NCCL_INIT_FAIL_RANK", "ncclCommInitRank"},
+		{backend.CCLGuarded, "MOCK_NCCL_SPLIT_FAIL_RANK", "ncclCommSplit"},
+		{backend.CCLNonBlocking, "MOCK_NCCL_INIT_FAIL_RANK", "ncclCommInitRank"},
+	} {
+		b.SetNCCLCreation(tc.mode)
+		t.Setenv(tc.env, "1")
+		dies := group("IntraNodeCommDies-" + tc.mode.String() + "-" + tc.call)
+		errs := make([]error, world)
+		start = time.Now()
+		_ = eachRank(world, func(r int) error {
+			errs[r] = call(ranks[r], dies[r], ranks[r].out.Ptr(), 1, backend.Float32, backend.Sum)
+			return nil
+		})
+		require.NoError(t, os.Unsetenv(tc.env))
+		require.ErrorContains(t, errs[1], tc.call+": ncclSystemError", tc.mode)
+		require.ErrorIs(t, errs[0], backend.ErrTimeout, tc.mode)
+		require.ErrorContains(t, errs[0], "did not finish within", tc.mode)
+		require.Less(t, time.Since(start), limit+time.Second+time.Second, tc.mode)
+		stacks := make([]byte, 1<<20)
+		stacks = stacks[:runtime.Stack(stacks, true)]
+		require.NotContains(t, string(stacks), "(*CCL).init", "%v, %s: a creation goroutine outlived its call", tc.mode, tc.env)
+		err = call(ranks[0], dies[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
+		require.ErrorIs(t, err, backend.ErrTimeout, "the failure sticks")
+	}
 	b.SetNCCLTimeout(5 * time.Second)
-	b.SetNCCLNonBlocking(false)
+	b.SetNCCLCreation(backend.CCLGuarded)
 
 	// A communicator NCCL reports failed fails this call and every later
 	// one.

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/backend/internal/gpu"
 	"github.com/intranode/intranode/collective"
 )
@@ -31,10 +32,10 @@ const (
 	// EnvRCCLLibrary names the RCCL library to open instead of
 	// librccl.so.1 (a file name searched on the loader path, or a path).
 	EnvRCCLLibrary = "INTRANODE_RCCL_LIBRARY"
-	// EnvRCCLNonBlocking, set to a true value (strconv.ParseBool), makes
-	// the backend's RCCL communicators non-blocking ones
-	// (SetRCCLNonBlocking).
-	EnvRCCLNonBlocking = "INTRANODE_RCCL_NONBLOCKING"
+	// EnvRCCLCreation says how the backend makes its RCCL communicators:
+	// "guarded" (the default), "blocking" or "nonblocking"
+	// (backend.CCLCreation, SetRCCLCreation).
+	EnvRCCLCreation = "INTRANODE_RCCL_CREATION"
 
 	librcclName = "librccl.so.1"
 )
@@ -53,7 +54,7 @@ func newRCCL(b *Backend) *gpu.CCL {
 	shims := gpu.NewCCLShims(unsafe.Pointer(C.inh_ccl_table()),
 		func(r int) error { return newHIPError("hipSetDevice", r, "", "") }, retain)
 	return gpu.NewCCL(gpu.CCLConfig{Backend: Name, Lib: "RCCL", File: librcclName, Env: EnvRCCLLibrary,
-		NonBlockingEnv: EnvRCCLNonBlocking, Core: &b.Core, Shims: shims, Log: b.log})
+		CreationEnv: EnvRCCLCreation, Core: &b.Core, Shims: shims, Log: b.log})
 }
 
 // RCCLVersion opens the RCCL library (librccl.so.1, or
@@ -66,11 +67,10 @@ func (b *Backend) RCCLVersion() (string, error) { return b.rccl.Version() }
 // d <= 0 restores the default (collective.DefaultTimeout).
 func (b *Backend) SetRCCLTimeout(d time.Duration) { b.rccl.SetTimeout(d) }
 
-// SetRCCLNonBlocking says whether RCCL communicators created afterwards
-// are non-blocking ($INTRANODE_RCCL_NONBLOCKING sets the initial value,
-// off by default): what that buys and costs is the CUDA backend's
-// SetNCCLNonBlocking.
-func (b *Backend) SetRCCLNonBlocking(on bool) { b.rccl.SetNonBlocking(on) }
+// SetRCCLCreation says how RCCL communicators created afterwards are
+// made ($INTRANODE_RCCL_CREATION sets the initial value), as
+// SetNCCLCreation does on CUDA.
+func (b *Backend) SetRCCLCreation(c backend.CCLCreation) { b.rccl.SetCreation(c) }
 
 // NewInterHost returns the RCCL communicator for cfg
 // (collective.InterHostBackend): the step of collective.HostGroups'

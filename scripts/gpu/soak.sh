@@ -7,8 +7,10 @@
 # driver and NCCL were loaded. Build first on the development machine:
 #   go build -tags cuda -o .gpu/intranode ./cmd/intranode
 # then run this with the device tool, carrying .gpu. Output lands in
-# $OUT/soak-*.txt. INTRANODE_NCCL_NONBLOCKING=1 in the environment gives the
-# ranks non-blocking NCCL communicators (docs/RELIABILITY.md).
+# $OUT/soak-*.txt. INTRANODE_NCCL_CREATION in the environment says how the
+# ranks make their NCCL communicators (guarded, the default; blocking;
+# nonblocking: docs/RELIABILITY.md). The creation step measures what an
+# NCCL call costs on communicators made each way.
 set -u
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/out}
@@ -17,7 +19,7 @@ W=${WORLD:-$(nvidia-smi -L | wc -l)}
 BIN=.gpu/intranode
 step() { echo; echo "=== $1 ($(date -u +%T))"; }
 shm() { echo "NCCL shared-memory files in /dev/shm: $(ls /dev/shm | grep -c '^nccl-')"; }
-for s in ${STEPS:-calm kills pairs mixed}; do
+for s in ${STEPS:-calm kills pairs creation mixed}; do
   case $s in
   calm)
     step "calm, world $W"; shm
@@ -40,8 +42,19 @@ for s in ${STEPS:-calm kills pairs mixed}; do
     shm ;;
   mixed)
     step "kill and stop, world $W, ${MIXED:-3m}"
-    timeout 600 $BIN soak --backend cuda --world "$W" --chaos kill,stop --job 4s --timeout 3s --duration "${MIXED:-3m}" 2>&1 \
+    timeout "${MIXED_LIMIT:-600}" $BIN soak --backend cuda --world "$W" --chaos kill,stop --job 4s --timeout 3s --duration "${MIXED:-3m}" 2>&1 \
       | tee "$OUT/soak-mixed-w$W.txt" | cut -c1-700 | grep -v ': ok$' | tail -"${TAIL:-30}"
     shm ;;
+  creation)
+    # NCCL all-reduce on communicators made each way, at sizes where a
+    # call's fixed cost shows: each call waited for (--single), and calls
+    # chained.
+    for mode in guarded blocking nonblocking; do
+      step "NCCL calls, $mode communicators"
+      for flags in --single ""; do
+        INTRANODE_NCCL_CREATION=$mode timeout 120 $BIN bench --backend cuda --world "$W" $flags -b 1K -e 1M -f 16 \
+          --iters 50 --warmup 10 --algo nccl 2>&1 | tee -a "$OUT/soak-creation-$mode.txt"
+      done
+    done ;;
   esac
 done

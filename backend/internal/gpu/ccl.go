@@ -48,24 +48,32 @@ import (
 //
 // Creation as a whole is bounded by the timeout (SetTimeout), and step 2
 // keeps missing ranks out of the library. What a rank that dies between
-// steps 2 and 4 costs its peers depends on the kind of communicator:
+// steps 2 and 4 costs its peers depends on how communicators are made
+// (backend.CCLCreation, SetCreation):
 //
-//   - blocking (the default): steps 3 and 4 run on a goroutine of their own
-//     and the caller leaves it at the timeout, but ncclCommInitRank or the
-//     first group of sends and receives waits on the dead peer for ever,
-//     and no abort can reach a call the library has not returned from: that
-//     goroutine, the library's threads, sockets and /dev/shm files stay
-//     until the process exits (7 of 20 kill trials on 4×H200,
-//     docs/results/2026-11-28-h200x4-c).
-//   - non-blocking (SetNonBlocking, ncclCommInitRankConfig with blocking=0,
-//     NCCL 2.14 and newer): the library creates and connects on a thread
-//     of its own while this side polls ncclCommGetAsyncError, and the
-//     abort at the timeout ends that thread and frees what it held: nothing
-//     is left (20 of 20 kill trials on the same host). The price: the
-//     library runs every later call (every ncclGroupEnd) on a new thread
-//     too, which took an eager NCCL all-reduce at 4 ranks from 13–24 µs to
-//     110–140 µs a call; calls replayed from a CUDA graph cost the same
-//     either way (docs/results/2026-11-28-h200x4-d).
+//   - guarded (the default): steps 3 and 4 make a non-blocking
+//     communicator (ncclCommInitRankConfig with blocking=0, NCCL 2.14 and
+//     newer) on the library's thread while this side polls
+//     ncclCommGetAsyncError, and then (step 5) ncclCommSplit duplicates it,
+//     the same way, into a blocking communicator that shares its
+//     connections (splitShare, NCCL 2.18 and newer), which makes the
+//     calls. The abort at the timeout ends the library's thread wherever
+//     it waits and frees what it held: nothing is left. Calls cost what
+//     they cost on any blocking communicator.
+//   - blocking (ncclCommInitRank): steps 3 and 4 run on a goroutine of
+//     their own and the caller leaves it at the timeout, but
+//     ncclCommInitRank or the first group of sends and receives waits on
+//     the dead peer for ever, and no abort can reach a call the library
+//     has not returned from: that goroutine, the library's threads,
+//     sockets and /dev/shm files stay until the process exits (7 of 20
+//     kill trials on 4×H200, docs/results/2026-11-28-h200x4-c). Guarded
+//     creation falls back to it where the library lacks
+//     ncclCommInitRankConfig or ncclCommSplit.
+//   - non-blocking: as guarded without step 5. The library runs every
+//     later call (every ncclGroupEnd) on a new thread too, which took an
+//     eager NCCL all-reduce at 4 ranks from 13–24 µs to 110–140 µs a call;
+//     calls replayed from a CUDA graph cost the same either way
+//     (docs/results/2026-11-28-h200x4-d).
 //
 // Calls are enqueued on the caller's stream, so stream order and graph
 // capture work as for the comm's kernels; the communicator must exist
@@ -79,11 +87,11 @@ import (
 type CCL struct {
 	cfg CCLConfig
 
-	mu          sync.Mutex
-	closed      bool
-	timeout     time.Duration
-	nonBlocking bool
-	comms       map[any]*cclComm // by CCLGroup.key
+	mu       sync.Mutex
+	closed   bool
+	timeout  time.Duration
+	creation backend.CCLCreation
+	comms    map[any]*cclComm // by CCLGroup.key
 	// stop ends communicators still being created when the backend
 	// closes; nil until the first creation.
 	stop   context.Context
@@ -100,9 +108,9 @@ type CCLConfig struct {
 	File, Env string
 	// Core is the backend's core: the streams of calls must be its own.
 	Core *Core
-	// NonBlockingEnv names the environment variable whose boolean value
-	// (strconv.ParseBool) sets SetNonBlocking's initial value.
-	NonBlockingEnv string
+	// CreationEnv names the environment variable whose value
+	// (backend.ParseCCLCreation) sets SetCreation's initial value.
+	CreationEnv string
 	// Shims are the backend's calls into the library.
 	Shims CCLShims
 	Log   *slog.Logger
@@ -136,6 +144,18 @@ type CCLShims interface {
 		s Handle) int
 	// Abort is ncclCommAbort.
 	Abort(c Ctx, comm uintptr) int
+	// Features says which optional entry points the library has
+	// (CCLHasConfig, CCLHasSplit).
+	Features() int
+	// Split starts ncclCommSplit of the non-blocking communicator parent
+	// into a blocking duplicate sharing its resources, with c current; the
+	// library writes the duplicate into slot, memory that Child reads and
+	// frees once the split has ended or parent has been aborted (r is
+	// ncclInProgress until then, on parent).
+	Split(c Ctx, parent uintptr, rank int) (slot uintptr, r int)
+	// Child returns the communicator Split wrote into slot (0 if none)
+	// and frees slot.
+	Child(slot uintptr) uintptr
 	// DriverError is the vendor's error for the driver result r that a
 	// shim failed to make its device current with.
 	DriverError(r int) error
@@ -149,6 +169,10 @@ const (
 	cclSuccess       = 0
 	cclInProgress    = 7
 	cclUniqueIDBytes = 128
+	// CCLHasConfig and CCLHasSplit are the bits of CCLShims.Features:
+	// the library has ncclCommInitRankConfig, ncclCommSplit.
+	CCLHasConfig = 1
+	CCLHasSplit  = 2
 	// CCLDriverFailed marks a shim's result as the driver's, from making
 	// the device current.
 	CCLDriverFailed = 0x10000
@@ -173,12 +197,12 @@ func NewCCL(cfg CCLConfig) *CCL {
 		cfg.Log = slog.Default()
 	}
 	l := &CCL{cfg: cfg}
-	if v, ok := os.LookupEnv(cfg.NonBlockingEnv); ok && cfg.NonBlockingEnv != "" {
-		on, err := strconv.ParseBool(v)
+	if v, ok := os.LookupEnv(cfg.CreationEnv); ok && cfg.CreationEnv != "" {
+		c, err := backend.ParseCCLCreation(v)
 		if err != nil {
-			cfg.Log.Warn(cfg.Backend+": ignoring "+cfg.NonBlockingEnv+", not a boolean", "value", v)
+			cfg.Log.Warn(cfg.Backend+": ignoring "+cfg.CreationEnv, "err", err)
 		}
-		l.nonBlocking = on
+		l.creation = c
 	}
 	return l
 }
@@ -443,13 +467,11 @@ func (l *CCL) SetTimeout(d time.Duration) {
 	l.mu.Unlock()
 }
 
-// SetNonBlocking says whether communicators created afterwards are
-// non-blocking ones, which a peer's death during their creation cannot
-// leave behind, at the cost of a thread for every eager call (see CCL).
-// Where the library lacks ncclCommInitRankConfig they are blocking ones.
-func (l *CCL) SetNonBlocking(on bool) {
+// SetCreation says how communicators created afterwards are made (see
+// CCL and backend.CCLCreation).
+func (l *CCL) SetCreation(c backend.CCLCreation) {
 	l.mu.Lock()
-	l.nonBlocking = on
+	l.creation = c
 	l.mu.Unlock()
 }
 
@@ -491,7 +513,8 @@ type cclComm struct {
 
 	ready chan struct{}
 
-	h       uintptr // ncclComm_t; 0 when creation failed
+	h       uintptr // ncclComm_t of the calls; 0 when creation failed
+	parent  uintptr // the non-blocking communicator h duplicates (guarded creation), or 0
 	ctx     Ctx     // the context it was made in, retained while h lives
 	release func() error
 
@@ -549,7 +572,7 @@ func (nc *cclComm) abort(timeout time.Duration) error {
 	l := nc.lib
 	done := make(chan error, 1)
 	go func() {
-		err := l.Check("ncclCommAbort", l.cfg.Shims.Abort(nc.ctx, nc.h))
+		err := l.abortPair(nc.ctx, nc.parent, nc.h)
 		if err != nil {
 			err = Wrap(err, "%s: aborting the %s communicator for %s", l.cfg.Backend, l.cfg.Lib, nc)
 		}
@@ -792,9 +815,7 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 	if err := l.load(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	l.mu.Lock()
-	nonBlockingInit := l.nonBlocking
-	l.mu.Unlock()
+	mode := l.creationFor()
 	ctx, cancel := context.WithTimeout(stop, timeout)
 	defer cancel()
 	id, err := bootstrap(ctx, st, nc.group, nc.rank, nc.world, func() ([]byte, error) {
@@ -808,55 +829,67 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 	if err != nil {
 		return Wrap(err, "%s: retaining the device's context", what)
 	}
-	type result struct {
-		h   uintptr
-		err error
+	// made is what creation made: the communicator h (the parent, under
+	// guarded creation) and the slot its blocking duplicate is written to.
+	type made struct {
+		h, slot uintptr
+		err     error
 	}
-	done := make(chan result, 1)
+	done := make(chan made, 1)
 	scratch := func() error { return nil } // nothing to connect
-	// nonBlocking: Init made a non-blocking communicator, so the goroutine
-	// below leaves its waits when ctx ends (settle) instead of staying
-	// inside the library.
-	var nonBlocking atomic.Bool
+	// nonBlocking: Init makes a non-blocking communicator, so the
+	// goroutine below leaves its waits when ctx ends (settle) instead of
+	// staying inside the library.
+	nonBlocking := mode != backend.CCLBlocking
 	go func() {
-		h, r := l.cfg.Shims.Init(cctx, nc.world, id, nc.rank, nonBlockingInit)
-		if r == cclInProgress {
-			nonBlocking.Store(true)
-			r = l.settle(ctx, h, r)
-		}
-		err := l.Check("ncclCommInitRank", r)
-		if err == nil && nc.world > 1 && nc.sendRecv {
+		var m made
+		var r int
+		m.h, r = l.cfg.Shims.Init(cctx, nc.world, id, nc.rank, nonBlocking)
+		m.err = l.Check("ncclCommInitRank", l.settle(ctx, m.h, r))
+		if m.err == nil && nc.world > 1 && nc.sendRecv {
 			var free func() error
-			if free, err = l.connect(ctx, d, h, nc.world); free != nil {
+			if free, m.err = l.connect(ctx, d, m.h, nc.world); free != nil {
 				scratch = sync.OnceValue(free)
 			}
 		}
-		done <- result{h, err}
-	}()
-	// end aborts a communicator whose creation failed, then frees the
-	// connecting all-to-all's buffer and stream (a kernel still waiting
-	// for a peer ends with the abort).
-	end := func(res result) {
-		if res.h != 0 {
-			_ = l.cfg.Shims.Abort(cctx, res.h)
+		if m.err == nil && mode == backend.CCLGuarded {
+			m.slot, r = l.cfg.Shims.Split(cctx, m.h, nc.rank)
+			m.err = l.Check("ncclCommSplit", l.settle(ctx, m.h, r))
 		}
+		done <- m
+	}()
+	// end aborts what a failed creation made (a kernel still waiting for
+	// a peer ends with the abort), then frees the connecting all-to-all's
+	// buffer and stream.
+	end := func(m made) {
+		_ = l.abortPair(cctx, m.h, l.cfg.Shims.Child(m.slot))
 		_ = scratch()
 		_ = release()
 	}
 	select {
-	case res := <-done:
-		if res.err != nil {
-			end(res)
-			return Wrap(res.err, "%s", what)
+	case m := <-done:
+		if m.err != nil {
+			end(m)
+			return Wrap(m.err, "%s", what)
 		}
 		if err := scratch(); err != nil {
-			end(result{h: res.h})
+			end(m)
 			return Wrap(err, "%s: freeing the connecting all-to-all's buffer", what)
 		}
-		nc.h, nc.ctx, nc.release = res.h, cctx, release
+		nc.h, nc.ctx, nc.release = m.h, cctx, release
+		if m.slot != 0 {
+			nc.parent, nc.h = m.h, l.cfg.Shims.Child(m.slot)
+			if nc.h == 0 {
+				_ = l.abortPair(cctx, nc.parent, 0)
+				_ = release()
+				nc.parent = 0
+				return backend.Errorf(backend.CodeInternal, "%s: ncclCommSplit succeeded without making a communicator", what)
+			}
+		}
+		l.cfg.Log.Debug(l.cfg.Backend+": communicator made", "lib", l.cfg.Lib, "comm", nc.String(), "creation", mode.String())
 		return nil
 	case <-ctx.Done():
-		if nonBlocking.Load() {
+		if nonBlocking {
 			// The goroutine returns now; the abort ends the library's
 			// own creation thread, so nothing of the communicator
 			// outlives this call.
@@ -868,6 +901,35 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 			"%s: ncclCommInitRank and the connection to every peer did not finish within %v although every rank had joined (did a rank stop?): %w",
 			what, timeout, ctx.Err())
 	}
+}
+
+// creationFor returns how the next communicator is made: SetCreation's
+// mode, as far as the library can (guarded needs ncclCommInitRankConfig
+// and ncclCommSplit, non-blocking the first).
+func (l *CCL) creationFor() backend.CCLCreation {
+	l.mu.Lock()
+	mode := l.creation
+	l.mu.Unlock()
+	f := l.cfg.Shims.Features()
+	switch {
+	case mode == backend.CCLGuarded && f&(CCLHasConfig|CCLHasSplit) != CCLHasConfig|CCLHasSplit,
+		mode == backend.CCLNonBlocking && f&CCLHasConfig == 0:
+		return backend.CCLBlocking
+	}
+	return mode
+}
+
+// abortPair aborts a guarded creation's parent and then its child
+// (either may be 0), as NCCL's documentation orders it, and returns the
+// first failure.
+func (l *CCL) abortPair(c Ctx, parent, child uintptr) error {
+	var errs []error
+	for _, h := range []uintptr{parent, child} {
+		if h != 0 {
+			errs = append(errs, l.Check("ncclCommAbort", l.cfg.Shims.Abort(c, h)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // settle waits while the non-blocking communicator h reports

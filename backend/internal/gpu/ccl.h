@@ -29,6 +29,12 @@ enum {
 	GPU_CCL_ASYNC = 0x20000,
 };
 
+// What features returns: the optional entry points the library has.
+enum {
+	GPU_CCL_HAS_CONFIG = 1, // ncclCommInitRankConfig (non-blocking communicators)
+	GPU_CCL_HAS_SPLIT = 2,  // ncclCommSplit with a config (splitShare)
+};
+
 // The collectives GPU_FN(ccl_collective) enqueues (collective.Op's order).
 enum {
 	GPU_CCL_ALL_REDUCE = 0,
@@ -45,7 +51,9 @@ enum {
 // ccl_collective enqueues one collective of kind GPU_CCL_*: count is per
 // rank as the library takes it (recvcount, sendcount, the block per peer of
 // the all-to-all, grouped sends and receives of elem_size-byte elements);
-// op serves all-reduce and reduce-scatter, root the broadcast.
+// op serves all-reduce and reduce-scatter, root the broadcast. split
+// starts a blocking duplicate of a non-blocking communicator, written into
+// *slot, which child reads and frees (ccl_impl.h).
 struct gpu_ccl_table {
 	int (*load)(const char *path, char *err, size_t errlen);
 	const char *(*error_string)(int r);
@@ -57,6 +65,9 @@ struct gpu_ccl_table {
 	int (*collective)(uintptr_t ctx, uintptr_t comm, int kind, uint64_t in, uint64_t out, size_t count, size_t elem_size,
 	                  int dtype, int op, int root, int nranks, uintptr_t stream);
 	int (*abort)(uintptr_t ctx, uintptr_t comm);
+	int (*features)(void);
+	int (*split)(uintptr_t ctx, uintptr_t parent, int rank, uintptr_t *slot);
+	uintptr_t (*child)(uintptr_t slot);
 };
 
 #endif

@@ -22,6 +22,11 @@ static int call_collective(const struct gpu_ccl_table *t, uintptr_t c, uintptr_t
 	return t->collective(c, comm, kind, in, out, count, elem_size, dtype, op, root, nranks, stream);
 }
 static int call_abort(const struct gpu_ccl_table *t, uintptr_t c, uintptr_t comm) { return t->abort(c, comm); }
+static int call_features(const struct gpu_ccl_table *t) { return t->features(); }
+static int call_split(const struct gpu_ccl_table *t, uintptr_t c, uintptr_t parent, int rank, uintptr_t *slot) {
+	return t->split(c, parent, rank, slot);
+}
+static uintptr_t call_child(const struct gpu_ccl_table *t, uintptr_t slot) { return t->child(slot); }
 */
 import "C"
 
@@ -34,7 +39,8 @@ import (
 
 // The shims' result spaces and id size, as ccl.go reads them.
 var _ = [1]struct{}{}[C.GPU_CCL_DRIVER_FAILED-CCLDriverFailed+C.GPU_CCL_ASYNC-CCLAsync+
-	C.GPU_CCL_UNIQUE_ID_BYTES-cclUniqueIDBytes+C.GPU_CCL_SUCCESS-cclSuccess+C.GPU_CCL_IN_PROGRESS-cclInProgress]
+	C.GPU_CCL_UNIQUE_ID_BYTES-cclUniqueIDBytes+C.GPU_CCL_SUCCESS-cclSuccess+C.GPU_CCL_IN_PROGRESS-cclInProgress+
+	C.GPU_CCL_HAS_CONFIG-CCLHasConfig+C.GPU_CCL_HAS_SPLIT-CCLHasSplit]
 
 // cclTable calls a backend's shims through their table (ccl.h).
 type cclTable struct {
@@ -114,6 +120,16 @@ func (c cclTable) Collective(ctx Ctx, comm uintptr, kind collective.Op, in, out 
 func (c cclTable) Abort(ctx Ctx, comm uintptr) int {
 	return int(C.call_abort(c.t, C.uintptr_t(ctx), C.uintptr_t(comm)))
 }
+
+func (c cclTable) Features() int { return int(C.call_features(c.t)) }
+
+func (c cclTable) Split(ctx Ctx, parent uintptr, rank int) (uintptr, int) {
+	var slot C.uintptr_t
+	r := C.call_split(c.t, C.uintptr_t(ctx), C.uintptr_t(parent), C.int(rank), &slot)
+	return uintptr(slot), int(r)
+}
+
+func (c cclTable) Child(slot uintptr) uintptr { return uintptr(C.call_child(c.t, C.uintptr_t(slot))) }
 
 func (c cclTable) DriverError(r int) error { return c.driverError(r) }
 

@@ -7,12 +7,14 @@
 // one binding serves both backends.
 //
 // The library is opened like the driver, with dlopen, and only the entry
-// points below are resolved (ncclGetLastError, NCCL 2.13 and newer, and
-// ncclCommInitRankConfig, 2.14 and newer, are optional). The declarations
+// points below are resolved (ncclGetLastError, NCCL 2.13 and newer,
+// ncclCommInitRankConfig, 2.14 and newer, and ncclCommSplit, 2.18 and
+// newer, are optional). The declarations
 // follow nccl.h: ncclResult_t, ncclDataType_t and ncclRedOp_t are int-sized
 // enums; ncclUniqueId is passed by value.
 
 #include <limits.h>
+#include <stdlib.h>
 
 typedef struct ncclComm *ncclComm_t;
 
@@ -20,10 +22,11 @@ typedef struct {
 	char internal[GPU_CCL_UNIQUE_ID_BYTES];
 } ncclUniqueId;
 
-// ccl_config is ncclConfig_t as NCCL 2.14 (and RCCL) first declared it. A
-// library reads a config's size and version and gives the fields a config
-// of that version lacks their defaults, so this prefix serves every later
-// version.
+// ccl_config is ncclConfig_t as NCCL 2.18 (and RCCL) declared it, the
+// first version with splitShare. A library reads a config's size and
+// version and gives the fields a config of that version lacks their
+// defaults, so this prefix serves every later version; ccl_config_of
+// fills it for an older library, which reads only the fields of 2.14.
 typedef struct {
 	size_t size;
 	unsigned int magic;
@@ -33,13 +36,20 @@ typedef struct {
 	int minCTAs;
 	int maxCTAs;
 	const char *netName;
+	int splitShare;
 } ccl_config;
+
+static ccl_config ccl_config_of(int blocking, int split_share) {
+	ccl_config c = {sizeof(ccl_config), 0xcafebeef, 21800, blocking, INT_MIN, INT_MIN, INT_MIN, NULL, split_share};
+	return c;
+}
 
 static struct {
 	int (*GetVersion)(int *);
 	int (*GetUniqueId)(ncclUniqueId *);
 	int (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
 	int (*CommInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int, ccl_config *);
+	int (*CommSplit)(ncclComm_t, int, int, ncclComm_t *, ccl_config *);
 	int (*AllReduce)(const void *, void *, size_t, int, int, ncclComm_t, gpu_stream_t);
 	int (*ReduceScatter)(const void *, void *, size_t, int, int, ncclComm_t, gpu_stream_t);
 	int (*AllGather)(const void *, void *, size_t, int, ncclComm_t, gpu_stream_t);
@@ -85,7 +95,15 @@ static int ccl_load(const char *path, char *err, size_t errlen) {
 	dlerror();
 	nccl.CommInitRankConfig =
 	    (int (*)(ncclComm_t *, int, ncclUniqueId, int, ccl_config *))dlsym(ccl_lib, "ncclCommInitRankConfig");
+	dlerror();
+	nccl.CommSplit = (int (*)(ncclComm_t, int, int, ncclComm_t *, ccl_config *))dlsym(ccl_lib, "ncclCommSplit");
 	return 0;
+}
+
+// ccl_features says which optional entry points the library has
+// (GPU_CCL_HAS_*).
+static int ccl_features(void) {
+	return (nccl.CommInitRankConfig != NULL ? GPU_CCL_HAS_CONFIG : 0) | (nccl.CommSplit != NULL ? GPU_CCL_HAS_SPLIT : 0);
 }
 
 static const char *ccl_error_string(int r) {
@@ -131,7 +149,9 @@ static int ccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank
 	memcpy(uid.internal, id, sizeof(uid.internal));
 	int r;
 	if (nonblocking && nccl.CommInitRankConfig != NULL) {
-		ccl_config config = {sizeof(ccl_config), 0xcafebeef, 21400, 0, INT_MIN, INT_MIN, INT_MIN, NULL};
+		// splitShare: a child made by ccl_split shares this
+		// communicator's connections, so it connects nothing itself.
+		ccl_config config = ccl_config_of(0, 1);
 		r = nccl.CommInitRankConfig(&c, nranks, uid, rank, &config);
 	} else {
 		r = nccl.CommInitRank(&c, nranks, uid, rank);
@@ -142,6 +162,37 @@ static int ccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank
 	}
 	*comm = (uintptr_t)c;
 	return r;
+}
+
+// ccl_split starts making a blocking duplicate of parent, a non-blocking
+// communicator (ncclCommSplit, one color, ranks kept in order): it shares
+// parent's resources and connections (splitShare), so it makes none of its
+// own, and its calls are blocking ones. The split runs on the library's
+// thread: the call returns GPU_CCL_IN_PROGRESS, ccl_async_error on parent
+// says when it has ended, and aborting parent ends a split still waiting
+// for a peer. The library writes the child into *slot, memory allocated
+// here that must outlive the split: read it with ccl_child once the split
+// has ended or parent has been aborted.
+static int ccl_split(uintptr_t ctx, uintptr_t parent, int rank, uintptr_t *slot) {
+	*slot = 0;
+	if (nccl.CommSplit == NULL) return 5; // ncclInvalidUsage
+	BIND_CCL(ctx);
+	ncclComm_t *out = calloc(1, sizeof(*out));
+	if (out == NULL) return 1; // ncclSystemError
+	ccl_config config = ccl_config_of(1, 1);
+	int r = nccl.CommSplit((ncclComm_t)parent, 0, rank, out, &config);
+	*slot = (uintptr_t)out;
+	return r;
+}
+
+// ccl_child returns the communicator ccl_split wrote into slot (0 when the
+// split did not make one) and frees slot.
+static uintptr_t ccl_child(uintptr_t slot) {
+	ncclComm_t *out = (ncclComm_t *)slot;
+	if (out == NULL) return 0;
+	uintptr_t c = (uintptr_t)__atomic_load_n(out, __ATOMIC_ACQUIRE);
+	free(out);
+	return c;
 }
 
 // ccl_async_error reads the communicator's state: GPU_CCL_SUCCESS, an
@@ -216,8 +267,8 @@ static int ccl_abort(uintptr_t ctx, uintptr_t comm) {
 }
 
 static const struct gpu_ccl_table ccl_table = {
-	ccl_load,       ccl_error_string, ccl_last_error, ccl_version, ccl_unique_id, ccl_init,
-	ccl_async_error, ccl_collective,  ccl_abort,
+	ccl_load,        ccl_error_string, ccl_last_error, ccl_version, ccl_unique_id, ccl_init,
+	ccl_async_error, ccl_collective,   ccl_abort,      ccl_features, ccl_split,    ccl_child,
 };
 
 const struct gpu_ccl_table *GPU_FN(ccl_table)(void) { return &ccl_table; }

@@ -12,7 +12,11 @@
 // as NCCL does: it returns ncclInProgress until every rank has joined,
 // which ncclCommGetAsyncError reports; MOCK_NCCL_INIT_FAIL_RANK=r makes
 // rank r's init fail (ncclSystemError) without joining, a rank that dies
-// inside creation. NCCL
+// inside creation. ncclCommSplit duplicates a communicator (one color, key
+// = rank), non-blocking when its parent is, pending on the parent until
+// every rank has split; with splitShare the duplicate shares its parent's
+// connections, without it it has none; MOCK_NCCL_SPLIT_FAIL_RANK=r makes
+// rank r's split fail without joining. NCCL
 // connects a communicator's sends and receives at their first group; the
 // mock refuses (ncclInvalidUsage) a first group that comes after one of
 // the communicator's collectives, as the backends make those connections
@@ -43,9 +47,13 @@ struct comm {
 	int magic;
 	struct group *g;
 	int rank;
+	int blocking;
 	int pending;   // a non-blocking creation waiting for its peers
 	int colls;     // collectives called, sends and receives aside
-	int connected; // a group of sends and receives has run
+	int connected; // a group of sends and receives has run (on share)
+	struct comm *share; // whose connections it uses: itself, or its parent's (splitShare)
+	int splits;    // ncclCommSplit calls made of it
+	struct comm *child, **child_out; // a non-blocking split still pending
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -88,11 +96,6 @@ static struct group *join(int nranks, ncclUniqueId id, int rank, int *r) {
 		*r = 1;
 		return NULL;
 	}
-	const char *fail = getenv("MOCK_NCCL_INIT_FAIL_RANK");
-	if (fail != NULL && atoi(fail) == rank) {
-		*r = 2;
-		return NULL;
-	}
 	struct group *g = groups;
 	while (g != NULL && memcmp(g->id, id.internal, sizeof(g->id)) != 0) g = g->next;
 	if (g == NULL) {
@@ -110,12 +113,20 @@ static struct group *join(int nranks, ncclUniqueId id, int rank, int *r) {
 	return g;
 }
 
-static struct comm *newcomm(struct group *g, int rank) {
+static struct comm *newcomm(struct group *g, int rank, int blocking) {
 	struct comm *c = calloc(1, sizeof(*c));
 	c->magic = MAGIC;
 	c->g = g;
 	c->rank = rank;
+	c->blocking = blocking;
+	c->share = c;
 	return c;
+}
+
+// fails says whether the environment variable env names rank.
+static int fails(const char *env, int rank) {
+	const char *v = getenv(env);
+	return v != NULL && atoi(v) == rank;
 }
 
 // init_rank makes rank's communicator: a blocking one returns once every
@@ -124,6 +135,7 @@ static struct comm *newcomm(struct group *g, int rank) {
 static int init_rank(struct comm **out, int nranks, ncclUniqueId id, int rank, int blocking) {
 	*out = NULL;
 	int r;
+	if (fails("MOCK_NCCL_INIT_FAIL_RANK", rank)) return 2;
 	pthread_mutex_lock(&mu);
 	struct group *g = join(nranks, id, rank, &r);
 	if (g == NULL) {
@@ -131,7 +143,7 @@ static int init_rank(struct comm **out, int nranks, ncclUniqueId id, int rank, i
 		return r;
 	}
 	while (blocking && g->joined < nranks) pthread_cond_wait(&cv, &mu);
-	struct comm *c = newcomm(g, rank);
+	struct comm *c = newcomm(g, rank, blocking);
 	c->pending = g->joined < nranks;
 	pthread_mutex_unlock(&mu);
 	*out = c;
@@ -142,16 +154,58 @@ int ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
 	return init_rank(out, nranks, id, rank, 1);
 }
 
-// The fields of ncclConfig_t up to NCCL 2.14's.
+// The fields of ncclConfig_t up to NCCL 2.18's.
 struct config {
 	size_t size;
 	unsigned int magic, version;
-	int blocking;
+	int blocking, cgaClusterSize, minCTAs, maxCTAs;
+	const char *netName;
+	int splitShare; // 2.18 and newer
 };
 
 int ncclCommInitRankConfig(struct comm **out, int nranks, ncclUniqueId id, int rank, struct config *cfg) {
 	if (cfg == NULL || cfg->magic != 0xcafebeef || cfg->version < 21400 || cfg->size < sizeof(*cfg)) return 4;
 	return init_rank(out, nranks, id, rank, cfg->blocking);
+}
+
+// split_done writes a pending split's child once every rank has split,
+// with mu held; it returns whether the split is still pending.
+static int split_done(struct comm *p) {
+	if (p->child == NULL) return 0;
+	if (p->child->g->joined < p->child->g->nranks) return 1;
+	*p->child_out = p->child;
+	p->child = NULL;
+	p->child_out = NULL;
+	return 0;
+}
+
+int ncclCommSplit(struct comm *p, int color, int key, struct comm **out, struct config *cfg) {
+	if (p == NULL || p->magic != MAGIC || out == NULL || color < 0 || key != p->rank) return 4;
+	if (cfg != NULL && (cfg->magic != 0xcafebeef || cfg->version < 21800 || cfg->size < sizeof(*cfg))) return 4;
+	*out = NULL;
+	if (fails("MOCK_NCCL_SPLIT_FAIL_RANK", p->rank)) return 2;
+	pthread_mutex_lock(&mu);
+	if (p->child != NULL) {
+		pthread_mutex_unlock(&mu);
+		return 5;
+	}
+	ncclUniqueId id;
+	memcpy(id.internal, p->g->id, sizeof(id.internal));
+	id.internal[0] ^= (char)++p->splits; // every rank splits in the same order
+	int r;
+	struct group *g = join(p->g->nranks, id, p->rank, &r);
+	if (g == NULL) {
+		pthread_mutex_unlock(&mu);
+		return r;
+	}
+	struct comm *c = newcomm(g, p->rank, cfg != NULL ? cfg->blocking : p->blocking);
+	if (cfg != NULL && cfg->splitShare) c->share = p->share;
+	p->child = c;
+	p->child_out = out;
+	while (p->blocking && split_done(p)) pthread_cond_wait(&cv, &mu);
+	int pending = split_done(p);
+	pthread_mutex_unlock(&mu);
+	return pending ? 7 : 0;
 }
 
 // barrier waits, with mu held, until every rank of g has arrived, or a
@@ -323,13 +377,13 @@ int ncclGroupEnd(void) {
 	if (--grouped > 0 || gcomm == NULL) return 0;
 	struct group *g = gcomm->g;
 	pthread_mutex_lock(&mu);
-	if (!gcomm->connected && gcomm->colls > 0) {
+	if (!gcomm->share->connected && gcomm->colls > 0) {
 		pthread_mutex_unlock(&mu);
 		nrecvs = 0;
 		gcomm = NULL;
 		return 5; // connected by a call, not at creation
 	}
-	gcomm->connected = 1;
+	gcomm->share->connected = 1;
 	int r = barrier(g);
 	if (r == 0) {
 		for (int i = 0; i < nrecvs; i++) memcpy(recvs[i].buf, g->to[recvs[i].peer][gcomm->rank], recvs[i].bytes);
@@ -359,7 +413,7 @@ int ncclCommGetAsyncError(struct comm *c, int *state) {
 	if (c == NULL || c->magic != MAGIC) return 4;
 	pthread_mutex_lock(&mu);
 	if (c->pending && c->g->joined == c->g->nranks) c->pending = 0;
-	int pending = c->pending;
+	int pending = c->pending || split_done(c);
 	pthread_mutex_unlock(&mu);
 	const char *e = getenv("MOCK_NCCL_ASYNC");
 	*state = pending ? 7 : e != NULL ? atoi(e) : 0;
