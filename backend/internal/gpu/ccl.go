@@ -845,7 +845,7 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 		var m made
 		var r int
 		m.h, r = l.cfg.Shims.Init(cctx, nc.world, id, nc.rank, nonBlocking)
-		m.err = l.Check("ncclCommInitRank", l.settle(ctx, m.h, r))
+		m.err = l.Check("ncclCommInitRank", l.settle(ctx, m.h, pending(nonBlocking, r)))
 		if m.err == nil && nc.world > 1 && nc.sendRecv {
 			var free func() error
 			if free, m.err = l.connect(ctx, d, m.h, nc.world); free != nil {
@@ -854,7 +854,7 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 		}
 		if m.err == nil && mode == backend.CCLGuarded {
 			m.slot, r = l.cfg.Shims.Split(cctx, m.h, nc.rank)
-			m.err = l.Check("ncclCommSplit", l.settle(ctx, m.h, r))
+			m.err = l.Check("ncclCommSplit", l.settle(ctx, m.h, pending(true, r)))
 		}
 		done <- m
 	}()
@@ -972,6 +972,18 @@ func (l *CCL) settle(ctx context.Context, h uintptr, r int) int {
 		}
 		poll = min(2*poll, 5*time.Millisecond)
 	}
+}
+
+// pending is the result r of an operation on a non-blocking communicator
+// as settle should take it: ncclSuccess too may mean that the operation
+// goes on on the library's thread (NCCL 2.28's ncclCommSplit returns it,
+// and writes the new communicator when done), so settle asks
+// ncclCommGetAsyncError, which says ncclInProgress until then.
+func pending(nonBlocking bool, r int) int {
+	if nonBlocking && r == cclSuccess {
+		return cclInProgress
+	}
+	return r
 }
 
 // settleSpin is how long settle polls before it sleeps.

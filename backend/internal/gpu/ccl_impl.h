@@ -168,8 +168,8 @@ static int ccl_init(uintptr_t ctx, int nranks, const unsigned char *id, int rank
 // communicator (ncclCommSplit, one color, ranks kept in order): it shares
 // parent's resources and connections (splitShare), so it makes none of its
 // own, and its calls are blocking ones. The split runs on the library's
-// thread: the call returns GPU_CCL_IN_PROGRESS, ccl_async_error on parent
-// says when it has ended, and aborting parent ends a split still waiting
+// thread: the call returns at once (NCCL 2.28 returns GPU_CCL_SUCCESS
+// even so), ccl_async_error on parent says when the split has ended, and aborting parent ends a split still waiting
 // for a peer. The library writes the child into *slot, memory allocated
 // here that must outlive the split: read it with ccl_child once the split
 // has ended or parent has been aborted.

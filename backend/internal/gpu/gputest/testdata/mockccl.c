@@ -14,7 +14,8 @@
 // rank r's init fail (ncclSystemError) without joining, a rank that dies
 // inside creation. ncclCommSplit duplicates a communicator (one color, key
 // = rank), non-blocking when its parent is, pending on the parent until
-// every rank has split; with splitShare the duplicate shares its parent's
+// every rank has split (it returns ncclSuccess even then, as NCCL 2.28
+// does, and writes the duplicate when done); with splitShare the duplicate shares its parent's
 // connections, without it it has none; MOCK_NCCL_SPLIT_FAIL_RANK=r makes
 // rank r's split fail without joining. NCCL
 // connects a communicator's sends and receives at their first group; the
@@ -203,9 +204,9 @@ int ncclCommSplit(struct comm *p, int color, int key, struct comm **out, struct 
 	p->child = c;
 	p->child_out = out;
 	while (p->blocking && split_done(p)) pthread_cond_wait(&cv, &mu);
-	int pending = split_done(p);
+	split_done(p);
 	pthread_mutex_unlock(&mu);
-	return pending ? 7 : 0;
+	return 0;
 }
 
 // barrier waits, with mu held, until every rank of g has arrived, or a
