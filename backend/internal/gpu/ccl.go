@@ -860,9 +860,12 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 	}()
 	// end aborts what a failed creation made (a kernel still waiting for
 	// a peer ends with the abort), then frees the connecting all-to-all's
-	// buffer and stream.
+	// buffer and stream. The parent goes first: its abort joins a split
+	// still running, which writes the child it was making, failed or not,
+	// into the slot (and then has its sockets to release too).
 	end := func(m made) {
-		_ = l.abortPair(cctx, m.h, l.cfg.Shims.Child(m.slot))
+		_ = l.abortPair(cctx, m.h, 0)
+		_ = l.abortPair(cctx, 0, l.cfg.Shims.Child(m.slot))
 		_ = scratch()
 		_ = release()
 	}
