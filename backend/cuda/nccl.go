@@ -32,7 +32,7 @@ const (
 	// libnccl.so.2 (a file name searched on the loader path, or a path).
 	EnvNCCLLibrary = "INTRANODE_NCCL_LIBRARY"
 	// EnvNCCLCreation says how the backend makes its NCCL communicators:
-	// "guarded" (the default), "blocking" or "nonblocking"
+	// "blocking" (the default), "guarded" or "nonblocking"
 	// (backend.CCLCreation, SetNCCLCreation).
 	EnvNCCLCreation = "INTRANODE_NCCL_CREATION"
 	// DefaultNCCLTimeout bounds creating and releasing an NCCL
@@ -78,16 +78,14 @@ func (b *Backend) NCCLVersion() (string, error) { return b.nccl.Version() }
 func (b *Backend) SetNCCLTimeout(d time.Duration) { b.nccl.SetTimeout(d) }
 
 // SetNCCLCreation says how NCCL communicators created afterwards are
-// made ($INTRANODE_NCCL_CREATION sets the initial value). The default,
-// backend.CCLGuarded, creates each one non-blocking and duplicates it into
-// a blocking one for the calls (NCCL 2.18 and newer; blocking with older
-// libraries): a peer that dies while a communicator is being created
-// leaves nothing behind in its survivors once they have aborted it at the
-// NCCL timeout, and eager calls cost what they cost on a blocking
-// communicator. backend.CCLBlocking keeps a creation that waits on a dead
-// peer, with its thread, sockets and /dev/shm files, for the process's
-// life; backend.CCLNonBlocking costs each eager call a thread NCCL starts
-// for it (about 100 µs at 4 ranks on H200).
+// made ($INTRANODE_NCCL_CREATION sets the initial value; see
+// backend.CCLCreation). The default, backend.CCLBlocking, keeps a creation
+// that waits on a dead peer, with its thread, sockets and /dev/shm files,
+// for the process's life; backend.CCLNonBlocking leaves nothing behind but
+// costs each eager call a thread NCCL starts for it (about 100 µs at 4
+// ranks on H200); backend.CCLGuarded (NCCL 2.18 and newer) leaves nothing
+// behind at the blocking cost per call, but returned wrong results in
+// fault soaks (docs/results/2026-11-28-h200x4-f).
 func (b *Backend) SetNCCLCreation(c backend.CCLCreation) { b.nccl.SetCreation(c) }
 
 // FallbackAllReduce reduces count elements of dtype from in into out (they

@@ -572,10 +572,14 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	b.SetNCCLTimeout(5 * time.Second)
 
 	// Communicators made each way: the calls work on all of them (the
-	// ones above are guarded, the default).
-	for _, mode := range []backend.CCLCreation{backend.CCLBlocking, backend.CCLNonBlocking} {
+	// ones above are blocking, the default; the movers' all-to-all after
+	// an all-reduce needs the guarded duplicate to share its parent's
+	// connections).
+	for _, mode := range []backend.CCLCreation{backend.CCLGuarded, backend.CCLNonBlocking} {
 		b.SetNCCLCreation(mode)
-		allReduce(group("IntraNodeComm-" + mode.String()))
+		gs := group("IntraNodeComm-" + mode.String())
+		allReduce(gs)
+		ncclMovers(ctx, t, b, ranks, gs)
 	}
 
 	// A rank that dies inside the creation, after every rank has joined
@@ -614,7 +618,7 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 		require.ErrorIs(t, err, backend.ErrTimeout, "the failure sticks")
 	}
 	b.SetNCCLTimeout(5 * time.Second)
-	b.SetNCCLCreation(backend.CCLGuarded)
+	b.SetNCCLCreation(backend.CCLBlocking)
 
 	// A communicator NCCL reports failed fails this call and every later
 	// one.
