@@ -51,8 +51,8 @@ import (
 // steps 2 and 4 costs its peers depends on how communicators are made
 // (backend.CCLCreation, SetCreation):
 //
-//   - blocking (the default, ncclCommInitRank): steps 3 and 4 run on a goroutine of
-//     their own and the caller leaves it at the timeout, but
+//   - blocking (the default, ncclCommInitRank): steps 3 and 4 run on a
+//     goroutine of their own and the caller leaves it at the timeout, but
 //     ncclCommInitRank or the first group of sends and receives waits on
 //     the dead peer for ever, and no abort can reach a call the library
 //     has not returned from: that goroutine, the library's threads,
@@ -60,9 +60,9 @@ import (
 //     kill trials on 4×H200, docs/results/2026-11-28-h200x4-c). Guarded
 //     creation falls back to it where the library lacks
 //     ncclCommInitRankConfig or ncclCommSplit.
-//   - guarded: steps 3 and 4 make a non-blocking
-//     communicator (ncclCommInitRankConfig with blocking=0, NCCL 2.14 and
-//     newer) on the library's thread while this side polls
+//   - guarded: steps 3 and 4 make a non-blocking communicator
+//     (ncclCommInitRankConfig with blocking=0, NCCL 2.14 and newer) on
+//     the library's thread while this side polls
 //     ncclCommGetAsyncError, and then (step 5) ncclCommSplit duplicates it,
 //     the same way, into a blocking communicator that shares its
 //     connections (splitShare, NCCL 2.18 and newer), which makes the
@@ -574,7 +574,7 @@ func (nc *cclComm) abort(timeout time.Duration) error {
 	l := nc.lib
 	done := make(chan error, 1)
 	go func() {
-		err := l.abortPair(nc.ctx, nc.parent, nc.h)
+		err := errors.Join(l.abortComm(nc.ctx, nc.parent), l.abortComm(nc.ctx, nc.h))
 		if err != nil {
 			err = Wrap(err, "%s: aborting the %s communicator for %s", l.cfg.Backend, l.cfg.Lib, nc)
 		}
@@ -866,8 +866,8 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 	// still running, which writes the child it was making, failed or not,
 	// into the slot (and then has its sockets to release too).
 	end := func(m made) {
-		_ = l.abortPair(cctx, m.h, 0)
-		_ = l.abortPair(cctx, 0, l.cfg.Shims.Child(m.slot))
+		_ = l.abortComm(cctx, m.h)
+		_ = l.abortComm(cctx, l.cfg.Shims.Child(m.slot))
 		_ = scratch()
 		_ = release()
 	}
@@ -885,7 +885,7 @@ func (l *CCL) init(stop context.Context, st store.Store, nc *cclComm, d *Device,
 		if m.slot != 0 {
 			nc.parent, nc.h = m.h, l.cfg.Shims.Child(m.slot)
 			if nc.h == 0 {
-				_ = l.abortPair(cctx, nc.parent, 0)
+				_ = l.abortComm(cctx, nc.parent)
 				_ = release()
 				nc.parent = 0
 				return backend.Errorf(backend.CodeInternal, "%s: ncclCommSplit succeeded without making a communicator", what)
@@ -924,17 +924,14 @@ func (l *CCL) creationFor() backend.CCLCreation {
 	return mode
 }
 
-// abortPair aborts a guarded creation's parent and then its child
-// (either may be 0), as NCCL's documentation orders it, and returns the
-// first failure.
-func (l *CCL) abortPair(c Ctx, parent, child uintptr) error {
-	var errs []error
-	for _, h := range []uintptr{parent, child} {
-		if h != 0 {
-			errs = append(errs, l.Check("ncclCommAbort", l.cfg.Shims.Abort(c, h)))
-		}
+// abortComm aborts the communicator h with c current; 0 is none. A
+// guarded creation's parent is aborted before its child, as NCCL's
+// documentation orders it.
+func (l *CCL) abortComm(c Ctx, h uintptr) error {
+	if h == 0 {
+		return nil
 	}
-	return errors.Join(errs...)
+	return l.Check("ncclCommAbort", l.cfg.Shims.Abort(c, h))
 }
 
 // settle waits while the non-blocking communicator h reports
