@@ -325,9 +325,8 @@ func (c *Comm) launch(ctx context.Context, s backend.Stream, algo Algo, in, out 
 // in place of the op, so that ranks whose calls differ only in a later
 // chunk or in the root are told apart before data moves.
 type callKey struct {
-	count     int
-	op        backend.ReduceOp
-	pipelined bool // a data-movement collective's pipelined path
+	count int
+	op    backend.ReduceOp
 }
 
 // enqueue launches the kernel of algorithm a with args, whose comm-wide
@@ -341,13 +340,9 @@ func (c *Comm) enqueue(ctx context.Context, s backend.Stream, a kernels.Algo, cf
 	}
 	args.Bufs, args.Pads = c.mem.BufferTable(), c.mem.SignalPadTable()
 	args.Rank, args.World = uint32(c.rank), uint32(c.world)
-	op := key.op
-	if key.pipelined {
-		// Not an op any call has: ranks on the pipelined path and on
-		// another one are told apart like calls that differ.
-		op |= 0x80
-	}
-	args.Status, args.Call = c.status.Ptr(), c.calls.next(a, key.count, args.DType, op)
+	// The pipelined path's launches carry kernels.InfoPipelined: ranks
+	// on it and on another path are told apart like calls that differ.
+	args.Status, args.Call = c.status.Ptr(), c.calls.next(kernels.LaunchInfo(a, args.DType, key.op, args.Extra), key.count)
 	if c.mem.SharesDevice() {
 		// Every rank's blocks must be resident at once on the one device
 		// (a block waits for its peers' blocks): the group's grids

@@ -290,7 +290,6 @@ func (c *Comm) moveChunks(ctx context.Context, s backend.Stream, m moveCall, tim
 // a whole data-movement call in one launch; the caller holds c.mu.
 func (c *Comm) movePipelined(ctx context.Context, s backend.Stream, m moveCall, timeoutNs uint64) error {
 	key, extra := m.key()
-	key.pipelined = true
 	args := m.args(0, m.count, timeoutNs, extra|kernels.MoverPipeline)
 	return c.enqueue(ctx, s, m.op.kernel(), moverPipelineLaunchConfig(m.count*m.dtype.Size(), c.world), args, key)
 }

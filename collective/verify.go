@@ -31,13 +31,14 @@ type callState struct {
 	failed error
 }
 
-// next returns the Call of the next kernel launch (kernels.CallTag).
-func (s *callState) next(algo kernels.Algo, count int, dtype backend.DType, op backend.ReduceOp) uint64 {
+// next returns the Call of the next kernel launch, whose Info is info
+// (kernels.CallTagOf).
+func (s *callState) next(info uint32, count int) uint64 {
 	s.seq++
 	if s.seq == 0 { // 0 would read as "no call yet" in a record
 		s.seq = 1
 	}
-	return kernels.CallTag(s.seq, algo, uint64(count), dtype, op)
+	return kernels.CallTagOf(s.seq, info, uint64(count))
 }
 
 // recordTimeout bounds reading the ranks' call records after a failure.

@@ -611,16 +611,39 @@ func AlgoByID(id uint32) Algo {
 	return ""
 }
 
-// CallInfo packs algo, dtype and op for a Record.
+// CallInfo packs algo, dtype and op for a Record: the AlgoID in bits
+// 16–30, the dtype in 8–15, the op in 0–7.
 func CallInfo(a Algo, d backend.DType, op backend.ReduceOp) uint32 {
 	return AlgoID(a)<<16 | uint32(d&0xff)<<8 | uint32(op&0xff)
+}
+
+// InfoPipelined is set in a Record's Info (and so in its Call's
+// fingerprint) by a data-movement launch on the pipelined path
+// (MoverPipeline in Extra): ranks on it and on the Direct path make
+// different calls.
+const InfoPipelined uint32 = 1 << 31
+
+// LaunchInfo is the Info of a launch of algorithm a with this Extra:
+// CallInfo, with InfoPipelined for a data-movement launch whose Extra asks
+// for the pipelined path.
+func LaunchInfo(a Algo, d backend.DType, op backend.ReduceOp, extra uint64) uint32 {
+	info := CallInfo(a, d, op)
+	if a.IsMover() && extra&MoverPipeline != 0 {
+		info |= InfoPipelined
+	}
+	return info
 }
 
 // CallTag is the Call of the seq-th all-reduce launch of a comm: seq in
 // bits 32–63, a fingerprint of (algo, count, dtype, op) in bits 0–31,
 // never 0.
 func CallTag(seq uint32, a Algo, count uint64, d backend.DType, op backend.ReduceOp) uint64 {
-	return uint64(seq)<<32 | uint64(fingerprint(CallInfo(a, d, op), count))
+	return CallTagOf(seq, CallInfo(a, d, op), count)
+}
+
+// CallTagOf is CallTag for a launch whose Info (LaunchInfo) is info.
+func CallTagOf(seq uint32, info uint32, count uint64) uint64 {
+	return uint64(seq)<<32 | uint64(fingerprint(info, count))
 }
 
 // fingerprint mixes info and count into 32 bits with the low bit set
@@ -658,7 +681,11 @@ type Record struct {
 func (r Record) Seq() uint32 { return uint32(r.Call >> 32) }
 
 // Algo is the record's algorithm.
-func (r Record) Algo() Algo { return AlgoByID(r.Info >> 16) }
+func (r Record) Algo() Algo { return AlgoByID(r.Info >> 16 & 0x7fff) }
+
+// Pipelined reports whether the record's launch took a data-movement
+// collective's pipelined path.
+func (r Record) Pipelined() bool { return r.Info&InfoPipelined != 0 }
 
 // DType is the record's element type.
 func (r Record) DType() backend.DType { return backend.DType(r.Info >> 8 & 0xff) }
@@ -671,10 +698,14 @@ func (r Record) String() string {
 	if r.Call == 0 {
 		return "no call yet"
 	}
-	if a := r.Algo(); a.IsMover() && a != ReduceScatter {
-		return fmt.Sprintf("call %d: %s of %d %v", r.Seq(), a, r.Count, r.DType())
+	name := string(r.Algo())
+	if r.Pipelined() {
+		name = "pipelined " + name
 	}
-	return fmt.Sprintf("call %d: %s of %d %v %v", r.Seq(), r.Algo(), r.Count, r.DType(), r.Op())
+	if a := r.Algo(); a.IsMover() && a != ReduceScatter {
+		return fmt.Sprintf("call %d: %s of %d %v", r.Seq(), name, r.Count, r.DType())
+	}
+	return fmt.Sprintf("call %d: %s of %d %v %v", r.Seq(), name, r.Count, r.DType(), r.Op())
 }
 
 // EncodeRecord lays a record out as the kernels store it.

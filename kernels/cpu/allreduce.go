@@ -285,7 +285,7 @@ func (l *launch) publish(world int, rec kernels.Record) {
 }
 
 func (k *allReduce) run() error {
-	k.publish(k.world, kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.CallInfo(k.algo, k.a.DType, k.a.Op)})
+	k.publish(k.world, kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.LaunchInfo(k.algo, k.a.DType, k.a.Op, k.a.Extra)})
 	switch {
 	case k.algo == kernels.OneShot && oneShotPath(k.n, k.world) == "ll":
 		return k.oneShotLL()

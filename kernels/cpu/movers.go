@@ -153,7 +153,7 @@ func (k *mover) gather() {
 }
 
 func (k *mover) run() error {
-	k.publish(k.world, kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.CallInfo(k.algo, k.a.DType, k.a.Op)})
+	k.publish(k.world, kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.LaunchInfo(k.algo, k.a.DType, k.a.Op, k.a.Extra)})
 	if k.pipelined {
 		return k.pipeline()
 	}

@@ -771,7 +771,10 @@ INTRANODE_DEVICE bool check(Args& a, Algo algo) {
   }
   if (ok && a.call != 0 && port::thread_index() == 0 && port::block_index() == 0) {
     // kernels.Record: what the host reads to name ranks whose calls differ.
-    const uint32_t id = static_cast<uint32_t>(algo) + 1;  // kernels.AlgoID
+    uint32_t id = static_cast<uint32_t>(algo) + 1;  // kernels.AlgoID
+    if (is_mover(algo) && (a.extra & kMoverPipeline) != 0) {
+      id |= 0x8000;  // kernels.InfoPipelined
+    }
     uint64_t* rec = reinterpret_cast<uint64_t*>(a.my_pad + kRecordOffset);
     port::store_word64(rec + 1, a.count);
     port::store_word64(rec + 2, uint64_t(id << 16 | (a.dtype & 0xff) << 8 | (a.op & 0xff)));
@@ -1397,6 +1400,93 @@ INTRANODE_DEVICE void one_shot_push(const Args& a, int n) {
 }
 
 // ---------------------------------------------------------------------------
+// The Pipeline's chunk slots and schedule (kernels/abi.go, "Pipeline"),
+// shared by the all-reduce Pipeline at world 2 and the data-movement
+// collectives' pipelined path at every world.
+
+// PipeSlots is a block's share of the push area for a message of `bytes`
+// (a block of the message, for the data-movement collectives): its region
+// of a sender's part of half s and its chunk size (kernels.PipelineChunk,
+// kernels.MoverPipelineChunk). Wide (kernels.PipelineWideBytes): chunk slot
+// 0 is the block's region of half s, slot 1 the same region of the other
+// half; otherwise both slots lie in half s.
+struct PipeSlots {
+  uint64_t block_region;
+  uint64_t chunk;
+  bool wide;
+
+  INTRANODE_DEVICE PipeSlots(uint32_t world, uint64_t bytes) {
+    block_region = (push_max(world) / port::grid_blocks()) & ~uint64_t(15);
+    wide = bytes > kPipeWideBytes;
+    chunk = wide ? block_region : (block_region / 2) & ~uint64_t(15);
+  }
+
+  // ok reports StatusBadArgs (thread 0) and returns false when the grid
+  // leaves chunks under 16 bytes.
+  INTRANODE_DEVICE bool ok(const Args& a) const {
+    if (chunk < 16 && port::thread_index() == 0) {
+      report(a.status, kStatusBadArgs, 0, uint32_t(port::block_index()));
+    }
+    return chunk >= 16;
+  }
+
+  // slot1 is the byte offset of chunk slot 1 from slot 0 in epoch `epoch`
+  // (negative when wide and s == 1: the other half lies below).
+  INTRANODE_DEVICE int64_t slot1(uint32_t world, uint32_t epoch) const {
+    const int64_t halves = int64_t(world - 1) * int64_t(push_max(world));
+    return !wide ? int64_t(chunk) : (epoch & 1) == 0 ? halves : -halves;
+  }
+};
+
+// pipeline_steps runs block b's chunks, from vector `first` in strides of
+// `step` below nvec, chunk j in slot j mod 2 (byte offset 0 or slot1):
+// push(lo, slot) writes chunk lo's data into the peers' slot, drain(lo,
+// slot) writes its output from this rank's pad, prefetch(lo) may load the
+// first round of chunk lo before the wait that lets it be pushed. Step j:
+// wait for the peers' chunk j, push chunk j+1 into the other slot, drain
+// chunk j while those stores are on the wire, then signal chunk j+1; a
+// wide call whose last chunk lies in the other half ends with one more
+// signal each way. False when a link failed.
+template <typename Prefetch, typename Push, typename Drain>
+INTRANODE_DEVICE bool pipeline_steps(Team& team, const PipeSlots& ps, int64_t slot1, uint64_t first,
+                                     uint64_t nvec, uint64_t step, Prefetch&& prefetch, Push&& push,
+                                     Drain&& drain) {
+  if (first < nvec) {
+    push(first, int64_t(0));
+    team.post(true);
+  }
+  int64_t slot = 0;  // byte offset of chunk j's slot: 0 or slot1
+  bool odd = false;   // chunk j is in slot 1
+  for (uint64_t lo = first; lo < nvec; lo += step) {
+    const bool more = lo + step < nvec;
+    if (more) {
+      prefetch(lo + step);
+    }
+    if (!team.receive(lo == first)) {
+      return false;
+    }
+    if (more) {
+      push(lo + step, odd ? 0 : slot1);
+    }
+    drain(lo, slot);
+    if (more) {
+      team.post(false);
+    } else if (ps.wide && odd) {
+      // The last chunk lies in the other half, where the next call's push
+      // path writes without asking: one more signal each way once it is
+      // out.
+      team.post(false);
+      if (!team.receive(false)) {
+        return false;
+      }
+    }
+    odd = !odd;
+    slot = odd ? slot1 : 0;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------
 // Pipeline (kernels/abi.go): the push path in chunks, through two chunk
 // slots per block in half s of the peers' push areas, for any size. Block
 // b moves chunks b, b+G, ...: each step reduces one chunk while the next
@@ -1411,22 +1501,13 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
   const int np = n - 1;
   const uint64_t grid = port::grid_blocks();
   const uint64_t b = port::block_index();
-  const uint64_t region = push_max(a.world);
-  const uint64_t block_region = (region / grid) & ~uint64_t(15);
-  // Wide (kernels.PipelineWideBytes): chunk slot 0 is this block's region
-  // of half s, slot 1 the same region of the other half; otherwise both
-  // slots lie in half s.
-  const bool wide = a.count * kElemSize<DT> > kPipeWideBytes;
-  const uint64_t chunk = wide ? block_region : (block_region / 2) & ~uint64_t(15);  // kernels.PipelineChunk
-  if (chunk < 16) {
-    if (port::thread_index() == 0) {
-      report(a.status, kStatusBadArgs, 0, uint32_t(b));
-    }
+  const PipeSlots ps(a.world, a.count * kElemSize<DT>);
+  if (!ps.ok(a)) {
     return;
   }
   const uint64_t nfull = a.count / E;
   const uint64_t nvec = (a.count + E - 1) / E;
-  const uint64_t cv = chunk / 16;  // vectors per chunk
+  const uint64_t cv = ps.chunk / 16;  // vectors per chunk
   const bool in_aligned = aligned16(a.input);
   const bool out_aligned = aligned16(a.output);
   // The first round of each chunk's push is loaded a step early: chunk 0's
@@ -1437,20 +1518,9 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
     load_first<DT, N>(a, nfull, in_aligned, b * cv, min_u64(nvec, b * cv + cv), next);
   }
   PushCall<N> call;
-  call.open(a, np, b * block_region);
-  Team& team = call.team;
-  const uint32_t epoch = call.epoch;
+  call.open(a, np, b * ps.block_region);
   char* const(&dst)[P] = call.dst;        // this block's region in peer k's pad
   const char* const(&src)[P] = call.src;  // peer k's block region in my pad
-  const int64_t halves = int64_t(a.world - 1) * int64_t(region);  // from one half to the other
-  // Byte offset of chunk slot 1 from slot 0 (negative when wide and s == 1:
-  // the other half lies below).
-  const int64_t slot1 = !wide ? int64_t(chunk) : (epoch & 1) == 0 ? halves : -halves;
-
-  // Chunk j of this block is in slot j mod 2 (byte offset slot). Step j:
-  // wait for the peers' chunk j, push chunk j+1 into the other slot, reduce
-  // chunk j while those stores are on the wire, then signal chunk j+1.
-  const uint64_t step = grid * cv;
   const auto push_chunk = [&](uint64_t lo, int64_t slot) {
     char* d[P];
 #pragma unroll
@@ -1459,23 +1529,7 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
     }
     push_part<DT, N>(a, d, np, nfull, in_aligned, lo, min_u64(nvec, lo + cv), lo, &next);
   };
-  if (b * cv < nvec) {
-    push_chunk(b * cv, 0);
-    team.post(true);
-  }
-  int64_t slot = 0;  // byte offset of chunk j's slot: 0 or slot1
-  bool odd = false;   // chunk j is in slot 1
-  for (uint64_t lo = b * cv; lo < nvec; lo += step) {
-    const bool more = lo + step < nvec;
-    if (more) {
-      load_first<DT, N>(a, nfull, in_aligned, lo + step, min_u64(nvec, lo + step + cv), next);
-    }
-    if (!team.receive(lo == b * cv)) {
-      return;
-    }
-    if (more) {
-      push_chunk(lo + step, odd ? 0 : slot1);
-    }
+  const auto reduce_chunk = [&](uint64_t lo, int64_t slot) {
     const char* q[P];
 #pragma unroll
     for (int k = 0; k < P; ++k) {
@@ -1483,21 +1537,14 @@ INTRANODE_DEVICE void pipeline(const Args& a, int n) {
     }
     // Input chunk j was pushed (read) a step ago, so in place is safe.
     reduce_part<DT, OP, N>(a, q, n, nfull, in_aligned, out_aligned, lo, min_u64(nvec, lo + cv), lo);
-    if (more) {
-      team.post(false);
-    } else if (wide && odd) {
-      // The last chunk lies in the other half, where the next call's push
-      // path writes without asking: close with one more signal each way,
-      // sent once it is reduced.
-      team.post(false);
-      if (!team.receive(false)) {
-        return;
-      }
-    }
-    odd = !odd;
-    slot = odd ? slot1 : 0;
+  };
+  const auto prefetch = [&](uint64_t lo) {
+    load_first<DT, N>(a, nfull, in_aligned, lo, min_u64(nvec, lo + cv), next);
+  };
+  if (pipeline_steps(call.team, ps, ps.slot1(a.world, call.epoch), b * cv, nvec, grid * cv, prefetch, push_chunk,
+                     reduce_chunk)) {
+    call.close(a);
   }
-  call.close(a);
 }
 
 // move_slices moves, for every peer k (rank r = k + (k >= me)), slice r
@@ -1861,6 +1908,58 @@ INTRANODE_DEVICE void two_shot_world(const Args& a) {
 // read of it happen in same-index blocks, across the barrier of that
 // channel.
 
+// mover_send writes vectors [lo, hi) of what each peer k needs to
+// to[k] + 16*(i - skew): its block of the input (reduce-scatter,
+// all-to-all) or the input (all-gather; broadcast: the root only).
+template <uint32_t DT, int N>
+INTRANODE_DEVICE void mover_send(const Args& a, Algo algo, char* const (&to)[kPeers<N>], int np, uint64_t stride,
+                                 uint64_t nfull, uint64_t lo, uint64_t hi, uint64_t skew) {
+  constexpr int P = kPeers<N>;  // peers, by index k: rank k + (k >= me)
+  const int me = int(a.rank);
+  if (algo == Algo::kReduceScatter || algo == Algo::kAllToAll) {
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      if (k < np) {
+        Args blk = a;
+        blk.input = a.input + uint64_t(k + (k >= me)) * stride;
+        char* const one[1] = {to[k]};
+        push_part<DT, 2>(blk, one, 1, nfull, aligned16(blk.input), lo, hi, skew);
+      }
+    }
+  } else if (algo != Algo::kBroadcast || me == int(a.extra)) {
+    push_part<DT, N>(a, to, np, nfull, aligned16(a.input), lo, hi, skew);
+  }
+}
+
+// mover_emit writes the output's vectors [lo, hi): this rank's own part
+// from its input, the others' from what peer k sent, at from[k] + 16*(i -
+// skew) (reduce-scatter: the fold over all ranks, ascending).
+template <uint32_t DT, uint32_t OP, int N>
+INTRANODE_DEVICE void mover_emit(const Args& a, Algo algo, const char* const (&from)[kPeers<N>], int nr,
+                                 uint64_t stride, uint64_t nfull, uint64_t lo, uint64_t hi, uint64_t skew) {
+  constexpr int P = kPeers<N>;
+  const int me = int(a.rank);
+  const int root = int(a.extra);
+  const bool blocked = algo == Algo::kAllGather || algo == Algo::kAllToAll;
+  Args own = a;
+  own.input = algo == Algo::kReduceScatter || algo == Algo::kAllToAll ? a.input + uint64_t(me) * stride : a.input;
+  if (algo == Algo::kReduceScatter) {
+    reduce_part<DT, OP, N>(own, from, nr, nfull, aligned16(own.input), aligned16(a.output), lo, hi, skew);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < P; ++k) {  // static indices: from stays in registers
+    const int r = k + (k >= me);
+    if (k < nr - 1 && (algo != Algo::kBroadcast || r == root)) {
+      copy_elems<DT, false>(from[k] - 16 * skew, blocked ? a.output + uint64_t(r) * stride : a.output, a.count, lo, hi);
+    }
+  }
+  char* const own_out = blocked ? a.output + uint64_t(me) * stride : a.output;
+  if ((algo != Algo::kBroadcast || me == root) && own.input != own_out) {
+    copy_elems<DT, true>(own.input, own_out, a.count, lo, hi);
+  }
+}
+
 // mover_push is the push path (kernels.MoverPath): what each peer needs
 // into the peer's push slot, one barrier, the output from this rank's own
 // pad and input. The slots alternate with the epoch, as the one-shot's push
@@ -1868,200 +1967,63 @@ INTRANODE_DEVICE void two_shot_world(const Args& a) {
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void mover_push(const Args& a, Algo algo, int nr) {
   constexpr uint64_t E = kVecElems<DT>;
-  constexpr int P = kPeers<N>;  // peers, by index k: rank k + (k >= me)
-  const int me = int(a.rank);
-  const int np = nr - 1;
   PushCall<N> call;
-  call.open(a, np, 0);
-  Team& team = call.team;
-  char* const(&dst)[P] = call.dst;        // this block's region in peer k's pad
-  const char* const(&src)[P] = call.src;  // peer k's block region in my pad
+  call.open(a, nr - 1, 0);
   const uint64_t n = a.count;
   const uint64_t stride = (algo == Algo::kBroadcast || a.extra == 0 ? n : a.extra) * kElemSize<DT>;
-  const int root = int(a.extra);
-  const bool per_peer = algo == Algo::kReduceScatter || algo == Algo::kAllToAll;
   const uint64_t nfull = n / E;
-  const uint64_t nvec = (n + E - 1) / E;
   uint64_t lo, hi;
-  split(nvec, port::grid_blocks(), port::block_index(), lo, hi);
-
-  // 1. Push: block r of the input to peer r, or the input to every peer.
-  if (per_peer) {
-#pragma unroll
-    for (int k = 0; k < P; ++k) {
-      if (k < np) {
-        Args b = a;
-        b.input = a.input + uint64_t(k + (k >= me)) * stride;
-        char* const one[1] = {dst[k]};
-        push_part<DT, 2>(b, one, 1, nfull, aligned16(b.input), lo, hi);
-      }
-    }
-  } else if (algo != Algo::kBroadcast || me == root) {
-    push_part<DT, N>(a, dst, np, nfull, aligned16(a.input), lo, hi);
-  }
-  if (!team.barrier()) {
+  split((n + E - 1) / E, port::grid_blocks(), port::block_index(), lo, hi);
+  mover_send<DT, N>(a, algo, call.dst, nr - 1, stride, nfull, lo, hi, 0);
+  if (!call.team.barrier()) {
     return;
   }
-  // 3. The output: this rank's own part from its input, the others' from
-  // its pad.
-  Args own = a;
-  own.input = per_peer ? a.input + uint64_t(me) * stride : a.input;
-  switch (algo) {
-    case Algo::kReduceScatter:
-      reduce_part<DT, OP, N>(own, src, nr, nfull, aligned16(own.input), aligned16(a.output), lo, hi);
-      break;
-    case Algo::kBroadcast:
-      if (me == root) {
-        if (a.input != a.output) {
-          copy_elems<DT, true>(a.input, a.output, n, lo, hi);
-        }
-        break;
-      }
-#pragma unroll
-      for (int k = 0; k < P; ++k) {  // static indices: src stays in registers
-        if (k < np && k + (k >= me) == root) {
-          copy_elems<DT, false>(src[k], a.output, n, lo, hi);
-        }
-      }
-      break;
-    default:
-#pragma unroll
-      for (int k = 0; k < P; ++k) {
-        if (k < np) {
-          copy_elems<DT, false>(src[k], a.output + uint64_t(k + (k >= me)) * stride, n, lo, hi);
-        }
-      }
-      if (own.input != a.output + uint64_t(me) * stride) {
-        copy_elems<DT, true>(own.input, a.output + uint64_t(me) * stride, n, lo, hi);
-      }
-      break;
-  }
+  mover_emit<DT, OP, N>(a, algo, call.src, nr, stride, nfull, lo, hi, 0);
   call.close(a);
 }
 
 // mover_pipeline is the pipelined path (kMoverPipeline in Extra): the
 // push path in chunks, through two chunk slots per block of the peers'
 // push areas laid out as the world-2 Pipeline's (at every world), for
-// blocks of any size. Block b moves chunks b, b+G, ... of every rank's
-// block: each step writes the output of one chunk from what the peers
-// pushed while the next chunk is on the wire, then signals that its slot
-// is free. Input chunk j is read a step before output chunk j is written,
-// so input and output may overlap as the ABI allows.
+// blocks of any size, on the Pipeline's schedule (pipeline_steps). Input
+// chunk j is read a step before output chunk j is written, so input and
+// output may overlap as the ABI allows.
 template <uint32_t DT, uint32_t OP, int N>
 INTRANODE_DEVICE void mover_pipeline(const Args& a, Algo algo, int nr) {
   constexpr uint64_t E = kVecElems<DT>;
   constexpr int P = kPeers<N>;  // peers, by index k: rank k + (k >= me)
-  const int me = int(a.rank);
-  const int np = nr - 1;
-  const uint64_t grid = port::grid_blocks();
   const uint64_t b = port::block_index();
-  const uint64_t region = push_max(a.world);
-  const uint64_t block_region = (region / grid) & ~uint64_t(15);
   const uint64_t n = a.count;
-  // kernels.MoverPipelineChunk: the Pipeline's chunk slots, wide above
-  // kernels.PipelineWideBytes.
-  const bool wide = n * kElemSize<DT> > kPipeWideBytes;
-  const uint64_t chunk = wide ? block_region : (block_region / 2) & ~uint64_t(15);
-  if (chunk < 16) {
-    if (port::thread_index() == 0) {
-      report(a.status, kStatusBadArgs, 0, uint32_t(b));
-    }
+  const PipeSlots ps(a.world, n * kElemSize<DT>);  // kernels.MoverPipelineChunk
+  if (!ps.ok(a)) {
     return;
   }
   const uint64_t stride = (algo == Algo::kBroadcast || a.extra == 0 ? n : a.extra) * kElemSize<DT>;
-  const int root = int(a.extra);
-  const bool per_peer = algo == Algo::kReduceScatter || algo == Algo::kAllToAll;
-  const bool sends = algo != Algo::kBroadcast || me == root;
   const uint64_t nfull = n / E;
   const uint64_t nvec = (n + E - 1) / E;
-  const uint64_t cv = chunk / 16;  // vectors per chunk
+  const uint64_t cv = ps.chunk / 16;  // vectors per chunk
   PushCall<N> call;
-  call.open(a, np, b * block_region);
-  Team& team = call.team;
-  char* const(&dst)[P] = call.dst;        // this block's region in peer k's pad
-  const char* const(&src)[P] = call.src;  // peer k's block region in my pad
-  const int64_t halves = int64_t(a.world - 1) * int64_t(region);
-  const int64_t slot1 = !wide ? int64_t(chunk) : (call.epoch & 1) == 0 ? halves : -halves;
-  Args own = a;  // this rank's own block of the input
-  own.input = per_peer ? a.input + uint64_t(me) * stride : a.input;
-  char* const own_out = algo == Algo::kAllGather || algo == Algo::kAllToAll ? a.output + uint64_t(me) * stride
-                                                                             : a.output;
+  call.open(a, nr - 1, b * ps.block_region);
   const auto push_chunk = [&](uint64_t lo, int64_t slot) {
-    const uint64_t hi = min_u64(nvec, lo + cv);
-    if (per_peer) {
+    char* d[P];
 #pragma unroll
-      for (int k = 0; k < P; ++k) {
-        if (k < np) {
-          Args blk = a;
-          blk.input = a.input + uint64_t(k + (k >= me)) * stride;
-          char* const one[1] = {dst[k] + slot};
-          push_part<DT, 2>(blk, one, 1, nfull, aligned16(blk.input), lo, hi, lo);
-        }
-      }
-    } else if (sends) {
-      char* d[P];
-#pragma unroll
-      for (int k = 0; k < P; ++k) {
-        d[k] = dst[k] == nullptr ? nullptr : dst[k] + slot;
-      }
-      push_part<DT, N>(a, d, np, nfull, aligned16(a.input), lo, hi, lo);
+    for (int k = 0; k < P; ++k) {
+      d[k] = call.dst[k] == nullptr ? nullptr : call.dst[k] + slot;
     }
+    mover_send<DT, N>(a, algo, d, nr - 1, stride, nfull, lo, min_u64(nvec, lo + cv), lo);
   };
-  // The output of vectors [lo, hi): peer k's part from its slot (vector i
-  // at 16*(i - lo)), this rank's own from its input.
   const auto drain_chunk = [&](uint64_t lo, int64_t slot) {
-    const uint64_t hi = min_u64(nvec, lo + cv);
     const char* q[P];
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-      q[k] = src[k] == nullptr ? nullptr : src[k] + slot;
+      q[k] = call.src[k] == nullptr ? nullptr : call.src[k] + slot;
     }
-    if (algo == Algo::kReduceScatter) {
-      reduce_part<DT, OP, N>(own, q, nr, nfull, aligned16(own.input), aligned16(a.output), lo, hi, lo);
-      return;
-    }
-#pragma unroll
-    for (int k = 0; k < P; ++k) {
-      const int r = k + (k >= me);
-      if (k < np && (algo != Algo::kBroadcast || r == root)) {
-        char* const to = algo == Algo::kBroadcast ? a.output : a.output + uint64_t(r) * stride;
-        copy_elems<DT, false>(q[k] - 16 * lo, to, n, lo, hi);
-      }
-    }
-    if (sends && own.input != own_out) {
-      copy_elems<DT, true>(own.input, own_out, n, lo, hi);
-    }
+    mover_emit<DT, OP, N>(a, algo, q, nr, stride, nfull, lo, min_u64(nvec, lo + cv), lo);
   };
-  const uint64_t step = grid * cv;
-  if (b * cv < nvec) {
-    push_chunk(b * cv, 0);
-    team.post(true);
+  if (pipeline_steps(call.team, ps, ps.slot1(a.world, call.epoch), b * cv, nvec, port::grid_blocks() * cv,
+                     [](uint64_t) {}, push_chunk, drain_chunk)) {
+    call.close(a);
   }
-  int64_t slot = 0;  // byte offset of chunk j's slot: 0 or slot1
-  bool odd = false;   // chunk j is in slot 1
-  for (uint64_t lo = b * cv; lo < nvec; lo += step) {
-    const bool more = lo + step < nvec;
-    if (!team.receive(lo == b * cv)) {
-      return;
-    }
-    if (more) {
-      push_chunk(lo + step, odd ? 0 : slot1);
-    }
-    drain_chunk(lo, slot);
-    if (more) {
-      team.post(false);
-    } else if (wide && odd) {
-      // The last chunk lies in the other half, where the next call's push
-      // path writes without asking: one more signal each way once it is out.
-      team.post(false);
-      if (!team.receive(false)) {
-        return;
-      }
-    }
-    odd = !odd;
-    slot = odd ? slot1 : 0;
-  }
-  call.close(a);
 }
 
 template <uint32_t DT, uint32_t OP>
