@@ -136,13 +136,13 @@ var realFuncs = sync.OnceValue(func() ncclboot.Funcs {
 })
 
 // bootstrap forms intranode's comm for an NCCL communicator (ncclboot).
-func bootstrap(comm C.ncclComm_t, set settings) (*capi.Comm, error) {
+func bootstrap(comm C.ncclComm_t, set settings, st *ncclboot.Stats) (*capi.Comm, error) {
 	f := realFuncs()
 	if f.CommCount == nil || f.CommUserRank == nil || f.CommCuDevice == nil || f.AllGather == nil {
 		return nil, fmt.Errorf("the real NCCL lacks a function the bootstrap needs: %s", C.GoString(C.intranode_real_error()))
 	}
 	return ncclboot.Bootstrap(f, unsafe.Pointer(comm), ncclboot.Options{Backend: set.backend, Timeout: set.timeout,
-		Log: set.log, CommLog: set.commLog, Trace: set.trace})
+		Log: set.log, CommLog: set.commLog, Trace: set.trace, Stats: st})
 }
 
 // intranodeNcclRun runs one collective on intranode's kernels and returns
@@ -186,7 +186,8 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 		}
 		start := time.Now()
 		var err error
-		cm, err = bootstrap(c.comm, set)
+		var stats ncclboot.Stats
+		cm, err = bootstrap(c.comm, set, &stats)
 		if err != nil {
 			st.off = err.Error()
 			C.intranode_set_state(c.comm, 1)
@@ -195,8 +196,8 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 		}
 		st.comm.Store(cm)
 		C.intranode_set_state(c.comm, 2)
-		set.log.Info("accelerated", "comm", fmt.Sprintf("%#x", comm), "rank", cm.Rank(), "nranks", cm.World(),
-			"device", cm.Device(), "bootstrap", time.Since(start))
+		set.log.Info("accelerated", append([]any{"comm", fmt.Sprintf("%#x", comm), "rank", cm.Rank(), "nranks", cm.World(),
+			"device", cm.Device(), "bootstrap", time.Since(start)}, stats.Attrs()...)...)
 	}
 	call := capi.Call{Op: op, Send: uintptr(c.send), Recv: uintptr(c.recv), Count: uint64(c.count), DType: dt, Red: red,
 		Root: int(c.root), Stream: uintptr(c.stream)}

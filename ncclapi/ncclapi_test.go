@@ -52,6 +52,9 @@ func TestNCCLLibrary(t *testing.T) {
 			if slices.Contains(tc.env, "INTRANODE_NCCL_DEBUG=INFO") {
 				// One line per communicator: four ranks, then the two halves of the split.
 				require.Equal(t, 8, strings.Count(stderr.String(), "msg=accelerated"), stderr.String())
+				// Each line says where its bootstrap's time went: the
+				// store's rounds ran as all-gathers on the mock NCCL.
+				require.Regexp(t, `msg=accelerated .* first_gather=\S+ gathers=[1-9][0-9]* gather=\S+ setup=`, stderr.String())
 			} else {
 				require.Empty(t, stderr.String(), "the library is quiet by default")
 			}

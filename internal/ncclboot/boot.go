@@ -87,6 +87,34 @@ type Options struct {
 	// comm's own debug logs. Both may be nil.
 	Log, CommLog *slog.Logger
 	Trace        bool
+	// Stats, when not nil, receives where the bootstrap's time went,
+	// whether it succeeded or not.
+	Stats *Stats
+}
+
+// Stats says where a bootstrap's time went.
+type Stats struct {
+	// Open is opening the backend (the first time in the process), the
+	// device and the all-gathers' stream.
+	Open time.Duration
+	// First is the first all-gather: it waits for the last rank to make
+	// its first eligible call, and NCCL connects the communicator's
+	// all-gather path in it.
+	First time.Duration
+	// Rounds counts the all-gathers, the first included, and Gather is
+	// the time spent in them.
+	Rounds int
+	Gather time.Duration
+	// Total is the whole bootstrap; Total-Open-Gather is intranode's own
+	// setup (symmetric memory, peer mappings, kernels).
+	Total time.Duration
+}
+
+// Attrs are slog attributes for a log line.
+func (s Stats) Attrs() []any {
+	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+	return []any{"open", r(s.Open), "first_gather", r(s.First), "gathers", s.Rounds, "gather", r(s.Gather),
+		"setup", r(s.Total - s.Open - s.Gather)}
 }
 
 // Bootstrap forms rank's intranode comm over the NCCL communicator comm,
@@ -117,19 +145,33 @@ func Bootstrap(f Funcs, comm unsafe.Pointer, o Options) (*capi.Comm, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	var st Stats
+	start := time.Now()
+	if o.Stats != nil {
+		defer func() {
+			st.Total = time.Since(start)
+			*o.Stats = st
+		}()
+	}
 	g, err := openGather(ctx, o.Backend, dev, f.AllGather, comm, world)
+	st.Open = time.Since(start)
 	if err != nil {
 		return nil, err
 	}
 	defer g.close()
-	gather := g.allGather
-	if o.Trace {
-		gather = func(ctx context.Context, mine []byte) ([][]byte, error) {
-			start := time.Now()
-			all, err := g.allGather(ctx, mine)
-			o.Log.Debug("bootstrap: round", "rank", rank, "bytes", len(mine), "took", time.Since(start), "err", err)
-			return all, err
+	gather := func(ctx context.Context, mine []byte) ([][]byte, error) {
+		t := time.Now()
+		all, err := g.allGather(ctx, mine)
+		took := time.Since(t)
+		if st.Rounds == 0 {
+			st.First = took
 		}
+		st.Rounds++
+		st.Gather += took
+		if o.Trace {
+			o.Log.Debug("bootstrap: round", "rank", rank, "bytes", len(mine), "took", took, "err", err)
+		}
+		return all, err
 	}
 	gs := newGatherStore(world, gather)
 	cm, ierr := capi.InitWithStore(ctx, gs, rank, world, capi.Config{Backend: o.Backend, Device: dev, Timeout: timeout, Logger: o.CommLog})

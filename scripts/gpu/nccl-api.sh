@@ -67,6 +67,17 @@ for s in $STEPS; do
     done
     grep PERF "$R/torch-perf-no.txt" > "$R/p-no"; grep PERF "$R/torch-perf-yes.txt" > "$R/p-yes"
     paste "$R/p-no" "$R/p-yes" | awk '{printf "%10d graph nccl %8s lib %8s (%.2fx)  eager nccl %8s lib %8s\n", $2, $3, $8, $3/$8, $4, $9}' ;;
+  first)
+    # The first calls on each communicator, NCCL alone and with the
+    # library (whose INFO line says where its bootstrap's time went).
+    step first
+    for with in no yes; do
+      pre=""; [ $with = yes ] && pre=$LIB
+      LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO MODE=first timeout 120 torchrun --standalone --nproc-per-node "$W" \
+        scripts/gpu/nccl_api_torch.py > "$R/torch-first-$with.txt" 2>&1
+      echo "lib=$with exit $?"
+      grep -E '^FIRST|msg=accelerated' "$R/torch-first-$with.txt" | sed 's/^time=[^ ]* level=INFO //' | cut -c1-260
+    done ;;
   kill)
     # Ranks started by hand, not by torchrun (whose agent would end the
     # survivors itself): rank 1 exits after its first accelerated call.

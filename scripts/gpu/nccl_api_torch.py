@@ -12,6 +12,9 @@ MODE=perf: all_reduce bf16 from 1 KiB to 256 MiB, the mean time per call
 in a CUDA-graph replay of ITERS calls and eagerly, rank 0 prints a table.
 MODE=kill: rank 1 exits after the first accelerated call; rank 0's next
 all_reduce must end in an error, and it prints how long that took.
+MODE=first: the first three all_reduce calls of 1 KiB bf16 on the world
+group and on each subgroup, each waited for, the ranks lined up on a gloo
+barrier first; with the library the first one includes its bootstrap.
 """
 
 import os
@@ -188,6 +191,23 @@ if MODE == "correct":
     print(f"RESULT rank {rank} wrong {wrong}", flush=True)
 elif MODE == "perf":
     perf()
+elif MODE == "first":
+
+    def first(group, name):
+        x = torch.ones(512, device=dev, dtype=torch.bfloat16)
+        dist.barrier(group=cpu)
+        took = []
+        for _ in range(3):
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            dist.all_reduce(x, group=group)
+            torch.cuda.synchronize()
+            took.append((time.perf_counter() - t) * 1e3)
+        print(f"FIRST rank {rank} {name} " + " ".join(f"{v:.2f}" for v in took) + " ms", flush=True)
+
+    first(None, "world")
+    for name, group in SUBGROUPS.items():
+        first(group, name)
 elif MODE == "kill":
     x = torch.ones(4096, device=dev, dtype=torch.bfloat16)
     dist.all_reduce(x)
