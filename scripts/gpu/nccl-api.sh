@@ -61,12 +61,12 @@ for s in $STEPS; do
     step torch-perf
     for with in no yes; do
       pre=""; [ $with = yes ] && pre=$LIB
-      LD_PRELOAD=$pre MODE=perf timeout 150 torchrun --standalone --nproc-per-node "$W" scripts/gpu/nccl_api_torch.py \
+      LD_PRELOAD=$pre MODE=perf timeout "${PERF_TIMEOUT:-150}" torchrun --standalone --nproc-per-node "$W" scripts/gpu/nccl_api_torch.py \
         >> "$R/torch-perf-$with.txt" 2>&1
       echo "lib=$with exit $?"
     done
     grep PERF "$R/torch-perf-no.txt" > "$R/p-no"; grep PERF "$R/torch-perf-yes.txt" > "$R/p-yes"
-    paste "$R/p-no" "$R/p-yes" | awk '{printf "%10d graph nccl %8s lib %8s (%.2fx)  eager nccl %8s lib %8s\n", $2, $3, $8, $3/$8, $4, $9}' ;;
+    paste "$R/p-no" "$R/p-yes" | awk '{printf "%-14s %10d graph nccl %8s lib %8s (%.2fx)  eager nccl %8s lib %8s\n", $2, $3, $4, $10, $4/$10, $5, $11}' ;;
   first)
     # The first calls on each communicator, NCCL alone and with the
     # library (whose INFO line says where its bootstrap's time went).

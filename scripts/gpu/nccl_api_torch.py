@@ -8,8 +8,10 @@ torch.cuda.graph, checked against a float64 reference computed on the CPU
 from every rank's input (each rank draws the others' from their seeds);
 the same on subgroups made by split_group (halves at world 4 and up,
 pairs; up to 65,539 elements); destroy_process_group.
-MODE=perf: all_reduce bf16 from 1 KiB to 256 MiB, the mean time per call
-in a CUDA-graph replay of ITERS calls and eagerly, rank 0 prints a table.
+MODE=perf: the collectives in PERF_OPS (all_reduce, reduce_scatter,
+all_gather; default all_reduce) on bf16 from 1 KiB (the all_reduce) or 1 KiB a rank to PERF_MAX
+bytes (default 256 MiB), the mean time per call in a CUDA-graph replay of
+ITERS calls and eagerly; rank 0 prints a table.
 MODE=kill: rank 1 exits after the first accelerated call; rank 0's next
 all_reduce must end in an error, and it prints how long that took.
 MODE=first: the first three all_reduce calls of 1 KiB bf16 on the world
@@ -139,48 +141,67 @@ def check_ops(group, tag):
     return wrong
 
 
+def perf_op(op, size):
+    """The call and bus-bandwidth factor of op at size bytes (nccl-tests'
+    size: the all-reduce's buffer, the reduce-scatter's input, the
+    all-gather's output)."""
+    n = size // 2
+    if op == "all_reduce":
+        x = torch.ones(n, device=dev, dtype=torch.bfloat16)
+        return (lambda: dist.all_reduce(x)), 2 * (world - 1) / world
+    if op == "reduce_scatter":
+        x = torch.ones(n, device=dev, dtype=torch.bfloat16)
+        y = torch.empty(n // world, device=dev, dtype=torch.bfloat16)
+        return (lambda: dist.reduce_scatter_tensor(y, x)), (world - 1) / world
+    x = torch.ones(n // world, device=dev, dtype=torch.bfloat16)
+    y = torch.empty(n, device=dev, dtype=torch.bfloat16)
+    return (lambda: dist.all_gather_into_tensor(y, x)), (world - 1) / world
+
+
 def perf():
     iters = int(os.environ.get("ITERS", "20"))
+    top = int(os.environ.get("PERF_MAX", str(256 << 20)))
     rows = []
-    size = 1024
-    while size <= 256 << 20:
-        x = torch.ones(size // 2, device=dev, dtype=torch.bfloat16)
-        for _ in range(3):
-            dist.all_reduce(x)
-        torch.cuda.synchronize()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            dist.all_reduce(x)
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(iters):
-                dist.all_reduce(x)
-        g.replay()
-        torch.cuda.synchronize()
-        dist.barrier(group=cpu)
-        reps = 5 if size <= 16 << 20 else 2
-        t0 = time.perf_counter()
-        for _ in range(reps):
+    for op in os.environ.get("PERF_OPS", "all_reduce").split():
+        size = 1024 if op == "all_reduce" else 1024 * world
+        while size <= top:
+            call, factor = perf_op(op, size)
+            for _ in range(3):
+                call()
+            torch.cuda.synchronize()
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                call()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for _ in range(iters):
+                    call()
             g.replay()
-        torch.cuda.synchronize()
-        graph_us = (time.perf_counter() - t0) / (reps * iters) * 1e6
-        n = 50 if size <= 16 << 20 else 20
-        dist.barrier(group=cpu)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            dist.all_reduce(x)
-        torch.cuda.synchronize()
-        eager_us = (time.perf_counter() - t0) / n * 1e6
-        rows.append((size, graph_us, eager_us))
-        del g
-        size *= 4
+            torch.cuda.synchronize()
+            dist.barrier(group=cpu)
+            reps = 5 if size <= 16 << 20 else 2
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                g.replay()
+            torch.cuda.synchronize()
+            graph_us = (time.perf_counter() - t0) / (reps * iters) * 1e6
+            n = 50 if size <= 16 << 20 else 20
+            dist.barrier(group=cpu)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                call()
+            torch.cuda.synchronize()
+            eager_us = (time.perf_counter() - t0) / n * 1e6
+            rows.append((op, size, graph_us, eager_us, factor))
+            del g
+            size *= 4
     if rank == 0:
-        print("# size_bytes graph_us eager_us busbw_graph_GBps", flush=True)
-        for size, gu, eu in rows:
-            print(f"PERF {size} {gu:.2f} {eu:.2f} {size * 2 * (world - 1) / world / gu / 1e3:.1f}", flush=True)
+        print("# op size_bytes graph_us eager_us busbw_graph_GBps", flush=True)
+        for op, size, gu, eu, factor in rows:
+            print(f"PERF {op} {size} {gu:.2f} {eu:.2f} {size * factor / gu / 1e3:.1f}", flush=True)
 
 
 if MODE == "correct":

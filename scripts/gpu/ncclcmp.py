@@ -27,7 +27,10 @@ def human(n):
 
 d = pathlib.Path(sys.argv[1])
 for t in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "sendrecv", "alltoall"):
-    no, yes = rows(d / f"nccltests-{t}-no.txt"), rows(d / f"nccltests-{t}-yes.txt")
+    f_no, f_yes = d / f"nccltests-{t}-no.txt", d / f"nccltests-{t}-yes.txt"
+    if not f_no.exists() or not f_yes.exists():
+        continue
+    no, yes = rows(f_no), rows(f_yes)
     if not no or not yes:
         continue
     print(f"\n{t} (bf16, out of place; busbw GB/s; #wrong out/in place)\n")
@@ -42,11 +45,18 @@ for t in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "sendrecv",
 p_no, p_yes = d / "torch-perf-no.txt", d / "torch-perf-yes.txt"
 if p_no.exists() and p_yes.exists():
     def perf(p):
-        return {int(f[1]): (float(f[2]), float(f[3])) for f in (l.split() for l in p.read_text().splitlines()) if f and f[0] == "PERF"}
+        out = {}
+        for f in (l.split() for l in p.read_text().splitlines()):
+            if f and f[0] == "PERF":
+                op, rest = (f[1], f[2:]) if not f[1].isdigit() else ("all_reduce", f[1:])
+                out.setdefault(op, {})[int(rest[0])] = (float(rest[1]), float(rest[2]))
+        return out
     a, b = perf(p_no), perf(p_yes)
-    print("\ntorch.distributed.all_reduce, bf16 (µs per call)\n")
-    print("| size | NCCL graph | library graph | speed-up | NCCL eager | library eager |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for size in sorted(a):
-        if size in b:
-            print(f"| {human(size)} | {a[size][0]:.2f} | {b[size][0]:.2f} | {a[size][0] / b[size][0]:.2f}x | {a[size][1]:.2f} | {b[size][1]:.2f} |")
+    for op in a:
+        print(f"\ntorch.distributed {op}, bf16 (µs per call; size as nccl-tests gives it)\n")
+        print("| size | NCCL graph | library graph | speed-up | NCCL eager | library eager |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for size in sorted(a[op]):
+            x, y = a[op][size], b.get(op, {}).get(size)
+            if y:
+                print(f"| {human(size)} | {x[0]:.2f} | {y[0]:.2f} | {x[0] / y[0]:.2f}x | {x[1]:.2f} | {y[1]:.2f} |")
