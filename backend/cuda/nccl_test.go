@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -440,6 +441,20 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	if os.Getenv(envNCCLMockChild) == "" {
 		t.Skip("runs only as TestNCCLMockEndToEnd's child process")
 	}
+	// The mock NCCL keeps the number of communicators made and not
+	// aborted in this file.
+	livePath := filepath.Join(t.TempDir(), "live")
+	t.Setenv("MOCK_NCCL_LIVE", livePath)
+	live := func() int {
+		b, err := os.ReadFile(livePath)
+		if errors.Is(err, os.ErrNotExist) {
+			return 0
+		}
+		require.NoError(t, err)
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		require.NoError(t, err)
+		return n
+	}
 	b := openGPU(t)
 	b.SetNCCLTimeout(5 * time.Second)
 	ctx := timeout(t)
@@ -599,6 +614,7 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	} {
 		b.SetNCCLCreation(tc.mode)
 		t.Setenv(tc.env, "1")
+		before := live()
 		dies := group("IntraNodeCommDies-" + tc.mode.String() + "-" + tc.call)
 		errs := make([]error, world)
 		start = time.Now()
@@ -614,6 +630,10 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 		stacks := make([]byte, 1<<20)
 		stacks = stacks[:runtime.Stack(stacks, true)]
 		require.NotContains(t, string(stacks), "(*CCL).init", "%v, %s: a creation goroutine outlived its call", tc.mode, tc.env)
+		// Every communicator the failed creations made is aborted,
+		// the half-made duplicate that aborting the guarded parent
+		// writes included.
+		require.Equal(t, before, live(), "%v, %s: communicators left unaborted", tc.mode, tc.env)
 		err = call(ranks[0], dies[0], ranks[0].out.Ptr(), 1, backend.Float32, backend.Sum)
 		require.ErrorIs(t, err, backend.ErrTimeout, "the failure sticks")
 	}

@@ -17,7 +17,9 @@
 // every rank has split (it returns ncclSuccess even then, as NCCL 2.28
 // does, and writes the duplicate when done); with splitShare the duplicate shares its parent's
 // connections, without it it has none; MOCK_NCCL_SPLIT_FAIL_RANK=r makes
-// rank r's split fail without joining. NCCL
+// rank r's split fail without joining; aborting a parent whose split is
+// pending writes the half-made child, as NCCL does. MOCK_NCCL_LIVE=path
+// keeps in that file the number of communicators made and not aborted. NCCL
 // connects a communicator's sends and receives at their first group; the
 // mock refuses (ncclInvalidUsage) a first group that comes after one of
 // the communicator's collectives, as the backends make those connections
@@ -28,6 +30,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,7 +117,21 @@ static struct group *join(int nranks, ncclUniqueId id, int rank, int *r) {
 	return g;
 }
 
+// count_live adds d to the communicators made and not yet aborted, with mu
+// held, and writes the number to the file MOCK_NCCL_LIVE names, if any.
+static int live;
+static void count_live(int d) {
+	live += d;
+	const char *path = getenv("MOCK_NCCL_LIVE");
+	if (path == NULL) return;
+	FILE *f = fopen(path, "w");
+	if (f == NULL) return;
+	fprintf(f, "%d\n", live);
+	fclose(f);
+}
+
 static struct comm *newcomm(struct group *g, int rank, int blocking) {
+	count_live(1);
 	struct comm *c = calloc(1, sizeof(*c));
 	c->magic = MAGIC;
 	c->g = g;
@@ -402,9 +419,18 @@ int ncclCommAbort(struct comm *c) {
 	if (driver() && ctx_sync() != 0) return 1;
 	pthread_mutex_lock(&mu);
 	c->magic = 0;
+	count_live(-1);
 	// Like NCCL's abort flag: a call of the group blocked waiting for a
 	// peer returns.
 	c->g->aborted = 1;
+	if (c->child != NULL) {
+		// NCCL's abort joins a split still in flight, which then writes
+		// the communicator it was making, half made: the caller must
+		// read the slot after the abort and abort that one too.
+		*c->child_out = c->child;
+		c->child = NULL;
+		c->child_out = NULL;
+	}
 	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);
 	return 0;
