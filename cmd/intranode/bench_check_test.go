@@ -128,3 +128,15 @@ func TestBenchSingle(t *testing.T) {
 		require.Contains(t, out, "# Out of bounds values : 0 OK")
 	}
 }
+
+// TestSoakNamesWrongCalls: a kernel that gets one element wrong fails the
+// soak, whose report names each wrong call (collective, count, dtype,
+// path, how long it took) and its first wrong element.
+func TestSoakNamesWrongCalls(t *testing.T) {
+	t.Parallel()
+	broken := faultyDriver + ":flip=" + kernels.KernelName(kernels.AllGather, backend.Float32)
+	out, stderr, code := runCLI(t, "soak", "--backend", broken, "--world", "2", "--duration", "3s", "--job", "3s",
+		"--timeout", "2s", "--max", "64K", "--seed", "7")
+	require.NotEqual(t, 0, code, "the soak must fail on wrong results: %s", out)
+	require.Regexp(t, `rank [01]: [1-9][0-9]* wrong results: call [0-9]+ \(all_gather [0-9]+×float [a-z]+, [a-z]+, in place (true|false), ended [0-9.]+[µm]?s after it began\): [1-9][0-9]* of [0-9]+ elements wrong, the first element [0-9]+: got`, out+stderr)
+}

@@ -604,12 +604,19 @@ func (cfg benchConfig) timing() string {
 
 // check counts the wrong elements of the output of the last call.
 func (m *benchMeasure) check(ctx context.Context, count, seed int, inPlace bool) (int, error) {
+	wrong, _, err := m.compare(ctx, count, seed, inPlace)
+	return wrong, err
+}
+
+// compare is check that also returns the first wrong element (nil when
+// none is).
+func (m *benchMeasure) compare(ctx context.Context, count, seed int, inPlace bool) (int, *numeric.Mismatch, error) {
 	_, dst := m.placement(count, inPlace)
 	_, n := m.coll.Elements(count, m.cfg.World)
 	d := m.cfg.DType
 	got := make([]byte, n*d.Size())
 	if err := m.dev.CopyFromDevice(ctx, got, dst); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	want := make([]byte, len(got))
 	pattern := func(r, j int) float64 { return numeric.PatternValue(r, seed, j) }
@@ -617,8 +624,8 @@ func (m *benchMeasure) check(ctx context.Context, count, seed int, inPlace bool)
 	numeric.EncodeFunc(d, want, n, func(i int) float64 {
 		return m.coll.Reference(pattern, fold, m.cfg.World, m.rank, 0, count, i)
 	})
-	wrong, _ := numeric.Compare(d, got, want, n)
-	return wrong, nil
+	wrong, first := numeric.Compare(d, got, want, n)
+	return wrong, first, nil
 }
 
 // timedSingly runs enqueue (one call) cfg.Iters times, waiting for each

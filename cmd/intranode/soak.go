@@ -40,6 +40,9 @@ const (
 	chaosStore = "store" // close the job's TCP store server at a random moment
 )
 
+// maxWrongCalls is how many wrong calls a rank's report describes.
+const maxWrongCalls = 4
+
 // soakConfig is what every rank of one job runs; the parent passes it as
 // JSON.
 type soakConfig struct {
@@ -55,11 +58,14 @@ type soakConfig struct {
 
 // soakReport is a rank's last line: what it did and what it holds.
 type soakReport struct {
-	Rank  int    `json:"rank"`
-	Calls int    `json:"calls"`
-	Wrong int    `json:"wrong"` // calls whose result was not exact
-	Error string `json:"error,omitempty"`
-	Kind  string `json:"kind,omitempty"` // timeout, peer_failed, mismatch, closed, invalid, other
+	Rank  int `json:"rank"`
+	Calls int `json:"calls"`
+	Wrong int `json:"wrong"` // calls whose result was not exact
+	// WrongCalls describes the first few of them: the call, its path,
+	// how long it took, which elements were wrong.
+	WrongCalls []string `json:"wrong_calls,omitempty"`
+	Error      string   `json:"error,omitempty"`
+	Kind       string   `json:"kind,omitempty"` // timeout, peer_failed, mismatch, closed, invalid, other
 	// ErrorAt is when the rank's error came (Unix nanoseconds).
 	ErrorAt int64 `json:"error_at,omitempty"`
 	// EndAt is when a rank without an error stopped making calls (Unix
@@ -447,7 +453,7 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 			continue
 		}
 		if rep.Wrong > 0 {
-			j.problems = append(j.problems, fmt.Sprintf("rank %d: %d wrong results", r, rep.Wrong))
+			j.problems = append(j.problems, fmt.Sprintf("rank %d: %d wrong results: %s", r, rep.Wrong, strings.Join(rep.WrongCalls, "; ")))
 		}
 		if rep.Error != "" && (j.injected.IsZero() || kind == chaosStore) {
 			// No rank was hurt: every call should have succeeded. (A closed
@@ -734,6 +740,7 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 			algo = []collective.Algo{collective.Direct, collective.Direct, collective.Pipeline, collective.None}[rng.IntN(4)]
 		}
 		seed := rep.Calls + 1
+		began := time.Now()
 		cctx, ccancel := context.WithTimeout(ctx, cfg.Timeout)
 		err := m.fill(cctx, count, seed, inPlace)
 		if err == nil {
@@ -749,8 +756,9 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 			err = c.CheckStatus()
 		}
 		var wrong int
+		var first *numeric.Mismatch
 		if err == nil {
-			wrong, err = m.check(cctx, count, seed, inPlace)
+			wrong, first, err = m.compare(cctx, count, seed, inPlace)
 		}
 		ccancel()
 		if err != nil {
@@ -758,6 +766,11 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 		}
 		if wrong > 0 {
 			rep.Wrong++
+			if len(rep.WrongCalls) < maxWrongCalls {
+				_, n := m.coll.Elements(count, cfg.World)
+				rep.WrongCalls = append(rep.WrongCalls, fmt.Sprintf("call %d (%v %d×%v %v, %v, in place %v, ended %v after it began): %d of %d elements wrong, the first %v",
+					rep.Calls+1, m.coll, count, m.cfg.DType, m.cfg.Op, algo, inPlace, time.Since(began).Round(time.Microsecond), wrong, n, first))
+			}
 		}
 		rep.Calls++
 		// The starting point: after the first call, then again once a
