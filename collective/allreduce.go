@@ -298,7 +298,14 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 // the event the call asked for.
 func (c *Comm) served(ctx context.Context, s backend.Stream, cl call) (*Work, error) {
 	usage.Add(1)
-	w := &Work{c: c, stream: s, deadline: time.Now().Add(symmetric.TimeoutFor(ctx, c.opts.Timeout))}
+	// The caller's own deadline where it has one, not now plus what is
+	// left of it: a wait that ends at that deadline must find the call
+	// overrun (Synchronize), however soon after it the host wakes.
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(symmetric.TimeoutFor(ctx, c.opts.Timeout))
+	}
+	w := &Work{c: c, stream: s, deadline: deadline}
 	if cl.event {
 		if err := w.record(ctx); err != nil {
 			return nil, err
@@ -363,6 +370,9 @@ func (c *Comm) fallback(ctx context.Context, s backend.Stream, in, out backend.D
 	// "invalid usage"), so those take the comm's kernels.
 	if fb, ok := c.b.(FallbackAllReducer); ok && (c.mem == nil || !c.mem.SharesDevice()) {
 		err := fb.FallbackAllReduce(ctx, s, c, in, out, count, dtype, op)
+		if err == nil {
+			return c.confirmVendor(ctx, s, timeoutNs)
+		}
 		if !errors.Is(err, backend.ErrUnavailable) || c.mem == nil {
 			return err
 		}
@@ -390,6 +400,24 @@ func (c *Comm) fallback(ctx context.Context, s backend.Stream, in, out backend.D
 		if err := c.launch(ctx, s, a, in.Add(off*size), out.Add(off*size), n, dtype, op, timeoutNs); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// confirmVendor follows a call the backend's vendor library has just
+// enqueued on s with the ranks' confirmation of it (symmetric.Memory's
+// Confirm): a rank whose vendor call completed although a peer gave up on
+// it and aborted (NCCL's aborted kernels still post their steps, so the
+// late rank's call finishes on stale buffers) then fails the call, naming
+// that peer, instead of returning its result. Without symmetric memory (a
+// comm refused but kept for the fallback) there is nothing to confirm
+// through. The caller holds c.mu.
+func (c *Comm) confirmVendor(ctx context.Context, s backend.Stream, timeoutNs uint64) error {
+	if c.mem == nil || c.status == nil {
+		return nil
+	}
+	if err := c.mem.Confirm(ctx, s, c.status.Ptr(), timeoutNs); err != nil {
+		return fmt.Errorf("collective: %w", err)
 	}
 	return nil
 }

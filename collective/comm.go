@@ -470,6 +470,7 @@ func (c *Comm) overran(cause error) error {
 		c.calls.failed = cause
 	}
 	r, ok := c.b.(fallbackReleaser)
+	c.setFailed()
 	c.mu.Unlock()
 	if ok {
 		if err := r.ReleaseFallback(c); err != nil {
@@ -478,6 +479,15 @@ func (c *Comm) overran(cause error) error {
 		}
 	}
 	return cause
+}
+
+// setFailed sets the comm's failed word before its vendor communicator is
+// aborted: the confirmations still queued on this rank's streams then
+// confirm nothing (confirmVendor). The caller holds c.mu.
+func (c *Comm) setFailed() {
+	if c.status != nil {
+		symmetric.SetFailed(c.status.Bytes())
+	}
 }
 
 // Close releases the comm's memory, streams and (if it opened it) the
@@ -494,6 +504,7 @@ func (c *Comm) release() error {
 	// The vendor communicator first: aborting it ends any of its kernels
 	// still waiting for a peer, which the frees below would wait for.
 	if r, ok := c.b.(fallbackReleaser); ok && (c.mem != nil || c.refused != nil) {
+		c.setFailed()
 		errs = append(errs, r.ReleaseFallback(c))
 	}
 	errs = closing.Field(errs, &c.stream)

@@ -409,6 +409,12 @@ const (
 	ProbeOffset  = StateOffset + 256
 	ProbeSize    = 64
 	ProbeChannel = NumChannels - 1
+	// ConfirmChannel carries ConfirmKernel's signals.
+	ConfirmChannel = KernelChannels + 1
+	// FailedWord is the index of the uint32 after a status word that a
+	// comm sets, for good, before it aborts its vendor communicator:
+	// ConfirmKernel reads it (Status + 4 bytes).
+	FailedWord = 1
 	// LLOffset and LLSize place the area the one-shot LL path receives
 	// into: two slots of World-1 regions (one per sending peer) of
 	// LLRegion(World) bytes.
@@ -737,7 +743,16 @@ func DecodeStatus(w uint32) (code, peer, ch int) {
 
 // Kernel names.
 const (
-	BarrierKernel    = "intranode_barrier"
+	BarrierKernel = "intranode_barrier"
+	// ConfirmKernel (SignalArgs) is the barrier that follows each call
+	// through the vendor library, on ConfirmChannel: unless the comm has
+	// failed on this rank (FailedWord set), it signals the ranks of Mask
+	// and waits for theirs. A peer that gave up on the call and aborted
+	// its vendor communicator never confirms it, so a rank whose vendor
+	// call completed on what the aborted peer's kernels posted (NCCL's
+	// still post their steps once aborted) times out there, naming that
+	// peer, instead of returning the result.
+	ConfirmKernel    = "intranode_confirm"
 	PutSignalKernel  = "intranode_put_signal"
 	WaitSignalKernel = "intranode_wait_signal"
 )

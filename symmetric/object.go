@@ -38,8 +38,10 @@ type Memory struct {
 	status  backend.HostAllocation
 	module  backend.Module
 	fnBar   backend.Function
-	fnPut   backend.Function
-	fnWait  backend.Function
+	// fnConfirm is kernels.ConfirmKernel.
+	fnConfirm backend.Function
+	fnPut     backend.Function
+	fnWait    backend.Function
 
 	mu     sync.Mutex // serialises signal operations and Close
 	stream backend.Stream
@@ -112,7 +114,8 @@ func (m *Memory) setup(ctx context.Context, module *moduleLoad) error {
 	for _, f := range []struct {
 		dst  *backend.Function
 		name string
-	}{{&m.fnBar, kernels.BarrierKernel}, {&m.fnPut, kernels.PutSignalKernel}, {&m.fnWait, kernels.WaitSignalKernel}} {
+	}{{&m.fnBar, kernels.BarrierKernel}, {&m.fnPut, kernels.PutSignalKernel}, {&m.fnWait, kernels.WaitSignalKernel},
+		{&m.fnConfirm, kernels.ConfirmKernel}} {
 		if *f.dst, err = m.module.Function(f.name); err != nil {
 			return err
 		}
@@ -192,6 +195,27 @@ func (m *Memory) GetBuffer(r, count int, dtype backend.DType, off int) (View, er
 // when ctx's deadline (or the default timeout) passes first.
 func (m *Memory) Barrier(ctx context.Context, channel int) error {
 	return m.signal(ctx, "barrier", m.fnBar, -1, channel, m.allMask())
+}
+
+// Confirm enqueues on s, after a call through the vendor library, the
+// barrier of every rank that confirms the call (kernels.ConfirmKernel, on
+// kernels.ConfirmChannel) and returns. status is the caller's pair of
+// host-mapped words: the status word, where a rank that has not confirmed
+// by timeoutNs is reported, then kernels.FailedWord, which the caller sets
+// before it aborts its vendor communicator so that this rank confirms
+// nothing after that.
+func (m *Memory) Confirm(ctx context.Context, s backend.Stream, status backend.DevicePtr, timeoutNs uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return backend.Errorf(backend.CodeClosed, "symmetric: confirm on closed memory")
+	}
+	args := kernels.SignalArgs{Pads: m.SignalPadTable(), Rank: uint32(m.rank), World: uint32(m.world),
+		Channel: kernels.ConfirmChannel, Mask: m.allMask(), Status: status, TimeoutNs: timeoutNs}
+	if err := s.Launch(m.fnConfirm, backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32)}, args.Args()...); err != nil {
+		return fmt.Errorf("symmetric: confirm: %w", err)
+	}
+	return nil
 }
 
 // PutSignal signals rank dst on the channel.

@@ -3,6 +3,8 @@ package symmetric
 import (
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/intranode/intranode/kernels"
 )
 
 // atomicSwapStatus reads and clears a status word that kernels update with
@@ -10,4 +12,13 @@ import (
 func atomicSwapStatus(word []byte) uint32 {
 	_ = word[3]
 	return atomic.SwapUint32((*uint32)(unsafe.Pointer(&word[0])), 0)
+}
+
+// SetFailed sets the failed word (kernels.FailedWord) of status words
+// that Memory.Confirm launches read: from then on this rank confirms no
+// vendor call, so its peers time out instead of trusting one this rank is
+// giving up on. Set it before aborting the vendor communicator.
+func SetFailed(words []byte) {
+	_ = words[4*kernels.FailedWord+3]
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&words[4*kernels.FailedWord])), 1)
 }

@@ -26,6 +26,7 @@ type Func = func(ctx context.Context, mem Memory, cfg backend.LaunchConfig, args
 func Kernels() map[string]Func {
 	m := map[string]Func{
 		kernels.BarrierKernel:    Barrier,
+		kernels.ConfirmKernel:    Confirm,
 		kernels.PutSignalKernel:  PutSignal,
 		kernels.WaitSignalKernel: WaitSignal,
 	}

@@ -329,6 +329,30 @@ func Barrier(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []bac
 	return err
 }
 
+// Confirm is the kernel kernels.ConfirmKernel (SignalArgs): Barrier,
+// unless the word after the status word (kernels.FailedWord) is set.
+func Confirm(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {
+	a, err := kernels.ParseSignalArgs(args)
+	if err != nil {
+		return fmt.Errorf("%s: %w", kernels.ConfirmKernel, err)
+	}
+	if a.Status != 0 {
+		b, err := mem.Bytes(a.Status, 4*(kernels.FailedWord+1))
+		if err != nil {
+			return backend.Wrap(backend.CodeInvalidArgument, err, fmt.Sprintf("%s: status words %#x", kernels.ConfirmKernel, uint64(a.Status)))
+		}
+		if atomic.LoadUint32(word(b, 4*kernels.FailedWord)) != 0 {
+			return nil
+		}
+	}
+	l, a, err := setupSignal(ctx, mem, args, kindBarrier, kernels.ConfirmKernel)
+	if err != nil {
+		return err
+	}
+	_, err = l.barrier(int(a.Channel), a.Mask)
+	return err
+}
+
 // PutSignal is the kernel kernels.PutSignalKernel (SignalArgs): signal
 // rank Peer on Channel.
 func PutSignal(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {

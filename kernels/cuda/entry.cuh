@@ -70,6 +70,14 @@ INTRANODE_KERNEL intranode_barrier(const unsigned long long* pads, unsigned int 
   intranode::barrier_kernel(pads, rank, world, channel, mask, status, timeout_ns);
 }
 
+INTRANODE_KERNEL intranode_confirm(const unsigned long long* pads, unsigned int rank,
+                                   unsigned int world, unsigned int peer, unsigned int channel,
+                                   unsigned int mask, unsigned int* status,
+                                   unsigned long long timeout_ns) {
+  (void)peer;
+  intranode::confirm_kernel(pads, rank, world, channel, mask, status, timeout_ns);
+}
+
 INTRANODE_KERNEL intranode_put_signal(const unsigned long long* pads, unsigned int rank,
                                       unsigned int world, unsigned int peer, unsigned int channel,
                                       unsigned int mask, unsigned int* status,

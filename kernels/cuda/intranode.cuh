@@ -2209,6 +2209,22 @@ INTRANODE_DEVICE void barrier_kernel(const unsigned long long* pads, uint32_t ra
   }
 }
 
+// confirm_kernel is the barrier that follows each call through the vendor
+// library (kernels.ConfirmKernel): unless the comm has failed on this rank
+// (status[1], kernels.FailedWord, which the host sets before it aborts the
+// vendor communicator), it signals its peers and waits for theirs. A peer
+// that gave up on the call and aborted never confirms it, so a rank whose
+// vendor call completed on what an aborted peer's kernel posted (NCCL's
+// kernels still post their steps once aborted) times out here instead of
+// returning that result.
+INTRANODE_DEVICE void confirm_kernel(const unsigned long long* pads, uint32_t rank, uint32_t world,
+                                     uint32_t channel, uint32_t mask, uint32_t* status, uint64_t timeout_ns) {
+  if (status != nullptr && port::load_status(status + 1) != 0) {
+    return;
+  }
+  barrier_kernel(pads, rank, world, channel, mask, status, timeout_ns);
+}
+
 // single_link opens the link of a one-peer signal kernel on thread 0 of
 // block 0, the only thread that works; false elsewhere and on bad
 // arguments (reported).

@@ -58,7 +58,7 @@ func TestImageIsBundleForMI200AndMI300(t *testing.T) {
 	// Every kernel of the ABI is in the image (the names are plain strings
 	// in each code object's symbol table).
 	for _, k := range []string{"intranode_one_shot_bf16", "intranode_two_shot_f32", "intranode_hcm_i32",
-		"intranode_barrier", "intranode_put_signal", "intranode_wait_signal"} {
+		"intranode_barrier", "intranode_confirm", "intranode_put_signal", "intranode_wait_signal"} {
 		require.True(t, bytes.Contains(img, []byte(k+"\x00")), "kernel %s missing", k)
 	}
 }

@@ -673,6 +673,26 @@ void signals() {
         g.status[0]);
 }
 
+// confirm: the barrier after a vendor library's call. It is a barrier
+// while no rank's comm has failed; a rank whose failed word (status[1]) is
+// set does not take part, and its peers time out naming it.
+void confirm() {
+  Group g(3, 4096);
+  uint32_t st[3][2] = {};
+  launch(all_ranks(3), 1, 32, [&](int r) {
+    intranode_confirm(g.pad_ptrs.data(), r, 3, 0, 129, 0b111, st[r], kTimeout);
+  });
+  for (int r = 0; r < 3; ++r) CHECK(st[r][0] == 0, "confirm rank %d: %#x", r, st[r][0]);
+  st[1][1] = 1;
+  launch(all_ranks(3), 1, 32, [&](int r) {
+    intranode_confirm(g.pad_ptrs.data(), r, 3, 0, 129, 0b111, st[r], 20'000'000);
+  });
+  CHECK(st[1][0] == 0, "the failed rank reports nothing: %#x", st[1][0]);
+  for (int r : {0, 2}) {
+    CHECK(st[r][0] == (kStatusTimeout | 1 << 8 | 129 << 16), "rank %d after rank 1 failed: %#x", r, st[r][0]);
+  }
+}
+
 void failures_end_in_status() {
   // A missing rank: the others time out on the first barrier and say who.
   Group g(2, 1 << 16);
@@ -800,6 +820,7 @@ int main(int argc, char** argv) {
     return failures == 0 ? 0 : 1;
   }
   signals();
+  confirm();
   failures_end_in_status();
   mismatched_calls();
   ll_stale_lines(rng);
