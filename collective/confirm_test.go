@@ -14,7 +14,6 @@ import (
 	"github.com/intranode/intranode/backend/fake"
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/kernels"
-	"github.com/intranode/intranode/symmetric/store"
 )
 
 // vendorKernel is the test vendor library's all-reduce kernel.
@@ -153,23 +152,8 @@ func TestVendorCallsAreConfirmed(t *testing.T) {
 	// The comm's timeout bounds each kernel's wait, the confirmation's
 	// included, below the callers' deadlines: the kernel, not the host's
 	// wait, ends a call, and its status names who did not come.
-	st := store.NewMem()
-	t.Cleanup(func() { st.Close() })
-	comms := make([]*collective.Comm, world)
-	for r := range comms {
-		dev := r
-		c, err := collective.New(st, r, world, collective.Options{Backend: v, Device: &dev, BufferSize: 64 << 10,
-			Timeout: time.Second})
-		require.NoError(t, err)
-		t.Cleanup(func() { c.Close() })
-		comms[r] = c
-	}
+	comms := pairOn(t, ctx, v, 64<<10, time.Second)
 	var wg sync.WaitGroup
-	for _, c := range comms {
-		wg.Add(1)
-		go func() { defer wg.Done(); require.NoError(t, c.Rendezvous(ctx)) }()
-	}
-	wg.Wait()
 	v.load(t, ctx, comms)
 	type rank struct {
 		s       backend.Stream

@@ -362,6 +362,12 @@ func fakePair(t *testing.T, ctx context.Context, buffer int, timeout time.Durati
 	b, err := fake.New(fake.WithDevices(2))
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
+	return pairOn(t, ctx, b, buffer, timeout)
+}
+
+// pairOn is fakePair on backend b, which has at least two devices.
+func pairOn(t *testing.T, ctx context.Context, b backend.Backend, buffer int, timeout time.Duration) []*collective.Comm {
+	t.Helper()
 	st := store.NewMem()
 	t.Cleanup(func() { st.Close() })
 	comms := make([]*collective.Comm, 2)
