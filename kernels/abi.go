@@ -102,7 +102,9 @@
 //
 // Multi-block kernels synchronise block b only with block b of the other
 // ranks (channel b), so a block may only read what same-index blocks wrote.
-// Kernels use channels [0, KernelChannels).
+// Kernels use channels [0, KernelChannels); the comm's host barrier uses
+// KernelChannels, ConfirmKernel ConfirmChannel, the peer-access probe
+// ProbeChannel.
 //
 // OneShot (count*size <= buffer) takes one of three paths, chosen from
 // the message size and the world alone (OneShotPath), so that every rank
