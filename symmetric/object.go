@@ -210,6 +210,9 @@ func (m *Memory) Confirm(ctx context.Context, s backend.Stream, status backend.D
 	if m.closed {
 		return backend.Errorf(backend.CodeClosed, "symmetric: confirm on closed memory")
 	}
+	if err := ctx.Err(); err != nil {
+		return backend.Wrap(backend.CodeTimeout, err, "symmetric: confirm")
+	}
 	args := kernels.SignalArgs{Pads: m.SignalPadTable(), Rank: uint32(m.rank), World: uint32(m.world),
 		Channel: kernels.ConfirmChannel, Mask: m.allMask(), Status: status, TimeoutNs: timeoutNs}
 	if err := s.Launch(m.fnConfirm, backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32)}, args.Args()...); err != nil {
