@@ -213,15 +213,24 @@ func (w *Work) Close() error {
 type CallOption func(*call)
 
 type call struct {
-	out    backend.DevicePtr
-	hasOut bool
-	event  bool
+	out       backend.DevicePtr
+	hasOut    bool
+	event     bool
+	noConfirm bool
 }
 
 // Output makes the call write its result to out instead of in place.
 func Output(out backend.DevicePtr) CallOption {
 	return func(c *call) { c.out, c.hasOut = out, true }
 }
+
+// WithoutConfirm leaves out the ranks' confirmation after a call that
+// goes through the backend's vendor library (algo None): the call costs
+// what the library's does, and a rank that makes it after its peers gave
+// up on it and aborted may return a result they never contributed to (see
+// "An aborted peer's NCCL kernel" in docs/RELIABILITY.md). It is for
+// measuring the vendor library itself, as intranode bench's nccl rows do.
+func WithoutConfirm() CallOption { return func(c *call) { c.noConfirm = true } }
 
 // WithEvent records an event after the collective so Work.Wait can order
 // other streams after it (costs an event record per call).
@@ -275,7 +284,7 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 	}
 	timeout := symmetric.TimeoutFor(ctx, c.opts.Timeout)
 	if algo == None {
-		if err := c.fallback(ctx, s, buf, out, count, dtype, op, uint64(timeout)); err != nil {
+		if err := c.fallback(ctx, s, buf, out, count, dtype, op, uint64(timeout), !cl.noConfirm); err != nil {
 			return nil, err
 		}
 	} else {
@@ -363,15 +372,19 @@ func (c *Comm) enqueue(ctx context.Context, s backend.Stream, a kernels.Algo, cf
 }
 
 // fallback reduces any size: through the backend's own all-reduce when it
-// has one, otherwise chunk by chunk through the comm's kernels.
+// has one (followed by the ranks' confirmation when confirm is set),
+// otherwise chunk by chunk through the comm's kernels.
 func (c *Comm) fallback(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType,
-	op backend.ReduceOp, timeoutNs uint64) error {
+	op backend.ReduceOp, timeoutNs uint64, confirm bool) error {
 	// The vendor library refuses ranks that share a device (NCCL:
 	// "invalid usage"), so those take the comm's kernels.
 	if fb, ok := c.b.(FallbackAllReducer); ok && (c.mem == nil || !c.mem.SharesDevice()) {
 		err := fb.FallbackAllReduce(ctx, s, c, in, out, count, dtype, op)
-		if err == nil {
+		if err == nil && confirm {
 			return c.confirmVendor(ctx, s, timeoutNs)
+		}
+		if err == nil {
+			return nil
 		}
 		if !errors.Is(err, backend.ErrUnavailable) || c.mem == nil {
 			return err

@@ -138,9 +138,9 @@ func (v *postingVendor) run(ctx context.Context, l *fake.Launch) error {
 }
 
 // TestVendorCallsAreConfirmed: a call through the vendor library is
-// followed by the ranks' confirmation of it. Rank 1 makes its second call
-// after rank 0 has given up on it and aborted the vendor communicator;
-// the aborted vendor completes rank 1's call without data, as NCCL's
+// followed by the ranks' confirmation of it. Rank 1 makes its calls after
+// rank 0 has given up on the second and aborted the vendor communicator;
+// the aborted vendor completes rank 1's calls without data, as NCCL's
 // aborted kernels let a late peer's call finish. Rank 1 must fail naming
 // rank 0, not return that result.
 func TestVendorCallsAreConfirmed(t *testing.T) {
@@ -182,10 +182,10 @@ func TestVendorCallsAreConfirmed(t *testing.T) {
 	wg.Wait()
 	// start makes rank r's call under cctx: a caller's deadline bounds
 	// the call's kernels, else the comm's timeout does.
-	start := func(cctx context.Context, r int) error {
+	start := func(cctx context.Context, r int, opts ...collective.CallOption) error {
 		k := ranks[r]
 		w, err := comms[r].AllReduce(cctx, k.s, k.in.Ptr(), count, backend.Float32, backend.Sum, collective.None,
-			collective.Output(k.out.Ptr()))
+			append(opts, collective.Output(k.out.Ptr()))...)
 		if err != nil {
 			return err
 		}
@@ -197,10 +197,10 @@ func TestVendorCallsAreConfirmed(t *testing.T) {
 		defer cancel()
 		return start(cctx, r)
 	}
-	callWithoutDeadline := func(r int) error {
+	callWithoutDeadline := func(r int, opts ...collective.CallOption) error {
 		cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		defer cancel()
-		return start(cctx, r)
+		return start(cctx, r, opts...)
 	}
 	sum := func(r int) float32 {
 		b := make([]byte, 4*count)
@@ -221,10 +221,16 @@ func TestVendorCallsAreConfirmed(t *testing.T) {
 	}
 
 	// Rank 0 gives up on the second call at its deadline and aborts the
-	// vendor communicator; rank 1 makes it afterwards.
+	// vendor communicator; rank 1 makes it afterwards. Without the
+	// confirmation (collective.WithoutConfirm, for measuring the vendor
+	// alone) rank 1 returns what its buffer held: the hazard.
 	require.NoError(t, comms[1].Device().Memset(ctx, ranks[1].out.Ptr(), 0, 4*count))
 	err := call(0, 500*time.Millisecond)
 	require.ErrorIs(t, err, backend.ErrTimeout, "rank 0")
+	require.NoError(t, callWithoutDeadline(1, collective.WithoutConfirm()))
+	require.Zero(t, sum(1), "the aborted vendor wrote nothing")
+
+	// With the confirmation, rank 1's next call fails naming rank 0.
 	err = callWithoutDeadline(1)
 	require.Error(t, err, "rank 1 returned a result its peer never contributed to (sum %v)", sum(1))
 	require.ErrorIs(t, err, backend.ErrTimeout)

@@ -239,6 +239,7 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 					smp := benchSample{Coll: coll.String(), Rank: rank, Bytes: count * div * cfg.DType.Size(), Algo: name,
 						InPlace: inPlace}
 					algo, why := m.algo(name, count)
+					m.vendorOnly = name == "nccl"
 					if why != "" {
 						smp.Skipped = why
 					} else if smp.TimeUS, smp.Wrong, err = m.run(ctx, algo, count, m.nextSeed(), inPlace); err != nil {
@@ -341,6 +342,9 @@ type benchMeasure struct {
 	timing  bool
 	input   []byte
 	row     int // rows measured so far: each row's input has a seed of its own
+	// vendorOnly measures the vendor library alone (the nccl rows): its
+	// calls leave out the ranks' confirmation (collective.WithoutConfirm).
+	vendorOnly bool
 }
 
 // placement returns where a call of count elements per rank reads and
@@ -448,23 +452,26 @@ func (m *benchMeasure) call(ctx context.Context, algo collective.Algo, count int
 func (m *benchMeasure) start(ctx context.Context, algo collective.Algo, count int, inPlace bool) (*collective.Work, error) {
 	in, out := m.placement(count, inPlace)
 	d, red := m.cfg.DType, m.cfg.Op
+	var opts []collective.CallOption
+	if m.vendorOnly {
+		opts = append(opts, collective.WithoutConfirm())
+	}
 	var w *collective.Work
 	var err error
 	switch m.coll {
 	case collective.OpAllReduce:
-		var opts []collective.CallOption
 		if !inPlace {
 			opts = append(opts, collective.Output(out))
 		}
 		w, err = m.c.AllReduce(ctx, m.s, in, count, d, red, algo, opts...)
 	case collective.OpReduceScatter:
-		w, err = m.c.ReduceScatter(ctx, m.s, in, out, count, d, red, algo)
+		w, err = m.c.ReduceScatter(ctx, m.s, in, out, count, d, red, algo, opts...)
 	case collective.OpAllGather:
-		w, err = m.c.AllGather(ctx, m.s, in, out, count, d, algo)
+		w, err = m.c.AllGather(ctx, m.s, in, out, count, d, algo, opts...)
 	case collective.OpBroadcast:
-		w, err = m.c.Broadcast(ctx, m.s, in, count, d, 0, algo, collective.Output(out))
+		w, err = m.c.Broadcast(ctx, m.s, in, count, d, 0, algo, append(opts, collective.Output(out))...)
 	case collective.OpAllToAll:
-		w, err = m.c.AllToAll(ctx, m.s, in, out, count, d, algo)
+		w, err = m.c.AllToAll(ctx, m.s, in, out, count, d, algo, opts...)
 	}
 	return w, err
 }
