@@ -284,7 +284,7 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 	}
 	timeout := symmetric.TimeoutFor(ctx, c.opts.Timeout)
 	if algo == None {
-		if err := c.fallback(ctx, s, buf, out, count, dtype, op, uint64(timeout), !cl.noConfirm); err != nil {
+		if err := c.fallback(ctx, s, buf, out, count, dtype, op, uint64(timeout), cl); err != nil {
 			return nil, err
 		}
 	} else {
@@ -372,19 +372,16 @@ func (c *Comm) enqueue(ctx context.Context, s backend.Stream, a kernels.Algo, cf
 }
 
 // fallback reduces any size: through the backend's own all-reduce when it
-// has one (followed by the ranks' confirmation when confirm is set),
+// has one (followed by the ranks' confirmation unless cl leaves it out),
 // otherwise chunk by chunk through the comm's kernels.
 func (c *Comm) fallback(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int, dtype backend.DType,
-	op backend.ReduceOp, timeoutNs uint64, confirm bool) error {
+	op backend.ReduceOp, timeoutNs uint64, cl call) error {
 	// The vendor library refuses ranks that share a device (NCCL:
 	// "invalid usage"), so those take the comm's kernels.
 	if fb, ok := c.b.(FallbackAllReducer); ok && (c.mem == nil || !c.mem.SharesDevice()) {
 		err := fb.FallbackAllReduce(ctx, s, c, in, out, count, dtype, op)
-		if err == nil && confirm {
-			return c.confirmVendor(ctx, s, timeoutNs)
-		}
 		if err == nil {
-			return nil
+			return c.confirmVendor(ctx, s, cl, timeoutNs)
 		}
 		if !errors.Is(err, backend.ErrUnavailable) || c.mem == nil {
 			return err
@@ -424,9 +421,9 @@ func (c *Comm) fallback(ctx context.Context, s backend.Stream, in, out backend.D
 // late rank's call finishes on stale buffers) then fails the call, naming
 // that peer, instead of returning its result. Without symmetric memory (a
 // comm refused but kept for the fallback) there is nothing to confirm
-// through. The caller holds c.mu.
-func (c *Comm) confirmVendor(ctx context.Context, s backend.Stream, timeoutNs uint64) error {
-	if c.mem == nil || c.status == nil {
+// through; a call made WithoutConfirm has none. The caller holds c.mu.
+func (c *Comm) confirmVendor(ctx context.Context, s backend.Stream, cl call, timeoutNs uint64) error {
+	if cl.noConfirm || c.mem == nil || c.status == nil {
 		return nil
 	}
 	if err := c.mem.Confirm(ctx, s, c.status.Ptr(), timeoutNs); err != nil {

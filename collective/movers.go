@@ -185,10 +185,8 @@ func (c *Comm) move(ctx context.Context, s backend.Stream, m moveCall, algo Algo
 	if fb, ok := c.b.(FallbackMover); ok && algo == None && (c.mem == nil || !c.mem.SharesDevice()) {
 		err := fb.FallbackMove(ctx, s, c, m.op, m.in, m.out, m.count, m.dtype, m.red, m.root)
 		if err == nil {
-			if !cl.noConfirm {
-				if err := c.confirmVendor(ctx, s, timeout); err != nil {
-					return nil, err
-				}
+			if err := c.confirmVendor(ctx, s, cl, timeout); err != nil {
+				return nil, err
 			}
 			done = true
 		} else if !errors.Is(err, backend.ErrUnavailable) || c.mem == nil {

@@ -332,9 +332,9 @@ func Barrier(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []bac
 // Confirm is the kernel kernels.ConfirmKernel (SignalArgs): Barrier,
 // unless the word after the status word (kernels.FailedWord) is set.
 func Confirm(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []backend.Arg) error {
-	a, err := kernels.ParseSignalArgs(args)
+	l, a, err := setupSignal(ctx, mem, args, kindBarrier, kernels.ConfirmKernel)
 	if err != nil {
-		return fmt.Errorf("%s: %w", kernels.ConfirmKernel, err)
+		return err
 	}
 	if a.Status != 0 {
 		b, err := mem.Bytes(a.Status, 4*(kernels.FailedWord+1))
@@ -344,10 +344,6 @@ func Confirm(ctx context.Context, mem Memory, _ backend.LaunchConfig, args []bac
 		if atomic.LoadUint32(word(b, 4*kernels.FailedWord)) != 0 {
 			return nil
 		}
-	}
-	l, a, err := setupSignal(ctx, mem, args, kindBarrier, kernels.ConfirmKernel)
-	if err != nil {
-		return err
 	}
 	_, err = l.barrier(int(a.Channel), a.Mask)
 	return err
