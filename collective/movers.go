@@ -294,7 +294,7 @@ func (c *Comm) moveChunks(ctx context.Context, s backend.Stream, m moveCall, tim
 func (c *Comm) movePipelined(ctx context.Context, s backend.Stream, m moveCall, timeoutNs uint64) error {
 	key, extra := m.key()
 	args := m.args(0, m.count, timeoutNs, extra|kernels.MoverPipeline)
-	return c.enqueue(ctx, s, m.op.kernel(), moverPipelineLaunchConfig(m.count*m.dtype.Size(), c.world), args, key)
+	return c.enqueue(ctx, s, m.op.kernel(), moverPipelineLaunchConfig(m.op, m.count*m.dtype.Size(), c.world), args, key)
 }
 
 // key is what the Call of every launch of the call fingerprints (callKey)
@@ -322,11 +322,17 @@ func (m moveCall) args(off, n int, timeoutNs, extra uint64) kernels.AllReduceArg
 }
 
 // moverPipelineLaunchConfig is the launch shape of a pipelined
-// data-movement kernel with blocks of n bytes per rank: the all-reduce
-// Pipeline's at world 2 (64 KiB of a block per grid block, up to 128
-// blocks, as many as the push area has chunk slots for), at every world.
-func moverPipelineLaunchConfig(n, world int) backend.LaunchConfig {
-	blocks := pipelineBlocks(func(grid int) int { return kernels.MoverPipelineChunk(n, world, grid) })
+// data-movement kernel of op with blocks of n bytes per rank: the
+// all-reduce Pipeline's at world 2 (64 KiB of a block per grid block, up
+// to 128 blocks, as many as the push area has chunk slots for), at every
+// world; a relayed broadcast (kernels.BroadcastRelays) as many as it has
+// slices for.
+func moverPipelineLaunchConfig(op Op, n, world int) backend.LaunchConfig {
+	chunk := func(grid int) int { return kernels.MoverPipelineChunk(n, world, grid) }
+	if op == OpBroadcast && kernels.BroadcastRelays(world) {
+		chunk = func(grid int) int { return kernels.RelayChunk(world, grid) }
+	}
+	blocks := pipelineBlocks(chunk)
 	return backend.LaunchConfig{Grid: backend.D1(uint32(gridFor(n, 64<<10, blocks))), Block: backend.D1(512), Early: true}
 }
 

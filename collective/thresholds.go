@@ -237,6 +237,9 @@ func (t Thresholds) SelectMover(op Op, n int) Algo {
 // (1.11× at 64 MiB, 1.08× at 256 MiB) and takes sizes above 16 MiB; the
 // other pipelined kernels stay behind NCCL at every size, so they are not
 // selected (docs/PERFORMANCE-kernels.md says what is known of why). The
+// pipelined broadcast in that run was the root's push to every peer;
+// from three ranks on it is now relayed (kernels.BroadcastRelays), not
+// measured on 4 GPUs, so its window stays closed until it is. The
 // all-reduce in the same run (bench-graph.txt): one-shot to 256 KiB
 // (8.13 against the two-shot's 9.91), two-shot from 1 MiB (14.06 against
 // 15.77) to the buffer, NCCL beyond it: the scattered Pipeline was slower

@@ -361,6 +361,31 @@
 // c_j, so input and output may overlap as the ABI allows; the buffer is
 // not used.
 //
+// A pipelined broadcast from three ranks on (BroadcastRelays) is relayed
+// instead, so that the root sends each byte once rather than World-1
+// times: a chunked scatter + all-gather on the scattered Pipeline's slots
+// (PipelineScatterSlot, Q = PipelineSlice(World, G)). A chunk is
+// RelayChunk(World, G) = (World-1)*Q bytes, cut into World-1 slices of Q
+// bytes: slice o belongs to the rank that is o-th among the ranks other
+// than the root (rank o + (o >= root)). Chunks c_j = b + j*G as above.
+// "Scatter j" (the root only) stores slice o of chunk c_j of its input,
+// zero-padded to 16 bytes, into RS slot j mod 2 of its owner's pad.
+// "Relay j" (every rank but the root) copies its own slice of c_j from
+// the root's RS slot j mod 2 of its pad into its output and into AG slot
+// j mod 2 of the pad of every other rank but the root; the root instead
+// copies input c_j to its output, unless they are the same memory.
+// "Gather j" (every rank but the root) copies each other non-root rank's
+// slice of c_j from that rank's AG slot j mod 2 of its pad into its
+// output.
+//  1. if S > 0: scatter 0, signal;
+//  2. for j < S: WaitSignal(p, b) for every peer p (the first is followed by
+//     the agreement check); gather j-1 if j > 0; scatter j+1 if j+1 < S;
+//     relay j; signal;
+//  3. if S > 0: WaitSignal(p, b) for every peer p; gather S-1.
+//
+// The slots are freed as in the scattered Pipeline, whose steps these
+// are, and every write lies in half s.
+//
 // Otherwise the buffer must hold World*P bytes for ReduceScatter and AllToAll, n
 // elements for the others (the host checks; the kernels cannot). An output that
 // overlaps a symmetric buffer is refused (the host refuses it first; the
@@ -525,6 +550,16 @@ func PipelineSlot(n, world, s, src, dst, b, grid, k int) int {
 	}
 	return PushData(world, half, src, dst) + b*(OneShotPushMax(world)/grid&^15) + k*MoverPipelineChunk(n, world, grid)
 }
+
+// BroadcastRelays reports whether a pipelined broadcast is relayed (a
+// chunked scatter from the root + all-gather among the others) at this
+// world size: from three ranks on.
+func BroadcastRelays(world int) bool { return world >= 3 }
+
+// RelayChunk is the byte size of one chunk of a relayed broadcast
+// (BroadcastRelays) launched with grid blocks: World-1 slices of
+// PipelineSlice bytes, 0 when the grid is too large for the push area.
+func RelayChunk(world, grid int) int { return (world - 1) * PipelineSlice(world, grid) }
 
 // PipelineScatters reports whether the Pipeline runs scattered (a chunked
 // reduce-scatter + all-gather) at this world size: from three ranks on.

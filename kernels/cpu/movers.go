@@ -212,6 +212,9 @@ func (k *mover) emit(lo, hi int, part func(r int) []byte) {
 // output of each chunk written as emit writes it.
 func (k *mover) pipeline() error {
 	me, world := k.me, k.world
+	if k.algo == kernels.Broadcast && kernels.BroadcastRelays(world) {
+		return k.relay()
+	}
 	mask := uint32(1)<<world - 1
 	s := int(k.takeEpoch() & 1)
 	chunk := kernels.MoverPipelineChunk(k.n, world, 1)
@@ -234,6 +237,54 @@ func (k *mover) pipeline() error {
 			return k.pads[me][off : off+hi-lo]
 		})
 	})
+}
+
+// relay is the relayed broadcast (kernels.BroadcastRelays) as a grid of
+// one block: chunks of World-1 slices of kernels.PipelineSlice bytes, the
+// o-th slice of each owned by the o-th rank other than the root. The root
+// scatters each chunk's slices to their owners and copies its input to
+// its output; every other rank copies its slice from the root's slot into
+// its output and into the all-gather slot of every other rank but the
+// root, and gathers theirs (scatteredSteps).
+func (k *mover) relay() error {
+	world, root := k.world, k.root
+	mask := uint32(1)<<world - 1
+	others := mask &^ (1 << root)
+	s := int(k.takeEpoch() & 1)
+	q := kernels.PipelineSlice(world, 1)
+	chunk := kernels.RelayChunk(world, 1)
+	if q == 0 {
+		return k.badArgs("a relayed broadcast has no room in the push area at world %d", world)
+	}
+	// slice is the byte range of rank r's slice of chunk j (r is not the
+	// root), cut to the message.
+	slice := func(j, r int) (lo, hi int) {
+		if r > root {
+			r--
+		}
+		lo = min(j*chunk+r*q, k.n)
+		return lo, min(lo+q, k.n)
+	}
+	scatter, own := func(int) {}, func(j int) {
+		lo, hi := slice(j, k.me)
+		cachedCopy(k.out[lo:hi], k.slot(s, root, j%2, hi-lo))
+		k.eachPeer(others, func(p int) { k.putSlot(s, p, 2+j%2, k.out[lo:hi]) })
+	}
+	from := others
+	if k.me == root {
+		from = 0
+		scatter = func(j int) {
+			k.eachPeer(mask, func(p int) {
+				lo, hi := slice(j, p)
+				k.putSlot(s, p, j%2, k.in[lo:hi])
+			})
+		}
+		own = func(j int) {
+			lo, hi := j*chunk, min(j*chunk+chunk, k.n)
+			cachedCopy(k.out[lo:hi], k.in[lo:hi])
+		}
+	}
+	return k.scatteredSteps(s, (k.n+chunk-1)/chunk, mask, from, slice, scatter, own, k.out)
 }
 
 // ll is the LL path (kernels.MoverPath): what each peer needs, as LL

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -115,6 +116,69 @@ func TestMoversPushBackToBack(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestRelayedBroadcast runs the pipelined broadcast where it is relayed
+// (kernels.BroadcastRelays) twice in a row, out of place and in place,
+// over several chunks, the last one partial, with the root first, in the
+// middle and last: every rank's output must be the root's input.
+func TestRelayedBroadcast(t *testing.T) {
+	const d = backend.Float32
+	for _, world := range []int{3, 4, 5, 8} {
+		chunk := kernels.RelayChunk(world, 1)
+		require.True(t, kernels.BroadcastRelays(world))
+		require.Positive(t, chunk)
+		for _, root := range []int{0, world / 2, world - 1} {
+			for _, inPlace := range []bool{false, true} {
+				// Two and a half chunks and one element more: a partial last
+				// chunk whose last slice is short and whose later slices are
+				// empty.
+				count := (5*chunk/2)/4 + 1
+				n := 4 * count
+				t.Run(fmt.Sprintf("world%d/root%d/inplace=%v", world, root, inPlace), func(t *testing.T) {
+					g := newGroup(world, 64)
+					value := func(c, r, i int) uint32 { return uint32(c<<28 | r<<24 | i) }
+					ins := make([]backend.DevicePtr, world)
+					outs := make([]backend.DevicePtr, world)
+					outBytes := make([][]byte, world)
+					const calls = 2
+					run := func(c int) map[int]error {
+						for r := range world {
+							p, b := g.mem.alloc(n)
+							for i := range count {
+								binary.LittleEndian.PutUint32(b[4*i:], value(c, r, i))
+							}
+							ins[r], outs[r], outBytes[r] = p, p, b
+							if !inPlace {
+								outs[r], outBytes[r] = g.mem.alloc(n)
+							}
+						}
+						return runRanks(allRanks(world), func(r int) error {
+							a := g.allReduceArgs(r, ins[r], outs[r], count, d, backend.Sum)
+							a.Extra = uint64(root) | kernels.MoverPipeline
+							return Mover(kernels.Broadcast, d)(testCtx(t), g.mem, backend.LaunchConfig{}, a.Args())
+						})
+					}
+					want := make([]byte, n)
+					for c := range calls {
+						g.requireClean(t, run(c), fmt.Sprintf("call %d", c))
+						for i := range count {
+							binary.LittleEndian.PutUint32(want[4*i:], value(c, root, i))
+						}
+						for r := range world {
+							if !bytes.Equal(want, outBytes[r]) {
+								i := 0
+								for want[i] == outBytes[r][i] {
+									i++
+								}
+								require.Failf(t, "wrong broadcast", "call %d rank %d: first wrong byte %d of %d", c, r, i, n)
+							}
+						}
+					}
+				})
+			}
 		}
 	}
 }

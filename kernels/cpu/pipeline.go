@@ -81,11 +81,8 @@ func (l *launch) pipelineSteps(n, chunk int, mask uint32, push, drain func(j, lo
 
 // pipelineScattered is the scattered Pipeline (kernels.PipelineScatters)
 // as a grid of one block: chunks of World slices of kernels.PipelineSlice
-// bytes, slice r of each reduced by rank r. Scatter chunk 0 and signal;
-// then for each chunk j: wait for every peer, copy the peers' results for
-// chunk j-1 out of the all-gather slots, scatter chunk j+1, reduce this
-// rank's slice of chunk j and write it into every peer's all-gather slot,
-// signal; at the end wait once more and copy the last results out.
+// bytes, slice r of each reduced by rank r and written into every peer's
+// all-gather slot (scatteredSteps).
 func (k *allReduce) pipelineScattered() error {
 	me, world := k.me, k.world
 	s := int(k.takeEpoch() & 1)
@@ -97,32 +94,65 @@ func (k *allReduce) pipelineScattered() error {
 		lo = min(j*chunk+r*q, k.n)
 		return lo, min(lo+q, k.n)
 	}
-	// put writes b into slot k of my region in p's pad, zero-padded to 16.
-	put := func(p, slot int, b []byte) {
-		putChunk(k.pads[p][kernels.PipelineScatterSlot(world, s, me, p, 0, 1, slot):], b)
-	}
-	scatter := func(j int) {
-		k.eachPeer(k.mask, func(p int) {
-			lo, hi := slice(j, p)
-			put(p, j%2, k.in[lo:hi])
-		})
-	}
+	srcs := make([][]byte, world)
+	return k.scatteredSteps(s, (k.n+chunk-1)/chunk, k.mask, k.mask, slice,
+		func(j int) {
+			k.eachPeer(k.mask, func(p int) {
+				lo, hi := slice(j, p)
+				k.putSlot(s, p, j%2, k.in[lo:hi])
+			})
+		},
+		func(j int) {
+			lo, hi := slice(j, me)
+			for r := range world {
+				if r == me {
+					srcs[r] = k.in[lo:hi]
+					continue
+				}
+				srcs[r] = k.slot(s, r, j%2, hi-lo)
+			}
+			reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
+			k.eachPeer(k.mask, func(p int) { k.putSlot(s, p, 2+j%2, k.out[lo:hi]) })
+		}, k.out)
+}
+
+// putSlot writes b into slot i of this rank's region of the scattered
+// Pipeline's slots (kernels.PipelineScatterSlot, epoch slot s) in p's
+// pad, zero-padded to 16 bytes.
+func (l *launch) putSlot(s, p, i int, b []byte) {
+	putChunk(l.pads[p][kernels.PipelineScatterSlot(len(l.pads), s, l.me, p, 0, 1, i):], b)
+}
+
+// slot is the first n bytes of slot i of rank r's region of the scattered
+// Pipeline's slots in this rank's pad.
+func (l *launch) slot(s, r, i, n int) []byte {
+	off := kernels.PipelineScatterSlot(len(l.pads), s, r, l.me, 0, 1, i)
+	return l.pads[l.me][off : off+n]
+}
+
+// scatteredSteps runs the scattered Pipeline's schedule (kernels/abi.go,
+// "Pipeline, scattered") over steps chunks as a grid of one block on
+// channel 0, signalling the ranks of mask: scatter chunk 0 and signal;
+// then for each chunk j: wait for every peer, gather j-1, scatter j+1,
+// own j, signal; at the end wait once more and gather the last chunk.
+// Gather j copies slice(j, p) of every peer p of from (those that write
+// this rank's all-gather slots) out of p's all-gather slot j mod 2 into
+// out. The relayed broadcast runs on it too.
+func (l *launch) scatteredSteps(s, steps int, mask, from uint32, slice func(j, r int) (lo, hi int),
+	scatter, own func(j int), out []byte) error {
 	gather := func(j int) {
-		k.eachPeer(k.mask, func(p int) {
+		l.eachPeer(from, func(p int) {
 			lo, hi := slice(j, p)
-			off := kernels.PipelineScatterSlot(world, s, p, me, 0, 1, 2+j%2)
-			cachedCopy(k.out[lo:hi], k.pads[me][off:off+hi-lo])
+			cachedCopy(out[lo:hi], l.slot(s, p, 2+j%2, hi-lo))
 		})
 	}
-	steps := (k.n + chunk - 1) / chunk
 	if steps == 0 {
 		return nil
 	}
 	scatter(0)
-	k.post(allReduceChannel, k.mask)
-	srcs := make([][]byte, world)
+	l.post(allReduceChannel, mask)
 	for j := range steps {
-		if ok, err := k.receive(allReduceChannel, k.mask); !ok {
+		if ok, err := l.receive(allReduceChannel, mask); !ok {
 			return err
 		}
 		if j > 0 {
@@ -131,20 +161,10 @@ func (k *allReduce) pipelineScattered() error {
 		if j+1 < steps {
 			scatter(j + 1)
 		}
-		lo, hi := slice(j, me)
-		for r := range world {
-			if r == me {
-				srcs[r] = k.in[lo:hi]
-				continue
-			}
-			off := kernels.PipelineScatterSlot(world, s, r, me, 0, 1, j%2)
-			srcs[r] = k.pads[me][off : off+hi-lo]
-		}
-		reduce(k.a.DType, k.a.Op, k.out[lo:hi], srcs)
-		k.eachPeer(k.mask, func(p int) { put(p, 2+j%2, k.out[lo:hi]) })
-		k.post(allReduceChannel, k.mask)
+		own(j)
+		l.post(allReduceChannel, mask)
 	}
-	if ok, err := k.receive(allReduceChannel, k.mask); !ok {
+	if ok, err := l.receive(allReduceChannel, mask); !ok {
 		return err
 	}
 	gather(steps - 1)

@@ -1600,6 +1600,68 @@ INTRANODE_DEVICE void move_slices(const Args& a, Ptr const (&pad)[kPeers<N>], in
   }
 }
 
+// ScatterSlots is a block's share of the push area in the scattered
+// Pipeline's layout (kernels.PipelineScatterSlot): its block region of a
+// sender's part of half s and the size q of its four slots
+// (kernels.PipelineSlice).
+struct ScatterSlots {
+  uint64_t block_region;
+  uint64_t q;
+
+  INTRANODE_DEVICE explicit ScatterSlots(uint32_t world) {
+    block_region = (push_max(world) / port::grid_blocks()) & ~uint64_t(15);
+    q = (block_region / 4) & ~uint64_t(15);
+  }
+
+  // ok reports StatusBadArgs (thread 0) and returns false when the grid
+  // leaves slots under 16 bytes.
+  INTRANODE_DEVICE bool ok(const Args& a) const {
+    if (q < 16 && port::thread_index() == 0) {
+      report(a.status, kStatusBadArgs, 0, uint32_t(port::block_index()));
+    }
+    return q >= 16;
+  }
+};
+
+// scatter_steps runs the scattered Pipeline's schedule (kernels/abi.go,
+// "Pipeline, scattered") over block b's chunks, from vector `first` in
+// strides of `step` below nvec: scatter(lo, k) writes chunk lo's slices
+// into reduce-scatter slot k of their owners, own(lo, k) makes this
+// rank's slice of chunk lo from slot k and writes it into all-gather slot
+// k of the peers, gather(lo, k) copies the peers' slices of chunk lo out
+// of all-gather slot k. Step j: wait for the peers, gather j-1, scatter
+// j+1, own j, signal; then one more wait and the last gather. False when
+// a link failed. The relayed broadcast runs on it too.
+template <typename Scatter, typename Own, typename Gather>
+INTRANODE_DEVICE bool scatter_steps(Team& team, uint64_t first, uint64_t nvec, uint64_t step, Scatter&& scatter,
+                                    Own&& own, Gather&& gather) {
+  if (first < nvec) {
+    scatter(first, uint64_t(0));
+    team.post(true);
+  }
+  uint64_t j = 0;
+  for (uint64_t lo = first; lo < nvec; lo += step, ++j) {
+    if (!team.receive(j == 0)) {
+      return false;
+    }
+    if (j > 0) {
+      gather(lo - step, (j - 1) & 1);
+    }
+    if (lo + step < nvec) {
+      scatter(lo + step, (j + 1) & 1);
+    }
+    own(lo, j & 1);
+    team.post(false);
+  }
+  if (j > 0) {
+    if (!team.receive(false)) {
+      return false;
+    }
+    gather(first + (j - 1) * step, (j - 1) & 1);
+  }
+  return true;
+}
+
 // Pipeline, scattered (World >= 3, kernels/abi.go): a chunked
 // reduce-scatter + all-gather through four slots per block region of half
 // s: scatter chunk j+1 and reduce chunk j (its result pushed to every
@@ -1613,14 +1675,11 @@ INTRANODE_DEVICE void pipeline_scattered(const Args& a, int n) {
   const int np = n - 1;
   const uint64_t grid = port::grid_blocks();
   const uint64_t b = port::block_index();
-  const uint64_t block_region = (push_max(a.world) / grid) & ~uint64_t(15);
-  const uint64_t q = (block_region / 4) & ~uint64_t(15);  // kernels.PipelineSlice
-  if (q < 16) {
-    if (port::thread_index() == 0) {
-      report(a.status, kStatusBadArgs, 0, uint32_t(b));
-    }
+  const ScatterSlots ss(a.world);
+  if (!ss.ok(a)) {
     return;
   }
+  const uint64_t q = ss.q;
   const uint64_t nfull = a.count / E;
   const uint64_t nvec = (a.count + E - 1) / E;
   const uint32_t qv = uint32_t(q / 16);  // vectors per slice
@@ -1628,50 +1687,34 @@ INTRANODE_DEVICE void pipeline_scattered(const Args& a, int n) {
   const bool in_aligned = aligned16(a.input);
   const bool out_aligned = aligned16(a.output);
   PushCall<N> call;
-  call.open(a, np, b * block_region);
+  call.open(a, np, b * ss.block_region);
   Team& team = call.team;
   char* const(&dst)[P] = call.dst;        // this block's region in peer k's pad
   const char* const(&src)[P] = call.src;  // peer k's block region in my pad
 
-  const uint64_t first = b * cv;
-  const uint64_t step = grid * cv;
-  if (first < nvec) {
-    move_slices<DT, N, true>(a, dst, np, me, nfull, nvec, in_aligned, first, qv, 0);
-    team.post(true);
-  }
-  uint64_t j = 0;
-  for (uint64_t lo = first; lo < nvec; lo += step, ++j) {
-    if (!team.receive(j == 0)) {
-      return;
-    }
-    if (j > 0) {
-      move_slices<DT, N, false>(a, src, np, me, nfull, nvec, out_aligned, lo - step, qv, (2 + ((j - 1) & 1)) * q);
-    }
-    if (lo + step < nvec) {
-      move_slices<DT, N, true>(a, dst, np, me, nfull, nvec, in_aligned, lo + step, qv, ((j + 1) & 1) * q);
-    }
+  const auto scatter = [&](uint64_t lo, uint64_t k) {
+    move_slices<DT, N, true>(a, dst, np, me, nfull, nvec, in_aligned, lo, qv, k * q);
+  };
+  const auto gather = [&](uint64_t lo, uint64_t k) {
+    move_slices<DT, N, false>(a, src, np, me, nfull, nvec, out_aligned, lo, qv, (2 + k) * q);
+  };
+  const auto own = [&](uint64_t lo, uint64_t k) {
     const uint64_t mlo = lo + uint64_t(me) * qv;
     const uint64_t mhi = min_u64(nvec, mlo + qv);
     if (mlo < mhi) {
       const char* from[P];
       char* to[P];
 #pragma unroll
-      for (int k = 0; k < P; ++k) {
-        from[k] = src[k] == nullptr ? nullptr : src[k] + (j & 1) * q;
-        to[k] = dst[k] == nullptr ? nullptr : dst[k] + (2 + (j & 1)) * q;
+      for (int p = 0; p < P; ++p) {
+        from[p] = src[p] == nullptr ? nullptr : src[p] + k * q;
+        to[p] = dst[p] == nullptr ? nullptr : dst[p] + (2 + k) * q;
       }
       reduce_part<DT, OP, N>(a, from, n, nfull, in_aligned, out_aligned, mlo, mhi, mlo, to);
     }
-    team.post(false);
+  };
+  if (scatter_steps(team, b * cv, nvec, grid * cv, scatter, own, gather)) {
+    call.close(a);
   }
-  if (j > 0) {
-    if (!team.receive(false)) {
-      return;
-    }
-    move_slices<DT, N, false>(a, src, np, me, nfull, nvec, out_aligned, first + (j - 1) * step, qv,
-                              (2 + ((j - 1) & 1)) * q);
-  }
-  call.close(a);
 }
 
 // TwoShot: copy in, Barrier, reduce own slice into the output and push it
@@ -2026,11 +2069,121 @@ INTRANODE_DEVICE void mover_pipeline(const Args& a, Algo algo, int nr) {
   }
 }
 
+// mover_relay is the pipelined broadcast from three ranks on
+// (kernels.BroadcastRelays): a chunked scatter from the root + all-gather
+// among the other ranks through the scattered Pipeline's four slots per
+// block region, so the root sends each chunk once, not once per peer.
+// Chunks are np slices of q bytes, slice o owned by the o-th rank other
+// than the root. Each step: the others copy the slices of chunk j-1 that
+// their peers relayed to them out, the root scatters chunk j+1, and each
+// other rank writes its slice of chunk j from the root's slot into its
+// output and every other non-root peer's all-gather slot; one exchange of
+// signals per step.
+template <uint32_t DT, int N>
+INTRANODE_DEVICE void mover_relay(const Args& a, int n) {
+  constexpr uint64_t E = kVecElems<DT>;
+  constexpr int U = kUnroll<N>;
+  constexpr int P = kPeers<N>;  // peers, by index k: rank k + (k >= me)
+  const int me = int(a.rank);
+  const int root = int(a.extra);
+  const int np = n - 1;
+  const uint64_t grid = port::grid_blocks();
+  const uint64_t b = port::block_index();
+  const ScatterSlots ss(a.world);
+  if (!ss.ok(a)) {
+    return;
+  }
+  const uint64_t q = ss.q;
+  const uint64_t nfull = a.count / E;
+  const uint64_t nvec = (a.count + E - 1) / E;
+  const uint32_t qv = uint32_t(q / 16);  // vectors per slice
+  const uint64_t cv = uint64_t(qv) * uint64_t(np);  // kernels.RelayChunk
+  const bool in_aligned = aligned16(a.input);
+  const bool out_aligned = aligned16(a.output);
+  PushCall<N> call;
+  call.open(a, np, b * ss.block_region);
+  Team& team = call.team;
+  const bool is_root = me == root;
+  // At the root peer k owns slice k. Elsewhere, with o this rank's slice:
+  // to[k] and from[k] are this block's region in, and of, the non-root
+  // peer owning slice k + (k >= o) (np - 1 of them), rslot the root's
+  // region in this rank's pad.
+  const int o = me - (me > root);
+  char* to[P];
+  const char* from[P];
+  const char* rslot = is_root ? nullptr : call.src[root - (root > me)];
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    const int s = k + (k >= o);
+    const int r = s + (s >= root);
+    const int kk = r - (r > me);
+    const bool used = !is_root && k < np - 1;
+    to[k] = used ? call.dst[kk] : nullptr;
+    from[k] = used ? call.src[kk] : nullptr;
+  }
+  const uint32_t T = port::block_threads();
+  const auto relay = [&](uint64_t lo, uint64_t slot) {
+    const uint64_t mlo = lo + uint64_t(o) * qv;
+    const uint64_t mhi = min_u64(nvec, mlo + qv);
+    for (uint64_t base = mlo + port::thread_index(); base < mhi; base += U * T) {
+      V16 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const uint64_t i = base + u * T;
+        if (i < mhi) {
+          v[u] = port::load16(rslot + slot * q + 16 * (i - mlo));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const uint64_t i = base + u * T;
+        if (i < mhi) {
+          message_store<DT>(a, i, nfull, out_aligned, v[u]);
+#pragma unroll
+          for (int k = 0; k < P; ++k) {
+            if (k < np - 1) {
+              port::store16(to[k] + (2 + slot) * q + 16 * (i - mlo), v[u]);
+            }
+          }
+        }
+      }
+    }
+  };
+  const auto noop = [](uint64_t, uint64_t) {};
+  bool ok;
+  if (is_root) {
+    // The root scatters np slices, none of them its own (move_slices with
+    // me = np), and copies each chunk to its output.
+    ok = scatter_steps(
+        team, b * cv, nvec, grid * cv,
+        [&](uint64_t lo, uint64_t k) {
+          move_slices<DT, N, true>(a, call.dst, np, np, nfull, nvec, in_aligned, lo, qv, k * q);
+        },
+        [&](uint64_t lo, uint64_t) {
+          if (a.output != a.input) {
+            copy_elems<DT, true>(a.input, a.output, a.count, lo, min_u64(nvec, lo + cv));
+          }
+        },
+        noop);
+  } else {
+    ok = scatter_steps(team, b * cv, nvec, grid * cv, noop, relay, [&](uint64_t lo, uint64_t k) {
+      move_slices<DT, N, false>(a, from, np - 1, o, nfull, nvec, out_aligned, lo, qv, (2 + k) * q);
+    });
+  }
+  if (ok) {
+    call.close(a);
+  }
+}
+
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void mover(const Args& a, Algo algo) {
   if ((a.extra & kMoverPipeline) != 0) {
     Args p = a;
     p.extra &= ~kMoverPipeline;
+    if (algo == Algo::kBroadcast && a.world >= 3) {  // kernels.BroadcastRelays
+      by_world(a.world, [&](auto w, int nr) { mover_relay<DT, decltype(w)::value>(p, nr); });
+      return;
+    }
     by_world(a.world, [&](auto w, int nr) { mover_pipeline<DT, OP, decltype(w)::value>(p, algo, nr); });
     return;
   }
