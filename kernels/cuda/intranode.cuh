@@ -1604,13 +1604,22 @@ INTRANODE_DEVICE void move_slices(const Args& a, Ptr const (&pad)[kPeers<N>], in
 // Pipeline's layout (kernels.PipelineScatterSlot): its block region of a
 // sender's part of half s and the size q of its four slots
 // (kernels.PipelineSlice).
+// For a message of count elements of vec elements per 16-byte vector, it
+// also holds the message's vectors (nvec, nfull of them full) and the
+// vectors per slot (qv).
 struct ScatterSlots {
   uint64_t block_region;
   uint64_t q;
+  uint32_t qv;
+  uint64_t nfull;
+  uint64_t nvec;
 
-  INTRANODE_DEVICE explicit ScatterSlots(uint32_t world) {
+  INTRANODE_DEVICE ScatterSlots(uint32_t world, uint64_t count, uint64_t vec) {
     block_region = (push_max(world) / port::grid_blocks()) & ~uint64_t(15);
     q = (block_region / 4) & ~uint64_t(15);
+    qv = uint32_t(q / 16);
+    nfull = count / vec;
+    nvec = (count + vec - 1) / vec;
   }
 
   // ok reports StatusBadArgs (thread 0) and returns false when the grid
@@ -1675,14 +1684,12 @@ INTRANODE_DEVICE void pipeline_scattered(const Args& a, int n) {
   const int np = n - 1;
   const uint64_t grid = port::grid_blocks();
   const uint64_t b = port::block_index();
-  const ScatterSlots ss(a.world);
+  const ScatterSlots ss(a.world, a.count, E);
   if (!ss.ok(a)) {
     return;
   }
-  const uint64_t q = ss.q;
-  const uint64_t nfull = a.count / E;
-  const uint64_t nvec = (a.count + E - 1) / E;
-  const uint32_t qv = uint32_t(q / 16);  // vectors per slice
+  const uint64_t q = ss.q, nfull = ss.nfull, nvec = ss.nvec;
+  const uint32_t qv = ss.qv;  // vectors per slice
   const uint64_t cv = uint64_t(qv) * uint64_t(n);
   const bool in_aligned = aligned16(a.input);
   const bool out_aligned = aligned16(a.output);
@@ -2087,21 +2094,17 @@ INTRANODE_DEVICE void mover_relay(const Args& a, int n) {
   const int me = int(a.rank);
   const int root = int(a.extra);
   const int np = n - 1;
-  const uint64_t grid = port::grid_blocks();
-  const uint64_t b = port::block_index();
-  const ScatterSlots ss(a.world);
+  const ScatterSlots ss(a.world, a.count, E);
   if (!ss.ok(a)) {
     return;
   }
-  const uint64_t q = ss.q;
-  const uint64_t nfull = a.count / E;
-  const uint64_t nvec = (a.count + E - 1) / E;
-  const uint32_t qv = uint32_t(q / 16);  // vectors per slice
-  const uint64_t cv = uint64_t(qv) * uint64_t(np);  // kernels.RelayChunk
+  const uint64_t cv = uint64_t(ss.qv) * uint64_t(np);  // kernels.RelayChunk
+  const uint64_t first = port::block_index() * cv;
+  const uint64_t step = port::grid_blocks() * cv;
   const bool in_aligned = aligned16(a.input);
   const bool out_aligned = aligned16(a.output);
   PushCall<N> call;
-  call.open(a, np, b * ss.block_region);
+  call.open(a, np, port::block_index() * ss.block_region);
   Team& team = call.team;
   const bool is_root = me == root;
   // At the root peer k owns slice k. Elsewhere, with o this rank's slice:
@@ -2123,26 +2126,26 @@ INTRANODE_DEVICE void mover_relay(const Args& a, int n) {
   }
   const uint32_t T = port::block_threads();
   const auto relay = [&](uint64_t lo, uint64_t slot) {
-    const uint64_t mlo = lo + uint64_t(o) * qv;
-    const uint64_t mhi = min_u64(nvec, mlo + qv);
+    const uint64_t mlo = lo + uint64_t(o) * ss.qv;
+    const uint64_t mhi = min_u64(ss.nvec, mlo + ss.qv);
     for (uint64_t base = mlo + port::thread_index(); base < mhi; base += U * T) {
       V16 v[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const uint64_t i = base + u * T;
         if (i < mhi) {
-          v[u] = port::load16(rslot + slot * q + 16 * (i - mlo));
+          v[u] = port::load16(rslot + slot * ss.q + 16 * (i - mlo));
         }
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const uint64_t i = base + u * T;
         if (i < mhi) {
-          message_store<DT>(a, i, nfull, out_aligned, v[u]);
+          message_store<DT>(a, i, ss.nfull, out_aligned, v[u]);
 #pragma unroll
           for (int k = 0; k < P; ++k) {
             if (k < np - 1) {
-              port::store16(to[k] + (2 + slot) * q + 16 * (i - mlo), v[u]);
+              port::store16(to[k] + (2 + slot) * ss.q + 16 * (i - mlo), v[u]);
             }
           }
         }
@@ -2155,19 +2158,19 @@ INTRANODE_DEVICE void mover_relay(const Args& a, int n) {
     // The root scatters np slices, none of them its own (move_slices with
     // me = np), and copies each chunk to its output.
     ok = scatter_steps(
-        team, b * cv, nvec, grid * cv,
+        team, first, ss.nvec, step,
         [&](uint64_t lo, uint64_t k) {
-          move_slices<DT, N, true>(a, call.dst, np, np, nfull, nvec, in_aligned, lo, qv, k * q);
+          move_slices<DT, N, true>(a, call.dst, np, np, ss.nfull, ss.nvec, in_aligned, lo, ss.qv, k * ss.q);
         },
         [&](uint64_t lo, uint64_t) {
           if (a.output != a.input) {
-            copy_elems<DT, true>(a.input, a.output, a.count, lo, min_u64(nvec, lo + cv));
+            copy_elems<DT, true>(a.input, a.output, a.count, lo, min_u64(ss.nvec, lo + cv));
           }
         },
         noop);
   } else {
-    ok = scatter_steps(team, b * cv, nvec, grid * cv, noop, relay, [&](uint64_t lo, uint64_t k) {
-      move_slices<DT, N, false>(a, from, np - 1, o, nfull, nvec, out_aligned, lo, qv, (2 + k) * q);
+    ok = scatter_steps(team, first, ss.nvec, step, noop, relay, [&](uint64_t lo, uint64_t k) {
+      move_slices<DT, N, false>(a, from, np - 1, o, ss.nfull, ss.nvec, out_aligned, lo, ss.qv, (2 + k) * ss.q);
     });
   }
   if (ok) {

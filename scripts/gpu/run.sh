@@ -18,7 +18,7 @@ R=${RAW:-/tmp/intranode-raw}/r
 rm -rf "$R"
 mkdir -p "$R" "$OUT"
 pack() { tar czf "$OUT/results.tgz" -C "$(dirname "$R")" r; }
-STEPS=${STEPS:-"info topo doctor unit conformance bench anchor rendezvous faults"}  # also: shared hosts kills calm
+STEPS=${STEPS:-"info topo doctor unit enqueue conformance bench anchor rendezvous faults"}  # also: shared hosts kills calm
 WORLD=${WORLD:-$(nvidia-smi -L | wc -l)}
 WORLDS=${WORLDS:-$WORLD}
 step() { echo; echo "=== $1 ($(date -u +%T))"; }
@@ -39,6 +39,11 @@ for s in $STEPS; do
     timeout 180 .gpu/cuda.test -test.v -test.timeout 170s 2>&1 > "$R/unit.txt"
     grep -E '^(--- |FAIL|PASS|ok)' "$R/unit.txt" | grep -v PASS: | head -40
     grep -c -- '--- PASS' "$R/unit.txt" ;;
+  enqueue)
+    # The host time of an eager all-reduce call (BenchmarkGPUEnqueue).
+    step enqueue
+    timeout 120 .gpu/cuda.test -test.run '^$' -test.bench GPUEnqueue -test.benchtime 20000x -test.count 3 2>&1 \
+      | tee "$R/enqueue.txt" | grep -E 'Benchmark|SKIP|FAIL' ;;
   conformance)
     step conformance
     timeout 300 .gpu/intranode conformance --backend cuda --world "$WORLDS" --timeout 60s 2>&1 | tee "$R/conformance.txt" | grep -v '^pass' ;;
