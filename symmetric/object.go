@@ -45,6 +45,10 @@ type Memory struct {
 
 	mu     sync.Mutex // serialises signal operations and Close
 	stream backend.Stream
+	// life guards closed and what Close frees for Confirm, which must not
+	// wait behind a signal operation holding mu (a Barrier waits there
+	// for its peers). Close holds both; mu comes first.
+	life   sync.RWMutex
 	closed bool
 
 	// launchEx is set when ranks of the group share a device: see
@@ -203,10 +207,11 @@ func (m *Memory) Barrier(ctx context.Context, channel int) error {
 // host-mapped words: the status word, where a rank that has not confirmed
 // by timeoutNs is reported, then kernels.FailedWord, which the caller sets
 // before it aborts its vendor communicator so that this rank confirms
-// nothing after that.
+// nothing after that. It does not wait behind a Barrier or a signal that
+// another goroutine has running on the memory.
 func (m *Memory) Confirm(ctx context.Context, s backend.Stream, status backend.DevicePtr, timeoutNs uint64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.life.RLock()
+	defer m.life.RUnlock()
 	if m.closed {
 		return backend.Errorf(backend.CodeClosed, "symmetric: confirm on closed memory")
 	}
@@ -347,6 +352,8 @@ func StatusWordError(w uint32, what string) error {
 func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.life.Lock()
+	defer m.life.Unlock()
 	if m.closed {
 		return nil
 	}
