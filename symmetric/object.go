@@ -218,10 +218,17 @@ func (m *Memory) Confirm(ctx context.Context, s backend.Stream, status backend.D
 	if err := ctx.Err(); err != nil {
 		return backend.Wrap(backend.CodeTimeout, err, "symmetric: confirm")
 	}
-	args := kernels.SignalArgs{Pads: m.SignalPadTable(), Rank: uint32(m.rank), World: uint32(m.world),
-		Channel: kernels.ConfirmChannel, Mask: m.allMask(), Status: status, TimeoutNs: timeoutNs}
-	if err := s.Launch(m.fnConfirm, backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32)}, args.Args()...); err != nil {
-		return fmt.Errorf("symmetric: confirm: %w", err)
+	return m.launchSignal(s, m.fnConfirm, "confirm", kernels.SignalArgs{Channel: kernels.ConfirmChannel, Mask: m.allMask(),
+		Status: status, TimeoutNs: timeoutNs})
+}
+
+// launchSignal launches the signal kernel fn (one block of 32 threads) on
+// s with args, whose group fields (pads, rank, world) it fills in; op
+// names the operation in an error.
+func (m *Memory) launchSignal(s backend.Stream, fn backend.Function, op string, args kernels.SignalArgs) error {
+	args.Pads, args.Rank, args.World = m.SignalPadTable(), uint32(m.rank), uint32(m.world)
+	if err := s.Launch(fn, backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32)}, args.Args()...); err != nil {
+		return fmt.Errorf("symmetric: %s: %w", op, err)
 	}
 	return nil
 }
@@ -277,14 +284,9 @@ func (m *Memory) signalStatus(ctx context.Context, op string, fn backend.Functio
 		return 0, backend.Errorf(backend.CodeClosed, "symmetric: %s on closed memory", op)
 	}
 	timeout := TimeoutFor(ctx, m.opts.timeout)
-	args := kernels.SignalArgs{Pads: m.SignalPadTable(), Rank: uint32(m.rank), World: uint32(m.world),
-		Peer: uint32(max(peer, 0)), Channel: uint32(channel), Mask: mask, Status: m.status.Ptr(),
-		TimeoutNs: uint64(timeout)}
 	launch := func() error {
-		if err := m.stream.Launch(fn, backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32)}, args.Args()...); err != nil {
-			return fmt.Errorf("symmetric: %s: %w", op, err)
-		}
-		return nil
+		return m.launchSignal(m.stream, fn, op, kernels.SignalArgs{Peer: uint32(max(peer, 0)), Channel: uint32(channel),
+			Mask: mask, Status: m.status.Ptr(), TimeoutNs: uint64(timeout)})
 	}
 	// A barrier among all ranks meets them around its launch (Launch); a
 	// subset's barrier and a signal between two ranks do not (the other
