@@ -303,3 +303,20 @@ func TestSoakWithChaos(t *testing.T) {
 	require.Contains(t, out, "# OK: no wrong result, no hang, no leak")
 	require.Regexp(t, `[1-9][0-9]* faults injected`, out)
 }
+
+// TestSoakSharingOneDevice soaks rank processes that share a host's only
+// device, a rank killed in each job: the survivors' leak check then
+// judges intranode's own resources alone.
+func TestSoakSharingOneDevice(t *testing.T) {
+	args := []string{"soak", "--backend", "fake:devices=1", "--world", "2", "--duration", "3s", "--chaos", "kill",
+		"--job", "1s", "--timeout", "1s", "--max", "16K", "--seed", "11"}
+	out, stderr, code := runCLI(t, append(args, "--share-device")...)
+	require.Equal(t, 0, code, stderr+out)
+	require.Contains(t, out, "every rank on device 0")
+	require.Regexp(t, `[1-9][0-9]* faults injected`, out)
+	require.Contains(t, out, "# OK: no wrong result, no hang, no leak")
+
+	out, stderr, code = runCLI(t, append(args, "--jobs", "1")...)
+	require.NotEqual(t, 0, code, "rank 1 has no device of its own without --share-device: %s", out)
+	require.Contains(t, stderr+out, "device 1")
+}

@@ -54,6 +54,18 @@ type soakConfig struct {
 	BufferSize int           `json:"buffer_size"`
 	MaxBytes   int           `json:"max_bytes"` // largest message
 	Seed       uint64        `json:"seed"`
+	// ShareDevice puts every rank on device 0 (collective.Options.
+	// AllowOverlap). Ranks sharing a device never make a vendor library
+	// communicator, so what a survivor keeps is intranode's own.
+	ShareDevice bool `json:"share_device,omitempty"`
+}
+
+// device is the device a rank of the job uses.
+func (cfg soakConfig) device(rank int) int {
+	if cfg.ShareDevice {
+		return 0
+	}
+	return rank
 }
 
 // soakReport is a rank's last line: what it did and what it holds.
@@ -196,6 +208,7 @@ func runSoak(ctx context.Context, args []string, s streams) error {
 	maxB := fs.String("max", "256K", "largest message (some calls are larger than the buffer: chunked)")
 	jobs := fs.Int("jobs", 0, "stop after this many jobs (0: when --duration ends)")
 	seed := fs.Uint64("seed", 0, "random seed (0: from the clock)")
+	share := fs.Bool("share-device", false, "every rank on device 0: what a survivor keeps is then intranode's own (ranks sharing a device never make a vendor library communicator); its call counts are no performance figure")
 	rssGrowth := fs.Float64("max-rss-growth", 0.05, "largest RSS growth of a rank from its first call to its last, in jobs of 30 s or more")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -223,8 +236,12 @@ func runSoak(ctx context.Context, args []string, s streams) error {
 	}
 	rng := rand.New(rand.NewPCG(*seed, 0x50a4))
 	sum := soakSummary{errors: map[string]int{}}
-	fmt.Fprintf(s.Out, "# intranode soak: backend %s, world %d, %v, chaos %s, call timeout %v, seed %d\n",
-		c.backend, *world, *duration, *chaosS, *timeout, *seed)
+	shared := ""
+	if *share {
+		shared = ", every rank on device 0"
+	}
+	fmt.Fprintf(s.Out, "# intranode soak: backend %s, world %d%s, %v, chaos %s, call timeout %v, seed %d\n",
+		c.backend, *world, shared, *duration, *chaosS, *timeout, *seed)
 	end := time.Now().Add(*duration)
 	formedIn := time.Second // how long the last job took to form its group
 	for n := 1; time.Until(end) > 0 && (*jobs == 0 || n <= *jobs); n++ {
@@ -245,7 +262,7 @@ func runSoak(ctx context.Context, args []string, s streams) error {
 			length = min(length, faultAt+*timeout+2*time.Second)
 		}
 		cfg := soakConfig{Backend: c.backend, World: *world, Duration: length, Timeout: *timeout, BufferSize: bufBytes,
-			MaxBytes: maxBytes, Seed: rng.Uint64()}
+			MaxBytes: maxBytes, Seed: rng.Uint64(), ShareDevice: *share}
 		j, err := soakJob(ctx, cfg, kind, faultAt, inSetup, rng.IntN(*world), *rssGrowth)
 		if err != nil {
 			return err
@@ -663,9 +680,9 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 		return fail(err)
 	}
 	defer b.Close()
-	dev := rank
+	dev := cfg.device(rank)
 	c, err := collective.New(st, rank, cfg.World, collective.Options{Backend: b, Device: &dev, BufferSize: cfg.BufferSize,
-		Timeout: cfg.Timeout})
+		Timeout: cfg.Timeout, AllowOverlap: cfg.ShareDevice})
 	if err != nil {
 		return fail(err)
 	}
@@ -787,7 +804,8 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 }
 
 // soakWarmup opens the rank's device, allocates and makes one all-reduce
-// through the backend's own library where it has one (warmLibrary), and
+// through the backend's own library where it has one and the job will
+// use it (warmLibrary: not when ranks share a device), and
 // closes everything, so that what the driver and the library keep for the
 // process's life is taken before the soak's floor is read.
 func soakWarmup(ctx context.Context, cfg soakConfig, rank int) (err error) {
@@ -798,7 +816,7 @@ func soakWarmup(ctx context.Context, cfg soakConfig, rank int) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, b.Close()) }()
-	d, err := b.Open(ctx, rank)
+	d, err := b.Open(ctx, cfg.device(rank))
 	if err != nil {
 		return err
 	}
@@ -813,7 +831,7 @@ func soakWarmup(ctx context.Context, cfg soakConfig, rank int) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, buf.Close()) }()
-	if ihb, ok := b.(collective.InterHostBackend); ok {
+	if ihb, ok := b.(collective.InterHostBackend); ok && !cfg.ShareDevice {
 		return warmLibrary(ctx, ihb, s, buf.Ptr(), rank)
 	}
 	return nil

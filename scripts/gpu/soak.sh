@@ -10,7 +10,9 @@
 # $OUT/soak-*.txt. INTRANODE_NCCL_CREATION in the environment says how the
 # ranks make their NCCL communicators (blocking, the default; guarded;
 # nonblocking: docs/RELIABILITY.md). The creation step measures what an
-# NCCL call costs on communicators made each way.
+# NCCL call costs on communicators made each way. The shared step (not
+# in the default steps) runs the kill soak with every rank on GPU 0, so
+# it needs one GPU only.
 set -u
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/out}
@@ -39,6 +41,16 @@ for s in ${STEPS:-calm kills pairs creation mixed}; do
     done
     wait
     cut -c1-700 "$OUT"/soak-kills-w2-pair*.txt | grep -v ': ok$' | tail -"${TAIL:-30}"
+    shm ;;
+  shared)
+    # Every rank on GPU 0, as processes: ranks sharing a device make no
+    # NCCL communicator, so what a survivor keeps is intranode's own.
+    # Their kernels time-slice the GPU: call counts are no figure.
+    for w in ${SHARED_WORLDS:-2 4}; do
+      step "kills, world $w, every rank on GPU 0"
+      timeout "${SHARED_LIMIT:-280}" $BIN soak --backend cuda --share-device --world "$w" --chaos "${SHARED_CHAOS:-kill}" \
+        --jobs "${KILLS:-20}" --job 3s --timeout 3s --duration 4m 2>&1 | tee "$OUT/soak-shared-w$w.txt" | cut -c1-700 | tail -"${TAIL:-30}"
+    done
     shm ;;
   mixed)
     step "kill and stop, world $W, ${MIXED:-3m}"
