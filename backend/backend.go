@@ -264,7 +264,9 @@ type Device interface {
 // Synchronize (or event Synchronize) on that stream.
 type Stream interface {
 	// Launch enqueues a kernel. Arguments are marshalled with their real
-	// sizes and alignment (see MarshalArgs).
+	// sizes and alignment (see MarshalArgs). Launch does not keep args
+	// after it returns (a backend that runs the kernel later copies them),
+	// so callers may reuse the slice.
 	Launch(fn Function, cfg LaunchConfig, args ...Arg) error
 	// CopyAsync enqueues a device-to-device copy of n bytes.
 	CopyAsync(dst, src DevicePtr, n int) error

@@ -219,6 +219,16 @@ type call struct {
 	noConfirm bool
 }
 
+// callOf applies opts in the comm's scratch call, so that a call's
+// options allocate nothing; the caller holds c.mu.
+func (c *Comm) callOf(opts []CallOption) call {
+	c.opt = call{}
+	for _, o := range opts {
+		o(&c.opt)
+	}
+	return c.opt
+}
+
 // Output makes the call write its result to out instead of in place.
 func Output(out backend.DevicePtr) CallOption {
 	return func(c *call) { c.out, c.hasOut = out, true }
@@ -244,16 +254,13 @@ func WithEvent() CallOption { return func(c *call) { c.event = true } }
 // symmetric buffer (GetBuffer(rank…)), which saves a copy.
 func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.DevicePtr, count int, dtype backend.DType,
 	op backend.ReduceOp, algo Algo, opts ...CallOption) (*Work, error) {
-	var cl call
-	for _, o := range opts {
-		o(&cl)
-	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl := c.callOf(opts)
 	out := buf
 	if cl.hasOut {
 		out = cl.out
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := c.usableFor(algo); err != nil {
 		return nil, err
 	}
@@ -365,7 +372,8 @@ func (c *Comm) enqueue(ctx context.Context, s backend.Stream, a kernels.Algo, cf
 		// together stay within sharedDeviceBlocks.
 		cfg.Grid.X = max(1, min(cfg.Grid.X, uint32(sharedDeviceBlocks/c.world)))
 	}
-	if err := c.mem.Launch(ctx, func() error { return s.Launch(fn, cfg, args.Args()...) }); err != nil {
+	argv := args.Put(&c.argv)
+	if err := c.mem.Launch(ctx, func() error { return s.Launch(fn, cfg, argv...) }); err != nil {
 		return fmt.Errorf("collective: launching %v: %w", a, err)
 	}
 	return nil

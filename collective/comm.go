@@ -107,7 +107,11 @@ type Comm struct {
 	// kfns caches the collective kernels by kernels.AlgoID and dtype, so
 	// a call neither formats the kernel name nor hashes it (eager launches
 	// are bound by the host).
-	kfns   [kernelIDs][5]backend.Function
+	kfns [kernelIDs][5]backend.Function
+	// argv holds a launch's arguments while enqueue hands them to the
+	// stream, which does not keep them (backend.Stream.Launch).
+	argv   [kernels.AllReduceArgCount]backend.Arg
+	opt    call // callOf's scratch
 	status backend.HostAllocation
 	stream backend.Stream // for Barrier and internal work
 	tab    Thresholds

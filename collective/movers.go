@@ -165,18 +165,15 @@ type moveCall struct {
 }
 
 func (c *Comm) move(ctx context.Context, s backend.Stream, m moveCall, algo Algo, opts []CallOption) (*Work, error) {
-	var cl call
-	for _, o := range opts {
-		o(&cl)
-	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl := c.callOf(opts)
 	if cl.hasOut {
 		if m.op != OpBroadcast {
 			return nil, backend.Errorf(backend.CodeInvalidArgument, "collective: %v takes its output as an argument, not Output", m.op)
 		}
 		m.out = cl.out
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := c.checkMove(s, m, algo); err != nil {
 		return nil, err
 	}

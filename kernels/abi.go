@@ -882,20 +882,32 @@ type AllReduceArgs struct {
 	Call      uint64 // CallTag of this launch; 0: no agreement check
 }
 
+// AllReduceArgCount is how many launch arguments AllReduceArgs has.
+const AllReduceArgCount = 13
+
 // Args returns the launch arguments.
 func (a AllReduceArgs) Args() []backend.Arg {
-	return []backend.Arg{
+	var d [AllReduceArgCount]backend.Arg
+	return a.Put(&d)
+}
+
+// Put writes the launch arguments into d and returns them as a slice of
+// it, so that a caller launching often can keep one array (an eager
+// call's host path allocates nothing for them).
+func (a AllReduceArgs) Put(d *[AllReduceArgCount]backend.Arg) []backend.Arg {
+	*d = [AllReduceArgCount]backend.Arg{
 		backend.Ptr(a.Bufs), backend.Ptr(a.Pads), backend.Ptr(a.Input), backend.Ptr(a.Output),
 		backend.U64(a.Count), backend.U32(a.Rank), backend.U32(a.World),
 		backend.U32(uint32(a.DType)), backend.U32(uint32(a.Op)),
 		backend.Ptr(a.Status), backend.U64(a.TimeoutNs), backend.U64(a.Extra), backend.U64(a.Call),
 	}
+	return d[:]
 }
 
 // ParseAllReduceArgs is the inverse of Args, for Go kernels.
 func ParseAllReduceArgs(args []backend.Arg) (AllReduceArgs, error) {
-	if len(args) != 13 {
-		return AllReduceArgs{}, backend.Errorf(backend.CodeInvalidArgument, "all-reduce kernel: %d arguments, want 13", len(args))
+	if len(args) != AllReduceArgCount {
+		return AllReduceArgs{}, backend.Errorf(backend.CodeInvalidArgument, "all-reduce kernel: %d arguments, want %d", len(args), AllReduceArgCount)
 	}
 	return AllReduceArgs{
 		Bufs: args[0].Ptr(), Pads: args[1].Ptr(), Input: args[2].Ptr(), Output: args[3].Ptr(),
