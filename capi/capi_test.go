@@ -127,7 +127,7 @@ func TestBadArguments(t *testing.T) {
 		{"reduce op", func(c *capi.Call) { c.Red = 9 }, "reduction op 9"},
 		{"count past int", func(c *capi.Call) { c.Count = math.MaxUint64 }, "does not fit an int"},
 		{"count overflows bytes", func(c *capi.Call) { c.Count = 1 << 62 }, "too large"},
-		{"count past the allocation", func(c *capi.Call) { c.Count = 4096 }, "input of 16384 bytes"},
+		{"count past the allocation", func(c *capi.Call) { c.Count = 4096 }, "in-place buffer of 16384 bytes"},
 		{"null recvbuff", func(c *capi.Call) { c.Recv = 0 }, "recvbuff is NULL"},
 		{"null sendbuff", func(c *capi.Call) { c.Send = 0 }, "sendbuff is NULL"},
 		{"root", func(c *capi.Call) { c.Op, c.Root = collective.OpBroadcast, 2 }, "root 2 out of range"},

@@ -430,7 +430,7 @@ func TestCountBeyondTheAllocation(t *testing.T) {
 	}
 	wg.Wait()
 	require.ErrorIs(t, errs[0], backend.ErrInvalidArgument)
-	require.ErrorContains(t, errs[0], "input of 268435456 bytes")
+	require.ErrorContains(t, errs[0], "in-place buffer of 268435456 bytes")
 	require.Less(t, took[0], time.Second, "refused before anything was launched")
 	require.ErrorIs(t, errs[1], backend.ErrTimeout)
 	require.ErrorContains(t, errs[1], "rank 0")

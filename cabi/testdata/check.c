@@ -118,7 +118,7 @@ static void bad(intranodeComm_t comm, void *stream) {
 		{intranodeAllReduce(buf, buf, 8, intranodeFloat32, (intranodeRedOp_t)7, comm, stream), "reduction op 7"},
 		{intranodeAllReduce(buf, NULL, 8, intranodeFloat32, intranodeSum, comm, stream), "recvbuff is NULL"},
 		{intranodeAllReduce(buf, buf, (size_t)1 << 62, intranodeFloat32, intranodeSum, comm, stream), "too large"},
-		{intranodeAllReduce(buf, buf, 4096, intranodeFloat32, intranodeSum, comm, stream), "input of 16384 bytes"},
+		{intranodeAllReduce(buf, buf, 4096, intranodeFloat32, intranodeSum, comm, stream), "in-place buffer of 16384 bytes"},
 		{intranodeBroadcast(buf, buf, 8, intranodeFloat32, 99, comm, stream), "root 99"},
 		{intranodeAllGather(buf, buf, 8, intranodeFloat32, comm, (void *)0x5), "intranodeStreamCreate"},
 		{intranodeMemFree(comm, buf + 1), "was not allocated"},
