@@ -232,3 +232,30 @@ func TestGPUHostMappedKernel(t *testing.T) {
 func TestGPUCheckRange(t *testing.T) {
 	gputest.CheckRange(t, openGPU(t))
 }
+
+// BenchmarkGPUCheckRange times one range check of a call's buffer
+// (collective's argument check): of the device's own allocation (no
+// driver call) and of one made through another handle, as a caller's
+// tensor is (cuMemGetAddressRange). Run with:
+//
+//	go test -c -tags cuda -o .gpu/cuda.test ./backend/cuda
+//	.gpu/cuda.test -test.run '^$' -test.bench GPUCheckRange -test.benchtime 200000x
+func BenchmarkGPUCheckRange(b *testing.B) {
+	be := openGPU(b)
+	d := openDevice(b, be, 0)
+	rc := d.(backend.RangeChecker)
+	own := gputest.Alloc(b, d, 1<<20)
+	foreign := gputest.Alloc(b, openDevice(b, be, 0), 1<<20)
+	for _, tc := range []struct {
+		name string
+		p    backend.DevicePtr
+	}{{"own", own.Ptr()}, {"foreign", foreign.Ptr()}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := rc.CheckRange(tc.p.Add(1024), 4096); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
