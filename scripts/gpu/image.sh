@@ -7,7 +7,9 @@
 #   go build -tags cuda -ldflags='-s -w' -o .gpu/intranode ./cmd/intranode
 # then run this with the device tool, carrying .gpu/intranode. $OUT gets
 # collectives.fatbin and collectives.fatbin.sha256 as soon as they are
-# built (copy them over kernels/cuda/), and results.tgz with the logs.
+# built (copy them over kernels/cuda/), and results.tgz with the logs,
+# sass.txt among them: the entry points whose sm_90 code differs from the
+# image committed before (scripts/gpu/sass.py).
 #
 # CONFORMANCE picks the suite's run: "shared" (every rank on GPU 0, worlds
 # 2, 4 and 8: one GPU is enough), "world" (one rank per GPU, all GPUs),
@@ -23,6 +25,7 @@ CONFORMANCE=${CONFORMANCE:-shared}
 step info
 { nvidia-smi --query-gpu=index,name,driver_version --format=csv; nvcc --version | tail -2; } | tee "$R/info.txt"
 step image
+cp kernels/cuda/collectives.fatbin "$R/before.fatbin"
 start=$(date +%s)
 # -t 3: the three targets at once; --split-compile=0: ptxas on every core.
 if ! make -C kernels/cuda NVCCFLAGS="-O3 -std=c++17 -t 3 -Xptxas --split-compile=0" > "$R/image.txt" 2>&1; then
@@ -30,6 +33,10 @@ if ! make -C kernels/cuda NVCCFLAGS="-O3 -std=c++17 -t 3 -Xptxas --split-compile
 fi
 echo "built in $(( $(date +%s) - start )) s" | tee -a "$R/image.txt"
 cp kernels/cuda/collectives.fatbin kernels/cuda/collectives.fatbin.sha256 "$OUT/"
+# Which entry points' sm_90 code the change touched (scripts/gpu/sass.py).
+cuobjdump -sass "$R/before.fatbin" > /tmp/before.sass && cuobjdump -sass kernels/cuda/collectives.fatbin > /tmp/after.sass \
+  && python3 scripts/gpu/sass.py /tmp/before.sass /tmp/after.sass | tee "$R/sass.txt"
+rm -f "$R/before.fatbin" /tmp/before.sass /tmp/after.sass
 pack
 export INTRANODE_CUDA_KERNELS=$PWD/kernels/cuda/collectives.fatbin
 if [ "$CONFORMANCE" = shared ] || [ "$CONFORMANCE" = both ]; then
