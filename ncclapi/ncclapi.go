@@ -77,21 +77,26 @@ type state struct {
 	comm atomic.Pointer[capi.Comm]
 }
 
-// comms is the registry of the communicators seen, by NCCL handle.
-var comms = struct {
-	sync.Mutex
-	m map[uintptr]*state
-}{m: map[uintptr]*state{}}
+// comms is the registry of the communicators seen, by NCCL handle, to
+// *state. A sync.Map: every accelerated call and every
+// ncclCommGetAsyncError poll (nccl-tests polls on every thread while it
+// waits) looks a handle up, and those look-ups take no lock.
+var comms sync.Map
 
 func stateOf(comm uintptr) *state {
-	comms.Lock()
-	defer comms.Unlock()
-	st := comms.m[comm]
-	if st == nil {
-		st = &state{}
-		comms.m[comm] = st
+	if st, ok := comms.Load(comm); ok {
+		return st.(*state)
 	}
-	return st
+	st, _ := comms.LoadOrStore(comm, &state{})
+	return st.(*state)
+}
+
+// formed returns the state of a communicator seen before, or nil.
+func formed(comm uintptr) *state {
+	if st, ok := comms.Load(comm); ok {
+		return st.(*state)
+	}
+	return nil
 }
 
 // forward is intranodeNcclRun's answer for "NCCL runs this call".
@@ -233,13 +238,11 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 //
 //export intranodeNcclCommGone
 func intranodeNcclCommGone(comm C.ncclComm_t) {
-	comms.Lock()
-	st := comms.m[uintptr(unsafe.Pointer(comm))]
-	delete(comms.m, uintptr(unsafe.Pointer(comm)))
-	comms.Unlock()
-	if st == nil {
+	v, ok := comms.LoadAndDelete(uintptr(unsafe.Pointer(comm)))
+	if !ok {
 		return
 	}
+	st := v.(*state)
 	C.intranode_set_state(comm, 0) // the handle may be reused for a new communicator
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -255,9 +258,7 @@ func intranodeNcclCommGone(comm C.ncclComm_t) {
 //
 //export intranodeNcclAsyncError
 func intranodeNcclAsyncError(comm C.ncclComm_t) C.int {
-	comms.Lock()
-	st := comms.m[uintptr(unsafe.Pointer(comm))]
-	comms.Unlock()
+	st := formed(uintptr(unsafe.Pointer(comm)))
 	if st == nil {
 		return C.ncclSuccess
 	}
