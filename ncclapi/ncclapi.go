@@ -83,9 +83,10 @@ type state struct {
 // waits) looks a handle up, and those look-ups take no lock.
 var comms sync.Map
 
+// stateOf returns the state of a communicator, made at its first sight.
 func stateOf(comm uintptr) *state {
-	if st, ok := comms.Load(comm); ok {
-		return st.(*state)
+	if st := formed(comm); st != nil {
+		return st
 	}
 	st, _ := comms.LoadOrStore(comm, &state{})
 	return st.(*state)

@@ -12,22 +12,23 @@ import sys
 def parse(path, arch="sm_90"):
     """Map function -> its instructions, addresses and encodings dropped."""
     funcs, cur, keep = {}, None, False
-    for line in open(path).read().splitlines():
-        m = re.match(r"\s*arch = (\w+)", line)
-        if m:
-            keep = m.group(1) == arch
-            continue
-        m = re.match(r"\s*Function : (\S+)", line)
-        if m:
-            cur = m.group(1) if keep else None
-            if cur is not None:
-                funcs[cur] = []
-            continue
-        if cur is None:
-            continue
-        ins = re.sub(r"/\*.*?\*/", "", line).strip()
-        if ins and ins not in ("{", "}") and not ins.startswith("."):
-            funcs[cur].append(ins)
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"\s*arch = (\w+)", line)
+            if m:
+                keep = m.group(1) == arch
+                continue
+            m = re.match(r"\s*Function : (\S+)", line)
+            if m:
+                cur = m.group(1) if keep else None
+                if cur is not None:
+                    funcs[cur] = []
+                continue
+            if cur is None:
+                continue
+            ins = re.sub(r"/\*.*?\*/", "", line).strip()
+            if ins and ins not in ("{", "}") and not ins.startswith("."):
+                funcs[cur].append(ins)
     return funcs
 
 
