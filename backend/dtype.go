@@ -78,17 +78,22 @@ func ParseDType(s string) (DType, error) {
 // ReduceOp is a reduction operator.
 type ReduceOp uint32
 
-// Reduction operators; values are part of the kernel ABI.
+// Reduction operators. Sum, Max and Min are part of the kernel ABI (the
+// kernels reduce with them); Avg is not: it is the sum divided by the
+// number of ranks, which the comm computes as a Sum followed by the
+// division kernel (kernels.Divide), and which a vendor library computes
+// itself (NCCL's ncclAvg).
 const (
 	Sum ReduceOp = 0
 	Max ReduceOp = 1
 	Min ReduceOp = 2
+	Avg ReduceOp = 3
 )
 
 // reduceOpNames are the String names, by value.
-var reduceOpNames = [...]string{Sum: "sum", Max: "max", Min: "min"}
+var reduceOpNames = [...]string{Sum: "sum", Max: "max", Min: "min", Avg: "avg"}
 
-// String returns the name used in tables ("sum", "max", "min").
+// String returns the name used in tables ("sum", "max", "min", "avg").
 func (o ReduceOp) String() string {
 	if o.Valid() {
 		return reduceOpNames[o]
@@ -97,9 +102,22 @@ func (o ReduceOp) String() string {
 }
 
 // Valid reports whether o is a known operator.
-func (o ReduceOp) Valid() bool { return o <= Min }
+func (o ReduceOp) Valid() bool { return o <= Avg }
 
-// ParseReduceOp parses "sum", "max" or "min".
+// Kernel reports whether the kernels reduce with o itself (Sum, Max, Min);
+// Avg is a Sum and a division.
+func (o ReduceOp) Kernel() bool { return o <= Min }
+
+// Reduced is the operator the kernels reduce with for o: Sum for Avg, o
+// itself otherwise.
+func (o ReduceOp) Reduced() ReduceOp {
+	if o == Avg {
+		return Sum
+	}
+	return o
+}
+
+// ParseReduceOp parses "sum", "max", "min" or "avg".
 func ParseReduceOp(s string) (ReduceOp, error) {
 	switch s {
 	case "sum":
@@ -108,6 +126,8 @@ func ParseReduceOp(s string) (ReduceOp, error) {
 		return Max, nil
 	case "min":
 		return Min, nil
+	case "avg":
+		return Avg, nil
 	}
 	return 0, Errorf(CodeInvalidArgument, "unknown reduce op %q", s)
 }

@@ -63,12 +63,17 @@ func TestParseNames(t *testing.T) {
 	}
 	_, err := backend.ParseDType("complex64")
 	require.ErrorIs(t, err, backend.ErrInvalidArgument)
-	for _, o := range []backend.ReduceOp{backend.Sum, backend.Max, backend.Min} {
+	for _, o := range []backend.ReduceOp{backend.Sum, backend.Max, backend.Min, backend.Avg} {
 		got, err := backend.ParseReduceOp(o.String())
 		require.NoError(t, err)
 		require.Equal(t, o, got)
+		require.True(t, o.Valid())
+		require.Equal(t, o != backend.Avg, o.Kernel(), "%v", o)
 	}
+	require.Equal(t, backend.Sum, backend.Avg.Reduced())
+	require.Equal(t, backend.Max, backend.Max.Reduced())
 	require.False(t, backend.ReduceOp(7).Valid())
+	require.False(t, backend.ReduceOp(7).Kernel())
 }
 
 func TestRegistry(t *testing.T) {

@@ -36,7 +36,7 @@ func (c *Comm) check(call Call) error {
 	case !call.DType.Valid():
 		return bad("datatype %d is not one intranode has (float, half, bfloat16, double, int32)", uint32(call.DType))
 	case (call.Op == collective.OpAllReduce || call.Op == collective.OpReduceScatter) && !call.Red.Valid():
-		return bad("reduction op %d is not one intranode has (sum, max, min)", uint32(call.Red))
+		return bad("reduction op %d is not one intranode has (sum, max, min, avg)", uint32(call.Red))
 	case call.Count > math.MaxInt:
 		return bad("count %d does not fit an int", call.Count)
 	case call.Op == collective.OpBroadcast && (call.Root < 0 || call.Root >= c.World()):
@@ -59,7 +59,7 @@ func (c *Comm) Select(call Call) (collective.Algo, error) {
 	if call.Count == 0 {
 		return collective.None, nil
 	}
-	return c.c.SelectAlgo(call.Op, int(call.Count), call.DType), nil
+	return c.c.SelectReduction(call.Op, int(call.Count), call.DType, call.Red), nil
 }
 
 // Do runs call with intranode's choice of path: its own kernels where they

@@ -126,6 +126,20 @@ func (c *Comm) SelectAllReduceAlgo(count int, dtype backend.DType) Algo {
 	return None
 }
 
+// SelectReduction is SelectAlgo for a call that reduces with red: an
+// average (backend.Avg) all-reduce over the thresholds' AvgMax selects
+// None, where the vendor library's average beats the kernels' sum and
+// division.
+func (c *Comm) SelectReduction(op Op, count int, dtype backend.DType, red backend.ReduceOp) Algo {
+	a := c.SelectAlgo(op, count, dtype)
+	if op != OpAllReduce || red != backend.Avg || a == None {
+		return a
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tab.averaged(count*dtype.Size(), a)
+}
+
 // Work is the handle of an enqueued all-reduce. The collective runs on the
 // caller's stream, so work enqueued on that stream afterwards is already
 // ordered after it.
@@ -306,6 +320,9 @@ func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.Devi
 		if err := c.launch(ctx, s, algo, buf, out, count, dtype, op, uint64(timeout)); err != nil {
 			return nil, err
 		}
+		if err := c.divideIfAvg(s, op, out, count, dtype, uint64(timeout)); err != nil {
+			return nil, err
+		}
 	}
 	return c.served(ctx, s, cl)
 }
@@ -330,10 +347,12 @@ func (c *Comm) served(ctx context.Context, s backend.Stream, cl call) (*Work, er
 	return w, nil
 }
 
-// launch enqueues one all-reduce kernel call; the caller holds c.mu.
+// launch enqueues one all-reduce kernel call (for Avg the sum, which
+// divideIfAvg completes; the call's fingerprint keeps Avg, so ranks
+// averaging and ranks summing are told apart); the caller holds c.mu.
 func (c *Comm) launch(ctx context.Context, s backend.Stream, algo Algo, in, out backend.DevicePtr, count int, dtype backend.DType,
 	op backend.ReduceOp, timeoutNs uint64) error {
-	args := kernels.AllReduceArgs{Input: in, Output: out, Count: uint64(count), DType: dtype, Op: op, TimeoutNs: timeoutNs}
+	args := kernels.AllReduceArgs{Input: in, Output: out, Count: uint64(count), DType: dtype, Op: op.Reduced(), TimeoutNs: timeoutNs}
 	if algo == HCM {
 		p := c.hcm[c.rank]
 		args.Extra = kernels.PackHCM([3]int{p[0], p[1], p[2]}, p[3], kernels.HCMPartialOffset(c.opts.BufferSize))
@@ -418,6 +437,31 @@ func (c *Comm) fallback(ctx context.Context, s backend.Stream, in, out backend.D
 		if err := c.launch(ctx, s, a, in.Add(off*size), out.Add(off*size), n, dtype, op, timeoutNs); err != nil {
 			return err
 		}
+	}
+	return c.divideIfAvg(s, op, out, count, dtype, timeoutNs)
+}
+
+// divideIfAvg completes an average that the comm's kernels have summed
+// into the count elements at out: it enqueues the division kernel
+// (kernels.Divide) by the world size on s. For any other op it does
+// nothing. The caller holds c.mu.
+func (c *Comm) divideIfAvg(s backend.Stream, op backend.ReduceOp, out backend.DevicePtr, count int, dtype backend.DType,
+	timeoutNs uint64) error {
+	if op != backend.Avg {
+		return nil
+	}
+	fn, err := c.kernelFunction(kernels.Divide, dtype)
+	if err != nil {
+		return fmt.Errorf("collective: %w", err)
+	}
+	args := kernels.AllReduceArgs{Input: out, Output: out, Count: uint64(count), World: uint32(c.world), DType: dtype,
+		Status: c.status.Ptr(), TimeoutNs: timeoutNs}
+	cfg := divideConfig(count * dtype.Size())
+	// Ranks sharing a device: a division launched early would hold its
+	// blocks, waiting for the sum, where a peer's sum may need them.
+	cfg.Early = !c.mem.SharesDevice()
+	if err := s.Launch(fn, cfg, args.Put(&c.argv)...); err != nil {
+		return fmt.Errorf("collective: launching %v: %w", kernels.Divide, err)
 	}
 	return nil
 }

@@ -49,6 +49,18 @@ func TestThresholdsSelect(t *testing.T) {
 	}
 }
 
+// TestAverageWindow: an average all-reduce keeps the kernels' path up to
+// AvgMax and goes to the vendor library above it; without a limit (the
+// fake) it keeps it at every size.
+func TestAverageWindow(t *testing.T) {
+	for world, max := range map[int]int{2: 16 << 20, 4: 4 << 20, 8: 4 << 20} {
+		tab := DefaultThresholds("cuda", world)
+		require.Equal(t, TwoShot, tab.averaged(max, TwoShot), "world %d", world)
+		require.Equal(t, None, tab.averaged(max+1, TwoShot), "world %d", world)
+	}
+	require.Equal(t, Pipeline, DefaultThresholds("fake", 2).averaged(1<<30, Pipeline))
+}
+
 func TestMoverWindows(t *testing.T) {
 	w := Window{Min: 1 << 20, Max: 4 << 20}
 	for _, tc := range []struct {

@@ -444,7 +444,8 @@ const kernelIDs = 9
 // kernelFunction returns the kernel of a for dtype (both valid).
 func (c *Comm) kernelFunction(a kernels.Algo, dtype backend.DType) (backend.Function, error) {
 	id := kernels.AlgoID(a)
-	cached := id < kernelIDs && int(dtype) < len(c.kfns[id])
+	// Row 0 holds the division kernel, which has no AlgoID.
+	cached := (id > 0 || a == kernels.Divide) && id < kernelIDs && int(dtype) < len(c.kfns[id])
 	if cached {
 		if f := c.kfns[id][dtype]; f != nil {
 			return f, nil

@@ -94,9 +94,14 @@ func joinAll(t *testing.T, ctx context.Context, st store.Store, world int, opts 
 	return out
 }
 
-// allReduceCheck all-reduces count elements of pattern data on the comm
-// and checks the result exactly.
+// allReduceCheck all-reduces (sums) count elements of pattern data on the
+// comm and checks the result exactly.
 func allReduceCheck(ctx context.Context, c *collective.Comm, d backend.DType, algo collective.Algo, count, seed int) error {
+	return reduceCheck(ctx, c, d, backend.Sum, algo, count, seed)
+}
+
+// reduceCheck is allReduceCheck with op.
+func reduceCheck(ctx context.Context, c *collective.Comm, d backend.DType, op backend.ReduceOp, algo collective.Algo, count, seed int) error {
 	dev := c.Device()
 	n := count * d.Size()
 	buf, err := dev.Alloc(ctx, n)
@@ -114,7 +119,7 @@ func allReduceCheck(ctx context.Context, c *collective.Comm, d backend.DType, al
 		return err
 	}
 	defer s.Close()
-	w, err := c.AllReduce(ctx, s, buf.Ptr(), count, d, backend.Sum, algo)
+	w, err := c.AllReduce(ctx, s, buf.Ptr(), count, d, op, algo)
 	if err != nil {
 		return err
 	}
@@ -126,9 +131,9 @@ func allReduceCheck(ctx context.Context, c *collective.Comm, d backend.DType, al
 		return err
 	}
 	want := make([]byte, n)
-	numeric.Expected(d, backend.Sum, want, count, c.World(), seed)
+	numeric.Expected(d, op, want, count, c.World(), seed)
 	if wrong, first := numeric.Compare(d, host, want, count); wrong > 0 {
-		return fmt.Errorf("%v %v count %d: %d elements wrong, first %v", algo, d, count, wrong, first)
+		return fmt.Errorf("%v %v %v count %d: %d elements wrong, first %v", algo, d, op, count, wrong, first)
 	}
 	return nil
 }

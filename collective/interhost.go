@@ -602,7 +602,7 @@ func (h *HostGroups) local(ctx context.Context, s backend.Stream, c hostCall) (*
 	k := h.Comm
 	switch c.op {
 	case OpAllReduce:
-		return k.AllReduce(ctx, s, c.in, c.count, c.dtype, c.red, k.SelectAllReduceAlgo(c.count, c.dtype), Output(c.out))
+		return k.AllReduce(ctx, s, c.in, c.count, c.dtype, c.red, k.SelectReduction(OpAllReduce, c.count, c.dtype, c.red), Output(c.out))
 	case OpReduceScatter:
 		return k.ReduceScatter(ctx, s, c.in, c.out, c.count, c.dtype, c.red, k.SelectAlgo(OpReduceScatter, c.count, c.dtype))
 	}
@@ -653,7 +653,7 @@ func (h *HostGroups) AllReduce(ctx context.Context, s backend.Stream, in, out ba
 			return nil
 		}
 		off := blk * g * size
-		if err := enqueued(c.AllReduce(ctx, s, in.Add(off), tail, dtype, op, c.SelectAllReduceAlgo(tail, dtype), Output(out.Add(off)))); err != nil {
+		if err := enqueued(c.AllReduce(ctx, s, in.Add(off), tail, dtype, op, c.SelectReduction(OpAllReduce, tail, dtype, op), Output(out.Add(off)))); err != nil {
 			return err
 		}
 		if blk == 0 {

@@ -204,6 +204,9 @@ func (c *Comm) move(ctx context.Context, s backend.Stream, m moveCall, algo Algo
 		if err := move(ctx, s, m, timeout); err != nil {
 			return nil, err
 		}
+		if err := c.divideIfAvg(s, m.red, m.out, m.count, m.dtype, timeout); err != nil {
+			return nil, err
+		}
 	}
 	return c.served(ctx, s, cl)
 }
@@ -308,11 +311,12 @@ func (m moveCall) key() (callKey, uint64) {
 }
 
 // args are the kernel arguments of a launch of n elements per block from
-// byte off of every block (the reduction Sum where the call has none).
+// byte off of every block (the reduction Sum where the call has none, and
+// for Avg, which divideIfAvg completes).
 func (m moveCall) args(off, n int, timeoutNs, extra uint64) kernels.AllReduceArgs {
-	a := kernels.AllReduceArgs{Input: m.in.Add(off), Output: m.out.Add(off), Count: uint64(n), DType: m.dtype, Op: m.red,
+	a := kernels.AllReduceArgs{Input: m.in.Add(off), Output: m.out.Add(off), Count: uint64(n), DType: m.dtype, Op: m.red.Reduced(),
 		TimeoutNs: timeoutNs, Extra: extra}
-	if !a.Op.Valid() {
+	if !a.Op.Kernel() {
 		a.Op = backend.Sum
 	}
 	return a

@@ -32,6 +32,21 @@ type Thresholds struct {
 	// sizes (as for Movers) for which its pipelined kernel (Pipeline) is
 	// the fastest path; it takes precedence over Movers.
 	MoverPipeline map[Op]Window
+	// AvgMax is the largest all-reduce, in bytes, that an average
+	// (backend.Avg) takes on the comm's kernels: their sum, then the
+	// division kernel's pass over the output, which above it costs more
+	// than the kernels' lead over the vendor library's own average. 0
+	// means no limit.
+	AvgMax int
+}
+
+// averaged is the path of an all-reduce average of n bytes whose sum
+// would take a: None above AvgMax, a otherwise.
+func (t Thresholds) averaged(n int, a Algo) Algo {
+	if t.AvgMax > 0 && n > t.AvgMax {
+		return None
+	}
+	return a
 }
 
 // Window is a range of message sizes in bytes, [Min, Max]; Max 0 means no
@@ -247,6 +262,16 @@ func (t Thresholds) SelectMover(op Op, n int) Algo {
 // 1298.66 against 1180.27 at 256 MiB), so it is not selected. At world 8
 // and at worlds 3 and 5–7 nothing of today's kernels is measured: NCCL for
 // every data-movement collective.
+//
+// An average all-reduce (AvgMax) adds the division kernel to the sum:
+// on 1×H200, 2.3–2.5 µs a launch up to 1 MiB, 16.0 at 16 MiB, 231 at
+// 256 MiB (divideConfig). Added to the world-2 sums above, the kernels
+// stay ahead of NCCL's time at 16 MiB (59.17 + 16.00 against 76.16) and
+// fall behind it at 64 MiB (201.79 + about 58 against 244.90); added to
+// the world-4 two-shot, ahead at 4 MiB (31.07 + about 5 against 40.58)
+// and not measured between 4 MiB and the buffer. NCCL's ncclAvg takes
+// about its sum's time (it scales as it reduces). These are sums of
+// separate runs on separate hosts, not an average measured end to end.
 func DefaultThresholds(backendName string, world int) Thresholds {
 	switch {
 	case backendName == "cuda" && world <= 2:
@@ -260,7 +285,7 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 			OpAllGather:     {Min: 8<<20 + 1},
 			OpBroadcast:     {Min: 8<<20 + 1, Max: 64 << 20},
 			OpAllToAll:      {Min: 8<<20 + 1},
-		}}
+		}, AvgMax: 16 << 20}
 	case backendName == "cuda" && world == 4:
 		return Thresholds{OneShotMax: 256 << 10, Movers: map[Op]Window{
 			OpReduceScatter: {Min: 1, Max: 4 << 20},
@@ -269,10 +294,10 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 			OpAllToAll:      {Min: 1, Max: 4 << 20},
 		}, MoverPipeline: map[Op]Window{
 			OpAllGather: {Min: 16<<20 + 1},
-		}}
+		}, AvgMax: 4 << 20}
 	case backendName == "cuda":
 		never := map[Op]Window{OpReduceScatter: Never, OpAllGather: Never, OpBroadcast: Never, OpAllToAll: Never}
-		return Thresholds{OneShotMax: 256 << 10, Movers: never}
+		return Thresholds{OneShotMax: 256 << 10, Movers: never, AvgMax: 4 << 20}
 	case backendName == "fake":
 		return Thresholds{OneShotMax: 1 << 10}
 	}
@@ -335,6 +360,23 @@ func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.Launc
 	// (kernels/abi.go), so where the backend has programmatic dependent
 	// launch their start-up overlaps the end of that work.
 	return backend.LaunchConfig{Grid: backend.D1(uint32(blocks)), Block: backend.D1(block), Early: true}
+}
+
+// divideConfig is the launch shape of the division kernel
+// (kernels.Divide) over n bytes: 512 threads, a block per 8 KiB (one
+// vector a thread) up to 1024 blocks, launched Early. bf16 on 1×H200,
+// graph replay, µs a launch, the faster of two runs (BenchmarkGPUDivide,
+// docs/results/2026-11-29-h200x1-f/gpu-divide-sweep.txt; the whole
+// sweep is in docs/PERFORMANCE-kernels.md):
+//
+//	grid                      64K    1M     16M    256M
+//	a block per 64K, to 256   12.44  12.90  16.90  275.49
+//	a block per 8K, to 1024   2.31   2.50   16.00  231.05
+//
+// Each thread's loads wait one after another, so small grids are bound
+// by the memory's latency; 256 MiB moves 2.3 TB/s (read and write).
+func divideConfig(n int) backend.LaunchConfig {
+	return backend.LaunchConfig{Grid: backend.D1(uint32(gridFor(n, 8<<10, 1024))), Block: backend.D1(512), Early: true}
 }
 
 // pipelineBlocks is the largest grid, up to kernels.KernelChannels halved

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/collective"
@@ -158,10 +159,18 @@ func algosFor(c *collective.Comm) []collective.Algo {
 	return []collective.Algo{collective.OneShot, collective.TwoShot}
 }
 
+// caseOps: max and min on every algorithm; avg (a sum, then the division
+// kernel, or the vendor library's own) on every path, the Pipeline and
+// the fallback included.
 func caseOps(ctx context.Context, e *Env) error {
 	return withComm(ctx, e, bufferFor(e), func(c *collective.Comm) error {
-		for _, algo := range algosFor(c) {
-			for _, op := range []backend.ReduceOp{backend.Max, backend.Min} {
+		avgAlgos := append(slices.Clone(algosFor(c)), collective.Pipeline, collective.None)
+		for _, op := range []backend.ReduceOp{backend.Max, backend.Min, backend.Avg} {
+			algos := algosFor(c)
+			if op == backend.Avg {
+				algos = avgAlgos
+			}
+			for _, algo := range algos {
 				for _, d := range []backend.DType{backend.Float32, backend.BFloat16, backend.Int32} {
 					if err := allReduceOnce(ctx, e, c, algo, d, op, 1001, int(op)*7, true); err != nil {
 						return err

@@ -93,7 +93,7 @@ func (w moverWant) Value(i int) float64 {
 	if r >= 0 {
 		return numeric.PatternValue(r, w.m.seed, j)
 	}
-	return numeric.ExpectedValue(w.m.red, w.world, w.m.seed, j)
+	return numeric.ExpectedValue(w.m.dtype, w.m.red, w.world, w.m.seed, j)
 }
 
 // layout returns the elements of the allocations a call needs and where
@@ -343,12 +343,18 @@ func caseMoversPast(ctx context.Context, e *Env, bound int) (err error) {
 
 func caseReduceScatterOps(ctx context.Context, e *Env) error {
 	return withComm(ctx, e, bufferFor(e), func(c *collective.Comm) error {
-		for _, red := range []backend.ReduceOp{backend.Max, backend.Min} {
-			for _, d := range []backend.DType{backend.Float32, backend.BFloat16, backend.Int32} {
-				m := moverCall{op: collective.OpReduceScatter, algo: collective.Direct, dtype: d, red: red, count: 1001,
-					seed: int(red) * 7, outPlace: true}
-				if err := moverOnce(ctx, e, c, m); err != nil {
-					return err
+		for _, red := range []backend.ReduceOp{backend.Max, backend.Min, backend.Avg} {
+			algos := []collective.Algo{collective.Direct}
+			if red == backend.Avg {
+				algos = append(algos, collective.Pipeline, collective.None)
+			}
+			for _, algo := range algos {
+				for _, d := range []backend.DType{backend.Float32, backend.BFloat16, backend.Int32} {
+					m := moverCall{op: collective.OpReduceScatter, algo: algo, dtype: d, red: red, count: 1001,
+						seed: int(red) * 7, outPlace: true}
+					if err := moverOnce(ctx, e, c, m); err != nil {
+						return err
+					}
 				}
 			}
 		}

@@ -48,7 +48,7 @@ extern "C" {
 
 /* The interface version: major*10000 + minor*100 + patch. */
 #define INTRANODE_VERSION_MAJOR 0
-#define INTRANODE_VERSION_MINOR 1
+#define INTRANODE_VERSION_MINOR 2
 #define INTRANODE_VERSION_PATCH 0
 #define INTRANODE_VERSION_CODE                                                 \
 	(INTRANODE_VERSION_MAJOR * 10000 + INTRANODE_VERSION_MINOR * 100 +         \
@@ -78,11 +78,18 @@ typedef enum {
 	intranodeInt32 = 4
 } intranodeDataType_t;
 
-/* Reductions. */
+/*
+ * Reductions. intranodeAvg (since 0.2.0) is the sum divided by nranks:
+ * floating types are summed as for intranodeSum, then divided and rounded
+ * once more (exactly when nranks is a power of two, short of subnormal
+ * results); int32
+ * divides toward zero, as C does.
+ */
 typedef enum {
 	intranodeSum = 0,
 	intranodeMax = 1,
-	intranodeMin = 2
+	intranodeMin = 2,
+	intranodeAvg = 3
 } intranodeRedOp_t;
 
 /* An opaque communicator: one rank's member of a group. */

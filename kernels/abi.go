@@ -815,6 +815,18 @@ const (
 	AllToAll      Algo = "all_to_all"
 )
 
+// Divide is the division kernel, the second half of an average
+// (backend.Avg, a Sum followed by it): Output[i] = Input[i] / World for
+// Count elements, in DType's reduction type (float for float16 and
+// bfloat16) rounded once to nearest even; int32 divides as C does,
+// toward zero. It takes AllReduceArgs but reads only Input, Output,
+// Count, World, DType and Status: no pad, no peer, no Call (it has no
+// AlgoID). Input may equal Output; both must be aligned to the element.
+// It may be launched Early. Any grid works; collective's divideConfig
+// gives 512 threads a block and a block per 8 KiB (one 16-byte vector a
+// thread), up to 1024 blocks.
+const Divide Algo = "divide"
+
 // AllReduceAlgos lists the all-reduce algorithms and Movers the
 // data-movement collectives, in AlgoID order.
 var (

@@ -163,7 +163,7 @@ static int eligible(const struct intranode_call *c) {
 	int type = c->dtype == ncclFloat32 || c->dtype == ncclFloat16 || c->dtype == ncclBfloat16 ||
 	           c->dtype == ncclFloat64 || c->dtype == ncclInt32;
 	int reduces = c->op == IN_ALLREDUCE || c->op == IN_REDUCESCATTER;
-	int op = !reduces || c->red == ncclSum || c->red == ncclMax || c->red == ncclMin;
+	int op = !reduces || c->red == ncclSum || c->red == ncclMax || c->red == ncclMin || c->red == ncclAvg;
 	return type && op;
 }
 

@@ -125,8 +125,9 @@ func ncclResult(err error) C.int {
 var (
 	dtypes = map[C.int]backend.DType{C.ncclFloat32: backend.Float32, C.ncclFloat16: backend.Float16,
 		C.ncclBfloat16: backend.BFloat16, C.ncclFloat64: backend.Float64, C.ncclInt32: backend.Int32}
-	reductions = map[C.int]backend.ReduceOp{C.ncclSum: backend.Sum, C.ncclMax: backend.Max, C.ncclMin: backend.Min}
-	ops        = map[C.int]collective.Op{C.IN_ALLREDUCE: collective.OpAllReduce, C.IN_REDUCESCATTER: collective.OpReduceScatter,
+	reductions = map[C.int]backend.ReduceOp{C.ncclSum: backend.Sum, C.ncclMax: backend.Max, C.ncclMin: backend.Min,
+		C.ncclAvg: backend.Avg}
+	ops = map[C.int]collective.Op{C.IN_ALLREDUCE: collective.OpAllReduce, C.IN_REDUCESCATTER: collective.OpReduceScatter,
 		C.IN_ALLGATHER: collective.OpAllGather, C.IN_BROADCAST: collective.OpBroadcast}
 )
 

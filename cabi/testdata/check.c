@@ -62,6 +62,16 @@ static void collectives(intranodeComm_t comm, int rank, void *stream) {
 			for (int r = 1; r < world; r++) want = value(r, i) > want ? value(r, i) : want;
 			CHECK(dst[i] == want, "all-reduce max rank %d [%d] = %g, want %g", rank, i, dst[i], want);
 		}
+		// avg: the float sum in rank order, divided by world in float
+		for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
+		OK(intranodeAllReduce(in, dst, COUNT, intranodeFloat32, intranodeAvg, comm, stream));
+		OK(intranodeStreamSynchronize(comm, stream));
+		for (int i = 0; i < COUNT; i++) {
+			float want = 0;
+			for (int r = 0; r < world; r++) want += value(r, i);
+			want /= (float)world;
+			CHECK(dst[i] == want, "all-reduce avg rank %d [%d] = %g, want %g", rank, i, dst[i], want);
+		}
 		// reduce-scatter: in holds world blocks; the output is block rank
 		for (size_t i = 0; i < big; i++) in[i] = value(rank, (int)i);
 		dst = inplace ? in + (size_t)rank * COUNT : out;

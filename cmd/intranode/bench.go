@@ -51,7 +51,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	factor := fs.Int("f", 4, "size multiplication factor between rows")
 	dtypeS := fs.String("dtype", "bfloat16", "element type: float, half, bfloat16, double, int32")
 	collS := fs.String("op", "all_reduce", "collectives, comma-separated: all_reduce, reduce_scatter, all_gather, broadcast, alltoall, or all")
-	opS := fs.String("redop", "sum", "reduction: sum, max, min")
+	opS := fs.String("redop", "sum", "reduction: sum, max, min, avg")
 	algoS := fs.String("algo", "all", "all, auto (the comm's choice per size), or a list of oneshot,twoshot,hcm,pipeline (all-reduce; pipeline also the other collectives' pipelined kernels), direct (the other collectives' kernels), nccl")
 	iters := fs.Int("iters", 20, "timed iterations per row")
 	warmup := fs.Int("warmup", 5, "untimed iterations before timing")

@@ -627,9 +627,13 @@ func (m *benchMeasure) compare(ctx context.Context, count, seed int, inPlace boo
 	}
 	want := make([]byte, len(got))
 	pattern := func(r, j int) float64 { return numeric.PatternValue(r, seed, j) }
-	fold := func(a, b float64) float64 { return numeric.Combine(m.cfg.Op, a, b) }
+	fold := func(a, b float64) float64 { return numeric.Combine(m.cfg.Op.Reduced(), a, b) }
 	numeric.EncodeFunc(d, want, n, func(i int) float64 {
-		return m.coll.Reference(pattern, fold, m.cfg.World, m.rank, 0, count, i)
+		v := m.coll.Reference(pattern, fold, m.cfg.World, m.rank, 0, count, i)
+		if r, _ := m.coll.Source(m.rank, 0, count, i); r < 0 {
+			v = numeric.Finish(d, m.cfg.Op, m.cfg.World, v) // a reduced element
+		}
+		return v
 	})
 	wrong, first := numeric.Compare(d, got, want, n)
 	return wrong, first, nil

@@ -740,7 +740,7 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 		}
 		m.coll = collective.Ops[rng.IntN(len(collective.Ops))]
 		m.cfg.DType = backend.DTypes[rng.IntN(len(backend.DTypes))]
-		m.cfg.Op = []backend.ReduceOp{backend.Sum, backend.Max, backend.Min}[rng.IntN(3)]
+		m.cfg.Op = []backend.ReduceOp{backend.Sum, backend.Max, backend.Min, backend.Avg}[rng.IntN(4)]
 		inPlace := rng.IntN(2) == 0
 		div := 1
 		if m.coll == collective.OpReduceScatter || m.coll == collective.OpAllGather || m.coll == collective.OpAllToAll {

@@ -3,6 +3,7 @@ package numeric
 import (
 	"bytes"
 	"fmt"
+	"math"
 
 	"github.com/intranode/intranode/backend"
 )
@@ -40,32 +41,53 @@ type patternValues struct{ rank, seed int }
 func (p patternValues) Value(i int) float64 { return PatternValue(p.rank, p.seed, i) }
 
 // ExpectedValue is op over ranks 0..world-1 of PatternValue(r, seed, i):
-// the exact result of an all-reduce of Pattern inputs.
+// the exact result of an all-reduce of Pattern inputs of type d. For Avg
+// it is the exact sum divided by world: for Int32 truncated toward zero,
+// for the floating types the quotient that Put rounds once (the kernels'
+// quotient, divided in float32 or float64 and rounded, is the same value,
+// since the quotient of a small integer by 3, 5, 6 or 7 never falls on a
+// rounding boundary).
 //
 //go:norace
-func ExpectedValue(op backend.ReduceOp, world, seed, i int) float64 {
+func ExpectedValue(d backend.DType, op backend.ReduceOp, world, seed, i int) float64 {
+	fold := op.Reduced()
 	acc := PatternValue(0, seed, i)
 	for r := 1; r < world; r++ {
-		acc = Combine(op, acc, PatternValue(r, seed, i))
+		acc = Combine(fold, acc, PatternValue(r, seed, i))
 	}
-	return acc
+	return Finish(d, op, world, acc)
+}
+
+// Finish completes a reduction of world values of type d folded with
+// op.Reduced(): for Avg it divides by world (for Int32 toward zero, as
+// C and the kernels do); for any other op it returns v.
+func Finish(d backend.DType, op backend.ReduceOp, world int, v float64) float64 {
+	if op != backend.Avg {
+		return v
+	}
+	v /= float64(world)
+	if d == backend.Int32 {
+		v = math.Trunc(v)
+	}
+	return v
 }
 
 // Expected writes ExpectedValue(op, world, seed, i) into elements
 // [0, count) of b. world must be at most 8 for the values to be exact in
 // every type (see PatternRange).
 func Expected(d backend.DType, op backend.ReduceOp, b []byte, count, world, seed int) {
-	EncodeValues(d, b, count, expectedValues{op, world, seed})
+	EncodeValues(d, b, count, expectedValues{d, op, world, seed})
 }
 
-// expectedValues are ExpectedValue for one op, world and seed.
+// expectedValues are ExpectedValue for one dtype, op, world and seed.
 type expectedValues struct {
+	d           backend.DType
 	op          backend.ReduceOp
 	world, seed int
 }
 
 //go:norace
-func (e expectedValues) Value(i int) float64 { return ExpectedValue(e.op, e.world, e.seed, i) }
+func (e expectedValues) Value(i int) float64 { return ExpectedValue(e.d, e.op, e.world, e.seed, i) }
 
 // Mismatch describes the first element where two buffers differ.
 type Mismatch struct {

@@ -154,7 +154,7 @@ func openCollective(ctx context.Context, mem Memory, a kernels.AllReduceArgs, dt
 	if a.DType != dtype {
 		return nil, l.badArgs("dtype %v, but the kernel handles %v", a.DType, dtype)
 	}
-	if !a.Op.Valid() {
+	if !a.Op.Kernel() {
 		return nil, l.badArgs("invalid reduce op %v", a.Op)
 	}
 	if a.World < 1 || a.World > kernels.MaxRanks || a.Rank >= a.World {

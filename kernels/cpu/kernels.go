@@ -37,6 +37,7 @@ func Kernels() map[string]Func {
 		for _, a := range kernels.Movers {
 			m[kernels.KernelName(a, d)] = Mover(a, d)
 		}
+		m[kernels.KernelName(kernels.Divide, d)] = Divide(d)
 	}
 	return m
 }

@@ -25,6 +25,8 @@
 //              block 512, any grid <= 128 (collective's moverLaunchConfig:
 //              on the LL path the one-shot LL's grid for a rank's block,
 //              else a block per 32 KiB read and written, up to 64)
+//   divide:    block 512, any grid (kernels.Divide; collective's divideConfig:
+//              a block per 8 KiB, up to 1024)
 //   barrier, put_signal, wait_signal: grid 1, block 32.
 //
 // A kernel that finds bad arguments or times out stores its status word (CAS
@@ -61,6 +63,26 @@ INTRANODE_ALL_REDUCE_TYPES(all_to_all, intranode::Algo::kAllToAll)
 
 #undef INTRANODE_ALL_REDUCE_TYPES
 #undef INTRANODE_ALL_REDUCE
+
+#define INTRANODE_DIVIDE(DTYPE_NAME, DTYPE)                                                     \
+  INTRANODE_KERNEL intranode_divide_##DTYPE_NAME(                                               \
+      const unsigned long long* bufs, const unsigned long long* pads, const void* input,       \
+      void* output, unsigned long long count, unsigned int rank, unsigned int world,           \
+      unsigned int dtype, unsigned int op, unsigned int* status, unsigned long long timeout_ns, \
+      unsigned long long extra, unsigned long long call) {                                     \
+    const intranode::Args a = {bufs,  pads, static_cast<const char*>(input),                   \
+                               static_cast<char*>(output), count, rank, world, dtype, op,      \
+                               status, timeout_ns, extra, call};                               \
+    intranode::divide<DTYPE>(a);                                                               \
+  }
+
+INTRANODE_DIVIDE(f32, intranode::kF32)
+INTRANODE_DIVIDE(f16, intranode::kF16)
+INTRANODE_DIVIDE(bf16, intranode::kBF16)
+INTRANODE_DIVIDE(f64, intranode::kF64)
+INTRANODE_DIVIDE(i32, intranode::kI32)
+
+#undef INTRANODE_DIVIDE
 
 INTRANODE_KERNEL intranode_barrier(const unsigned long long* pads, unsigned int rank,
                                    unsigned int world, unsigned int peer, unsigned int channel,

@@ -2325,6 +2325,60 @@ INTRANODE_DEVICE void all_reduce(Args a, Algo algo) {
 }
 
 // ---------------------------------------------------------------------------
+// Division (kernels.Divide): output[i] = input[i] / world, the second half
+// of an average. Local memory only: no pad, no peer, no call record.
+
+// Quotient divides in the reduction type and rounds once (int32: C's
+// division, toward zero).
+struct Quotient {
+  uint32_t world;
+  INTRANODE_DEVICE float operator()(float a) const { return port::div_f32(a, static_cast<float>(world)); }
+  INTRANODE_DEVICE double operator()(double a) const { return port::div_f64(a, static_cast<double>(world)); }
+  INTRANODE_DEVICE int32_t operator()(int32_t a) const { return a / static_cast<int32_t>(world); }
+};
+
+template <uint32_t DT>
+INTRANODE_DEVICE void divide(const Args& a) {
+  using T = Type<DT>;
+  constexpr uint64_t size = kElemSize<DT>;
+  // Launched Early, like the collective kernels: the sum ahead of it on
+  // the stream must have finished before its output is read.
+  port::wait_dependencies();
+  port::allow_dependents();
+  const bool ok = a.world >= 1 && a.world <= kMaxRanks && a.dtype == DT &&
+                  (a.count == 0 || (a.input != nullptr && a.output != nullptr &&
+                                    reinterpret_cast<uintptr_t>(a.input) % size == 0 &&
+                                    reinterpret_cast<uintptr_t>(a.output) % size == 0));
+  if (!ok) {
+    if (port::block_index() == 0 && port::thread_index() == 0) {
+      report(a.status, kStatusBadArgs, 0, 0);
+    }
+    return;
+  }
+  const Quotient q{a.world};
+  const uint64_t stride = uint64_t(port::grid_blocks()) * port::block_threads();
+  const uint64_t first = uint64_t(port::block_index()) * port::block_threads() + port::thread_index();
+  uint64_t done = 0;
+  if (aligned16(a.input) && aligned16(a.output)) {
+    const uint64_t nvec = a.count / kVecElems<DT>;
+    for (uint64_t i = first; i < nvec; i += stride) {
+      Pack<DT> p;
+      p.v = port::load16(a.input + i * 16);
+#pragma unroll
+      for (int e = 0; e < Pack<DT>::kElems; ++e) {
+        p.e[e] = T::down(q(T::up(p.e[e])));
+      }
+      port::store16(a.output + i * 16, p.v);
+    }
+    done = nvec * kVecElems<DT>;
+  }
+  for (uint64_t e = done + first; e < a.count; e += stride) {
+    const uint64_t off = e * size;
+    store_elem<DT>(a.output + off, T::down(q(T::up(load_elem<DT>(a.input + off)))));
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Signal kernels: one block; thread t serves peers t, t+blockDim, ...
 
 INTRANODE_DEVICE bool signal_valid(const unsigned long long* pads, uint32_t rank, uint32_t world,

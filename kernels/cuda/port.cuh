@@ -238,6 +238,8 @@ INTRANODE_DEVICE void store_u64(void* p, uint64_t v) {
 // produce the same bits.
 INTRANODE_DEVICE float add_f32(float a, float b) { return __fadd_rn(a, b); }
 INTRANODE_DEVICE double add_f64(double a, double b) { return __dadd_rn(a, b); }
+INTRANODE_DEVICE float div_f32(float a, float b) { return __fdiv_rn(a, b); }
+INTRANODE_DEVICE double div_f64(double a, double b) { return __ddiv_rn(a, b); }
 
 // Bit casts between element storage and arithmetic types.
 INTRANODE_DEVICE float f32_from_bits(uint32_t b) { return __uint_as_float(b); }

@@ -103,6 +103,10 @@ INTRANODE_DEVICE void store_u64(void* p, uint64_t v) { *static_cast<uint64_t*>(p
 // round-to-nearest-even.
 INTRANODE_DEVICE float add_f32(float a, float b) { return a + b; }
 INTRANODE_DEVICE double add_f64(double a, double b) { return a + b; }
+// hipcc divides floats correctly rounded unless told otherwise (as for
+// CUDA's __fdiv_rn).
+INTRANODE_DEVICE float div_f32(float a, float b) { return a / b; }
+INTRANODE_DEVICE double div_f64(double a, double b) { return a / b; }
 
 INTRANODE_DEVICE float f32_from_bits(uint32_t b) { return __builtin_bit_cast(float, b); }
 INTRANODE_DEVICE uint32_t f32_bits(float f) { return __builtin_bit_cast(uint32_t, f); }

@@ -88,6 +88,16 @@ static void check_sum(const float *dst, int rank, int w) {
 	}
 }
 
+// check_avg checks the average of block `block` of every rank's values:
+// the rank-order float sum (as check_sum) divided by w in float.
+static void check_avg(const float *dst, int rank, int w, int block) {
+	for (int i = 0; i < COUNT; i++) {
+		float sum = 0;
+		for (int r = 0; r < w; r++) sum += value(r, block * COUNT + i);
+		CHECK(dst[i] == sum / (float)w, "avg rank %d [%d] = %g, want %g", rank, i, dst[i], sum / (float)w);
+	}
+}
+
 static void allreduce_sum(ncclComm_t comm, int rank, int w, float *in, float *out, int inplace) {
 	for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
 	float *dst = inplace ? in : out;
@@ -119,6 +129,9 @@ static void *rank_main(void *arg) {
 			for (int r = 1; r < world; r++) want = value(r, i) > want ? value(r, i) : want;
 			CHECK(dst[i] == want, "max rank %d [%d] = %g", rank, i, dst[i]);
 		}
+		for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
+		OK(ncclAllReduce(in, dst, COUNT, ncclFloat32, ncclAvg, comm, NULL));
+		check_avg(dst, rank, world, 0);
 		for (size_t i = 0; i < big; i++) in[i] = value(rank, (int)i);
 		dst = inplace ? in + (size_t)rank * COUNT : out;
 		OK(ncclReduceScatter(in, dst, COUNT, ncclFloat32, ncclSum, comm, NULL));
@@ -127,6 +140,9 @@ static void *rank_main(void *arg) {
 			for (int r = 0; r < world; r++) want += value(r, rank * COUNT + i);
 			CHECK(dst[i] == want, "reduce-scatter rank %d [%d] = %g, want %g", rank, i, dst[i], want);
 		}
+		for (size_t i = 0; i < big; i++) in[i] = value(rank, (int)i);
+		OK(ncclReduceScatter(in, dst, COUNT, ncclFloat32, ncclAvg, comm, NULL));
+		check_avg(dst, rank, world, rank);
 		float *src = inplace ? out + (size_t)rank * COUNT : in;
 		for (int i = 0; i < COUNT; i++) src[i] = value(rank, i);
 		OK(ncclAllGather(src, out, COUNT, ncclFloat32, comm, NULL));
@@ -141,20 +157,17 @@ static void *rank_main(void *arg) {
 		OK(ncclBcast(in, COUNT, ncclFloat32, 0, comm, NULL));
 		for (int i = 0; i < COUNT; i++) CHECK(in[i] == value(0, i), "bcast rank %d [%d] = %g", rank, i, in[i]);
 	}
-	reached(rank, "ncclAllReduce", 4 * fwd);
-	reached(rank, "ncclReduceScatter", 2 * fwd);
+	reached(rank, "ncclAllReduce", 6 * fwd);
+	reached(rank, "ncclReduceScatter", 4 * fwd);
 	reached(rank, "ncclAllGather", 2 * fwd);
 	reached(rank, "ncclBroadcast", 4 * fwd);
 
-	// Forwarded whatever the switch: int8, avg, send/receive.
+	// Forwarded whatever the switch: int8, send/receive.
 	signed char *b8 = (signed char *)in;
 	for (int i = 0; i < COUNT; i++) b8[i] = (signed char)(i % 5);
 	OK(ncclAllReduce(b8, b8, COUNT, ncclInt8, ncclSum, comm, NULL));
 	for (int i = 0; i < COUNT; i++) CHECK(b8[i] == (i % 5) * world, "int8 all-reduce rank %d [%d] = %d", rank, i, b8[i]);
-	for (int i = 0; i < COUNT; i++) in[i] = (float)(rank * 2);
-	OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclAvg, comm, NULL));
-	CHECK(out[0] == (float)(world - 1), "avg rank %d = %g", rank, out[0]);
-	reached(rank, "ncclAllReduce", 2 * world);
+	reached(rank, "ncclAllReduce", world);
 	for (int i = 0; i < COUNT; i++) in[i] = (float)rank;
 	OK(ncclGroupStart());
 	OK(ncclSend(in, COUNT, ncclFloat32, (rank + 1) % world, comm, NULL));

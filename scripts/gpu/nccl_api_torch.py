@@ -1,7 +1,7 @@
 """PyTorch through the NCCL API, unmodified: run under torchrun with or
 without the NCCL-API library in LD_PRELOAD (scripts/gpu/nccl-api.sh).
 
-MODE=correct: all_reduce (sum, max), reduce_scatter_tensor,
+MODE=correct: all_reduce (sum, max, avg), reduce_scatter_tensor (sum, avg),
 all_gather_into_tensor, broadcast and all_to_all_single on random bf16,
 fp16 and fp32 data (1 to 4,194,304 elements a rank), eager and inside
 torch.cuda.graph, checked against a float64 reference computed on the CPU
@@ -107,15 +107,19 @@ def check_ops(group, tag):
                     dist.all_reduce(a, group=group)
                     m = x[:count].clone()
                     dist.all_reduce(m, op=dist.ReduceOp.MAX, group=group)
+                    av = x[:count].clone()
+                    dist.all_reduce(av, op=dist.ReduceOp.AVG, group=group)
                     rs = torch.empty(count, device=dev, dtype=dtype)
                     dist.reduce_scatter_tensor(rs, x, group=group)
+                    rsa = torch.empty(count, device=dev, dtype=dtype)
+                    dist.reduce_scatter_tensor(rsa, x, op=dist.ReduceOp.AVG, group=group)
                     ag = torch.empty(count * n, device=dev, dtype=dtype)
                     dist.all_gather_into_tensor(ag, x[:count], group=group)
                     b = x[:count].clone()
                     dist.broadcast(b, src=dist.get_global_rank(group, n - 1) if group else n - 1, group=group)
                     a2a = torch.empty(count * n, device=dev, dtype=dtype)
                     dist.all_to_all_single(a2a, x, group=group)
-                    outs.update(a=a, m=m, rs=rs, ag=ag, b=b, a2a=a2a)
+                    outs.update(a=a, m=m, av=av, rs=rs, rsa=rsa, ag=ag, b=b, a2a=a2a)
 
                 if graph:
                     s = torch.cuda.Stream()
@@ -133,8 +137,10 @@ def check_ops(group, tag):
                 heads = [i[:count] for i in ins]
                 wrong += close(outs["a"], sum(heads), dtype, n, w + " all_reduce")
                 wrong += close(outs["m"], torch.stack(heads).max(0).values, dtype, 1, w + " all_reduce max")
+                wrong += close(outs["av"], sum(heads) / n, dtype, n, w + " all_reduce avg")
                 blk = [i[me * count:(me + 1) * count] for i in ins]
                 wrong += close(outs["rs"], sum(blk), dtype, n, w + " reduce_scatter")
+                wrong += close(outs["rsa"], sum(blk) / n, dtype, n, w + " reduce_scatter avg")
                 wrong += close(outs["ag"], torch.cat(heads), dtype, 1, w + " all_gather")
                 wrong += close(outs["b"], heads[n - 1], dtype, 1, w + " broadcast")
                 wrong += close(outs["a2a"], torch.cat(blk), dtype, 1, w + " all_to_all")

@@ -228,6 +228,7 @@ const (
 	cclSum = 0
 	cclMax = 2
 	cclMin = 3
+	cclAvg = 4
 )
 
 // ncclResult_t values (nccl.h), indexed by result.
@@ -248,7 +249,7 @@ var cclResultNames = []string{
 var (
 	cclDataTypes = [...]int{backend.Float32: cclFloat32, backend.Float16: cclFloat16, backend.BFloat16: cclBfloat16,
 		backend.Float64: cclFloat64, backend.Int32: cclInt32}
-	cclRedOps = [...]int{backend.Sum: cclSum, backend.Max: cclMax, backend.Min: cclMin}
+	cclRedOps = [...]int{backend.Sum: cclSum, backend.Max: cclMax, backend.Min: cclMin, backend.Avg: cclAvg}
 )
 
 // cclDataType maps an element type to the library's.

@@ -36,6 +36,7 @@ func TestCCLTypeMapping(t *testing.T) {
 		backend.Sum: 0, // ncclSum
 		backend.Max: 2, // ncclMax
 		backend.Min: 3, // ncclMin
+		backend.Avg: 4, // ncclAvg
 	}
 	for o, want := range ops {
 		got, ok := cclRedOp(o)

@@ -158,6 +158,8 @@ inline void store_u64(void* p, uint64_t v) { store_t(p, v); }
 
 inline float add_f32(float a, float b) { return a + b; }
 inline double add_f64(double a, double b) { return a + b; }
+inline float div_f32(float a, float b) { return a / b; }
+inline double div_f64(double a, double b) { return a / b; }
 inline float f32_from_bits(uint32_t b) {
   float f;
   std::memcpy(&f, &b, 4);

@@ -240,19 +240,23 @@ static int barrier(struct group *g) {
 	return gen == g->gen;
 }
 
+// fold is one step of op (ncclSum or ncclAvg, which divides at the end,
+// ncclMax, ncclMin); avg finishes an ncclAvg.
+#define fold(op, acc, x) ((op) == 0 || (op) == 4 ? (acc) + (x) : (op) == 2 ? ((x) > (acc) ? (x) : (acc)) : ((x) < (acc) ? (x) : (acc)))
+#define avg(op, acc, n) ((op) == 4 ? (acc) / (n) : (acc))
+
 #define REDUCE(T)                                                                        \
 	for (size_t i = 0; i < count; i++) {                                                 \
 		T acc = ((const T *)g->send[0])[i];                                              \
 		for (int r = 1; r < g->nranks; r++) {                                            \
-			T x = ((const T *)g->send[r])[i];                                            \
-			acc = op == 0 ? acc + x : op == 2 ? (x > acc ? x : acc) : (x < acc ? x : acc); \
+			acc = fold(op, acc, ((const T *)g->send[r])[i]);                             \
 		}                                                                                \
-		((T *)tmp)[i] = acc;                                                             \
+		((T *)tmp)[i] = avg(op, acc, (T)g->nranks);                                      \
 	}
 
 int ncclAllReduce(const void *send, void *recv, size_t count, int dtype, int op, struct comm *c, void *stream) {
 	if (c == NULL || c->magic != MAGIC) return 5;
-	if ((dtype != 7 && dtype != 2) || (op != 0 && op != 2 && op != 3)) return 4;
+	if ((dtype != 7 && dtype != 2) || op < 0 || op == 1 || op > 4) return 4;
 	pthread_mutex_lock(&mu);
 	if (driver() && stream_query(stream) != 0) {
 		pthread_mutex_unlock(&mu);
@@ -289,7 +293,7 @@ static int enter(struct comm *c, int dtype, void *stream) {
 }
 
 int ncclReduceScatter(const void *send, void *recv, size_t count, int dtype, int op, struct comm *c, void *stream) {
-	if (op != 0 && op != 2 && op != 3) return 4;
+	if (op < 0 || op == 1 || op > 4) return 4;
 	int r = enter(c, dtype, stream);
 	if (r != 0) return r;
 	struct group *g = c->g;
@@ -301,18 +305,12 @@ int ncclReduceScatter(const void *send, void *recv, size_t count, int dtype, int
 	for (size_t i = 0; i < count; i++) {
 		if (dtype == 7) {
 			float acc = ((const float *)g->send[0])[base + i];
-			for (int q = 1; q < g->nranks; q++) {
-				float x = ((const float *)g->send[q])[base + i];
-				acc = op == 0 ? acc + x : op == 2 ? (x > acc ? x : acc) : (x < acc ? x : acc);
-			}
-			((float *)tmp)[i] = acc;
+			for (int q = 1; q < g->nranks; q++) acc = fold(op, acc, ((const float *)g->send[q])[base + i]);
+			((float *)tmp)[i] = avg(op, acc, (float)g->nranks);
 		} else {
 			int acc = ((const int *)g->send[0])[base + i];
-			for (int q = 1; q < g->nranks; q++) {
-				int x = ((const int *)g->send[q])[base + i];
-				acc = op == 0 ? acc + x : op == 2 ? (x > acc ? x : acc) : (x < acc ? x : acc);
-			}
-			((int *)tmp)[i] = acc;
+			for (int q = 1; q < g->nranks; q++) acc = fold(op, acc, ((const int *)g->send[q])[base + i]);
+			((int *)tmp)[i] = avg(op, acc, g->nranks);
 		}
 	}
 	barrier(g);
