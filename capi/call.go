@@ -93,13 +93,16 @@ func (c *Comm) Run(ctx context.Context, call Call, algo collective.Algo) error {
 	n := int(call.Count)
 	send, recv := backend.DevicePtr(call.Send), backend.DevicePtr(call.Recv)
 	var w *collective.Work
+	// Output is passed straight, not appended to a slice: the closure
+	// then stays on the stack (stored into an appended slice it escaped,
+	// two heap allocations a call).
 	switch call.Op {
 	case collective.OpAllReduce:
-		var opts []collective.CallOption
 		if recv != send {
-			opts = append(opts, collective.Output(recv))
+			w, err = c.c.AllReduce(ctx, s, send, n, call.DType, call.Red, algo, collective.Output(recv))
+		} else {
+			w, err = c.c.AllReduce(ctx, s, send, n, call.DType, call.Red, algo)
 		}
-		w, err = c.c.AllReduce(ctx, s, send, n, call.DType, call.Red, algo, opts...)
 	case collective.OpReduceScatter:
 		w, err = c.c.ReduceScatter(ctx, s, send, recv, n, call.DType, call.Red, algo)
 	case collective.OpAllGather:
@@ -108,11 +111,11 @@ func (c *Comm) Run(ctx context.Context, call Call, algo collective.Algo) error {
 		if send == 0 {
 			send = recv // a non-root's input is not read
 		}
-		var opts []collective.CallOption
 		if recv != send {
-			opts = append(opts, collective.Output(recv))
+			w, err = c.c.Broadcast(ctx, s, send, n, call.DType, call.Root, algo, collective.Output(recv))
+		} else {
+			w, err = c.c.Broadcast(ctx, s, send, n, call.DType, call.Root, algo)
 		}
-		w, err = c.c.Broadcast(ctx, s, send, n, call.DType, call.Root, algo, opts...)
 	case collective.OpAllToAll:
 		w, err = c.c.AllToAll(ctx, s, send, recv, n, call.DType, algo)
 	}
