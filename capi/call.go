@@ -94,8 +94,8 @@ func (c *Comm) Run(ctx context.Context, call Call, algo collective.Algo) error {
 	send, recv := backend.DevicePtr(call.Send), backend.DevicePtr(call.Recv)
 	var w *collective.Work
 	// Output is passed straight, not appended to a slice: the closure
-	// then stays on the stack (stored into an appended slice it escaped,
-	// two heap allocations a call).
+	// then stays on the stack (stored into a slice, it escaped to the
+	// heap: an allocation a call).
 	switch call.Op {
 	case collective.OpAllReduce:
 		if recv != send {
