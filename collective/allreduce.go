@@ -265,7 +265,10 @@ func WithEvent() CallOption { return func(c *call) { c.event = true } }
 // fallback path, which handles any size; a kernel algorithm fails with
 // ErrTooLarge when the input does not fit the buffer. Inputs and outputs
 // are device memory of this rank's device; they may be the comm's own
-// symmetric buffer (GetBuffer(rank…)), which saves a copy.
+// symmetric buffer (GetBuffer(rank…)), which saves a copy. op Avg is
+// the sum divided by World: on the comm's kernels their sum followed by
+// the division kernel (kernels.Divide) on the output, on the vendor
+// library its own average.
 func (c *Comm) AllReduce(ctx context.Context, s backend.Stream, buf backend.DevicePtr, count int, dtype backend.DType,
 	op backend.ReduceOp, algo Algo, opts ...CallOption) (*Work, error) {
 	c.mu.Lock()

@@ -124,7 +124,8 @@ func (c *Comm) SelectAlgo(op Op, count int, dtype backend.DType) Algo {
 // when out is in's block Rank. algo is Direct (the comm's kernels, any
 // count: past the buffer, chunk by chunk), Pipeline (the comm's pipelined
 // kernel, any count in one launch, no buffer) or None (the backend's own
-// library where it has one, else the kernels).
+// library where it has one, else the kernels). op Avg divides the
+// rank's block by World after the sum, as AllReduce does.
 func (c *Comm) ReduceScatter(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
 	dtype backend.DType, op backend.ReduceOp, algo Algo, opts ...CallOption) (*Work, error) {
 	return c.move(ctx, s, moveCall{op: OpReduceScatter, in: in, out: out, count: count, dtype: dtype, red: op}, algo, opts)

@@ -346,7 +346,10 @@ func caseReduceScatterOps(ctx context.Context, e *Env) error {
 		for _, red := range []backend.ReduceOp{backend.Max, backend.Min, backend.Avg} {
 			algos := []collective.Algo{collective.Direct}
 			if red == backend.Avg {
-				algos = append(algos, collective.Pipeline, collective.None)
+				algos = append(algos, collective.Pipeline)
+				if e.World&(e.World-1) == 0 {
+					algos = append(algos, collective.None) // as in caseOps
+				}
 			}
 			for _, algo := range algos {
 				for _, d := range []backend.DType{backend.Float32, backend.BFloat16, backend.Int32} {
