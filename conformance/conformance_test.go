@@ -38,6 +38,14 @@ func TestFakeProcesses(t *testing.T) {
 		Quick: true, ChildArgs: []string{"-test.run=^$"}})
 }
 
+// TestFakeOddWorld runs the reduction-op cases with three ranks, where an
+// average's division rounds and int32's truncates.
+func TestFakeOddWorld(t *testing.T) {
+	t.Parallel()
+	conformance.RunTests(t, conformance.Config{Backend: "fake", Worlds: []int{3}, Quick: true,
+		Filter: func(name string) bool { return strings.HasSuffix(name, "/ops") }})
+}
+
 // TestFakeHybridCubeMesh runs the all-reduce cases on the DGX-1 layout,
 // where HCM applies.
 func TestFakeHybridCubeMesh(t *testing.T) {
