@@ -827,6 +827,20 @@ const (
 // thread), up to 1024 blocks.
 const Divide Algo = "divide"
 
+// KernelNames lists every kernel of the module ModuleName, as each
+// backend's image must have them: the signal kernels, then, for every
+// dtype, each all-reduce algorithm's, each data-movement collective's and
+// the division's.
+func KernelNames() []string {
+	names := []string{BarrierKernel, ConfirmKernel, PutSignalKernel, WaitSignalKernel}
+	for _, d := range backend.DTypes {
+		for _, a := range append(append(slices.Clone(AllReduceAlgos), Movers...), Divide) {
+			names = append(names, KernelName(a, d))
+		}
+	}
+	return names
+}
+
 // AllReduceAlgos lists the all-reduce algorithms and Movers the
 // data-movement collectives, in AlgoID order.
 var (

@@ -367,6 +367,11 @@ func TestAllReduceBadArgs(t *testing.T) {
 func TestKernels(t *testing.T) {
 	ks := Kernels()
 	require.Len(t, ks, 4+(len(kernels.AllReduceAlgos)+len(kernels.Movers)+1)*len(backend.DTypes))
+	names := kernels.KernelNames()
+	require.Len(t, names, len(ks))
+	for _, name := range names {
+		require.NotNil(t, ks[name], name)
+	}
 	for _, name := range []string{kernels.BarrierKernel, kernels.ConfirmKernel, kernels.PutSignalKernel, kernels.WaitSignalKernel,
 		"intranode_one_shot_bf16", "intranode_two_shot_f64", "intranode_hcm_i32", "intranode_hcm_f16", "intranode_pipeline_bf16",
 		"intranode_reduce_scatter_f16", "intranode_all_gather_i32", "intranode_broadcast_f64", "intranode_all_to_all_bf16",

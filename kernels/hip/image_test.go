@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/intranode/intranode/kernels"
 )
 
 // sources are the files the Makefile digests, in its order.
@@ -57,8 +59,7 @@ func TestImageIsBundleForMI200AndMI300(t *testing.T) {
 		"no MI300 (gfx94x) code object in %v", archs)
 	// Every kernel of the ABI is in the image (the names are plain strings
 	// in each code object's symbol table).
-	for _, k := range []string{"intranode_one_shot_bf16", "intranode_two_shot_f32", "intranode_hcm_i32",
-		"intranode_barrier", "intranode_confirm", "intranode_put_signal", "intranode_wait_signal"} {
+	for _, k := range kernels.KernelNames() {
 		require.True(t, bytes.Contains(img, []byte(k+"\x00")), "kernel %s missing", k)
 	}
 }
