@@ -20,7 +20,7 @@ import (
 // the mock on the fake backend, ranks as threads and as processes (the
 // mock keeps its groups in shared memory): every accelerated
 // collective checked element by element and proven not to reach NCCL,
-// int8, avg and send/receive proven to reach it, groups of one and of two
+// int8 and send/receive proven to reach it, groups of one and of two
 // collectives, splits, bad arguments, a stalled peer reported through
 // ncclCommGetAsyncError, abort; and with INTRANODE_NCCL=off, every call
 // reaching NCCL.
@@ -58,6 +58,38 @@ func TestNCCLLibrary(t *testing.T) {
 			} else {
 				require.Empty(t, stderr.String(), "the library is quiet by default")
 			}
+		})
+	}
+}
+
+// TestNCCLLibraryByPath: a program that opens NCCL by path and looks its
+// functions up in the handle, as Python's ctypes does (vLLM's and SGLang's
+// pynccl), runs its all-reduces on intranode when the path is the
+// library's (testdata/bypath.c: a sum and an average on two ranks, none
+// reaching NCCL); with NCCL's own path and the library in LD_PRELOAD,
+// every call reaches NCCL: a preloaded library is not searched for a
+// symbol looked up in a handle, so such programs name the library's path
+// instead (docs/NCCL.md).
+func TestNCCLLibraryByPath(t *testing.T) {
+	dir, mock := build(t)
+	gcc, _ := ctest.Tools(t)
+	prog := filepath.Join(dir, "bypath")
+	ctest.Run(t, gcc, "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", prog, "testdata/bypath.c", "-ldl")
+	lib := filepath.Join(dir, "libintranode-nccl.so")
+	for _, tc := range []struct{ name, open, preload, want string }{
+		{"intranode by path", lib, "", "0"},
+		{"NCCL by path, intranode preloaded", mock, lib, "4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(prog, tc.open, "2", tc.want)
+			cmd.Env = append(os.Environ(), "INTRANODE_NCCL_LIBRARY="+mock, "INTRANODE_NCCL_BACKEND=fake",
+				"INTRANODE_NCCL_TIMEOUT_MS=1000", "INTRANODE_FAKE_DEVICES=8")
+			if tc.preload != "" {
+				cmd.Env = append(cmd.Env, "LD_PRELOAD="+tc.preload)
+			}
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			require.Equal(t, "ok\n", string(out))
 		})
 	}
 }
