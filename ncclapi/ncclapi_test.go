@@ -78,6 +78,7 @@ func TestNCCLLibraryByPath(t *testing.T) {
 	lib := filepath.Join(dir, "libintranode-nccl.so")
 	for _, tc := range []struct{ name, open, preload, want string }{
 		{"intranode by path", lib, "", "0"},
+		{"intranode by path and preloaded", lib, lib, "0"},
 		{"NCCL by path, intranode preloaded", mock, lib, "4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
