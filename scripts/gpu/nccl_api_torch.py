@@ -9,7 +9,8 @@ from every rank's input (each rank draws the others' from their seeds);
 the same on subgroups made by split_group (halves at world 4 and up,
 pairs; up to 65,539 elements); destroy_process_group.
 MODE=perf: the collectives in PERF_OPS (all_reduce, reduce_scatter,
-all_gather; default all_reduce) on bf16 from 1 KiB (the all_reduce) or 1 KiB a rank to PERF_MAX
+all_gather, and all_reduce_avg and reduce_scatter_avg with ReduceOp.AVG;
+default all_reduce) on bf16 from 1 KiB (the all_reduce) or 1 KiB a rank to PERF_MAX
 bytes (default 256 MiB), the mean time per call in a CUDA-graph replay of
 ITERS calls and eagerly; rank 0 prints a table.
 MODE=kill: rank 1 exits after the first accelerated call; rank 0's next
@@ -152,13 +153,14 @@ def perf_op(op, size):
     size: the all-reduce's buffer, the reduce-scatter's input, the
     all-gather's output)."""
     n = size // 2
-    if op == "all_reduce":
+    red = dist.ReduceOp.AVG if op.endswith("_avg") else dist.ReduceOp.SUM
+    if op.startswith("all_reduce"):
         x = torch.ones(n, device=dev, dtype=torch.bfloat16)
-        return (lambda: dist.all_reduce(x)), 2 * (world - 1) / world
-    if op == "reduce_scatter":
+        return (lambda: dist.all_reduce(x, op=red)), 2 * (world - 1) / world
+    if op.startswith("reduce_scatter"):
         x = torch.ones(n, device=dev, dtype=torch.bfloat16)
         y = torch.empty(n // world, device=dev, dtype=torch.bfloat16)
-        return (lambda: dist.reduce_scatter_tensor(y, x)), (world - 1) / world
+        return (lambda: dist.reduce_scatter_tensor(y, x, op=red)), (world - 1) / world
     x = torch.ones(n // world, device=dev, dtype=torch.bfloat16)
     y = torch.empty(n, device=dev, dtype=torch.bfloat16)
     return (lambda: dist.all_gather_into_tensor(y, x)), (world - 1) / world
@@ -169,7 +171,7 @@ def perf():
     top = int(os.environ.get("PERF_MAX", str(256 << 20)))
     rows = []
     for op in os.environ.get("PERF_OPS", "all_reduce").split():
-        size = 1024 if op == "all_reduce" else 1024 * world
+        size = 1024 if op.startswith("all_reduce") else 1024 * world
         while size <= top:
             call, factor = perf_op(op, size)
             for _ in range(3):
