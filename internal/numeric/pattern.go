@@ -72,7 +72,7 @@ func Finish(d backend.DType, op backend.ReduceOp, world int, v float64) float64 
 	return v
 }
 
-// Expected writes ExpectedValue(op, world, seed, i) into elements
+// Expected writes ExpectedValue(d, op, world, seed, i) into elements
 // [0, count) of b. world must be at most 8 for the values to be exact in
 // every type (see PatternRange).
 func Expected(d backend.DType, op backend.ReduceOp, b []byte, count, world, seed int) {
