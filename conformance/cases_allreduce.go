@@ -165,9 +165,7 @@ func algosFor(c *collective.Comm) []collective.Algo {
 func caseOps(ctx context.Context, e *Env) error {
 	return withComm(ctx, e, bufferFor(e), func(c *collective.Comm) error {
 		avgAlgos := append(slices.Clone(algosFor(c)), collective.Pipeline)
-		if e.World&(e.World-1) == 0 {
-			// The vendor library's average (NCCL's ncclAvg multiplies by
-			// a rounded 1/World) is exact only where the division is.
+		if numeric.VendorAvgExact(e.World) {
 			avgAlgos = append(avgAlgos, collective.None)
 		}
 		for _, op := range []backend.ReduceOp{backend.Max, backend.Min, backend.Avg} {

@@ -347,8 +347,8 @@ func caseReduceScatterOps(ctx context.Context, e *Env) error {
 			algos := []collective.Algo{collective.Direct}
 			if red == backend.Avg {
 				algos = append(algos, collective.Pipeline)
-				if e.World&(e.World-1) == 0 {
-					algos = append(algos, collective.None) // as in caseOps
+				if numeric.VendorAvgExact(e.World) {
+					algos = append(algos, collective.None)
 				}
 			}
 			for _, algo := range algos {

@@ -833,8 +833,9 @@ const Divide Algo = "divide"
 // the division's.
 func KernelNames() []string {
 	names := []string{BarrierKernel, ConfirmKernel, PutSignalKernel, WaitSignalKernel}
+	algos := append(append(slices.Clone(AllReduceAlgos), Movers...), Divide)
 	for _, d := range backend.DTypes {
-		for _, a := range append(append(slices.Clone(AllReduceAlgos), Movers...), Divide) {
+		for _, a := range algos {
 			names = append(names, KernelName(a, d))
 		}
 	}

@@ -628,12 +628,14 @@ func (m *benchMeasure) compare(ctx context.Context, count, seed int, inPlace boo
 	want := make([]byte, len(got))
 	pattern := func(r, j int) float64 { return numeric.PatternValue(r, seed, j) }
 	fold := func(a, b float64) float64 { return numeric.Combine(m.cfg.Op.Reduced(), a, b) }
+	// Only the all-reduce and the reduce-scatter reduce (every element of
+	// their output); the others copy, whatever the op.
+	op := backend.Sum
+	if m.coll == collective.OpAllReduce || m.coll == collective.OpReduceScatter {
+		op = m.cfg.Op
+	}
 	numeric.EncodeFunc(d, want, n, func(i int) float64 {
-		v := m.coll.Reference(pattern, fold, m.cfg.World, m.rank, 0, count, i)
-		if r, _ := m.coll.Source(m.rank, 0, count, i); r < 0 {
-			v = numeric.Finish(d, m.cfg.Op, m.cfg.World, v) // a reduced element
-		}
-		return v
+		return numeric.Finish(d, op, m.cfg.World, m.coll.Reference(pattern, fold, m.cfg.World, m.rank, 0, count, i))
 	})
 	wrong, first := numeric.Compare(d, got, want, n)
 	return wrong, first, nil

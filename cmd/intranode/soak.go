@@ -741,11 +741,8 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 		m.coll = collective.Ops[rng.IntN(len(collective.Ops))]
 		m.cfg.DType = backend.DTypes[rng.IntN(len(backend.DTypes))]
 		ops := []backend.ReduceOp{backend.Sum, backend.Max, backend.Min, backend.Avg}
-		if cfg.World&(cfg.World-1) != 0 {
-			// NCCL's ncclAvg multiplies by a rounded 1/World where the
-			// division is not exact: within rounding, not the exact
-			// quotient the check compares with.
-			ops = ops[:3]
+		if !numeric.VendorAvgExact(cfg.World) {
+			ops = ops[:3] // the check compares with the exact quotient
 		}
 		m.cfg.Op = ops[rng.IntN(len(ops))]
 		inPlace := rng.IntN(2) == 0

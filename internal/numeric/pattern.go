@@ -58,6 +58,13 @@ func ExpectedValue(d backend.DType, op backend.ReduceOp, world, seed, i int) flo
 	return Finish(d, op, world, acc)
 }
 
+// VendorAvgExact reports whether a vendor library's average over world
+// ranks is exact on Pattern inputs, as ExpectedValue's is: NCCL's ncclAvg
+// multiplies each input by 1/world rounded to the element type, which is
+// exact only where world is a power of two; elsewhere its result is within
+// rounding of the quotient, not equal to it.
+func VendorAvgExact(world int) bool { return world > 0 && world&(world-1) == 0 }
+
 // Finish completes a reduction of world values of type d folded with
 // op.Reduced(): for Avg it divides by world (for Int32 toward zero, as
 // C and the kernels do); for any other op it returns v.

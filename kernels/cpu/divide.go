@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
-	"time"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/internal/numeric"
@@ -29,7 +28,7 @@ type divide struct {
 
 func setupDivide(ctx context.Context, mem Memory, a kernels.AllReduceArgs, _ kernels.Algo,
 	dtype backend.DType, name string) (*divide, error) {
-	l := &launch{ctx: ctx, kernel: name, me: int(a.Rank), timeout: time.Duration(min(a.TimeoutNs, math.MaxInt64))}
+	l := &launch{ctx: ctx, kernel: name} // the status word and bad-argument reports only
 	if err := l.resolveStatus(mem, a.Status); err != nil {
 		return nil, err
 	}
