@@ -108,6 +108,51 @@ func TestBenchCheckCatchesBrokenKernels(t *testing.T) {
 	}
 }
 
+// TestBenchAverage: --redop avg at worlds 2 and 3 checks every all-reduce
+// and reduce-scatter row against the exact quotient (0 wrong with the
+// kernels), and a division kernel that writes nothing makes every row
+// wrong and the bench fail.
+func TestBenchAverage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		world  string
+		broken bool
+	}{{"2", false}, {"3", false}, {"3", true}} {
+		t.Run(fmt.Sprintf("world %s broken %v", tc.world, tc.broken), func(t *testing.T) {
+			t.Parallel()
+			be := "fake"
+			if tc.broken {
+				be = faultyDriver + ":drop=" + kernels.KernelName(kernels.Divide, backend.BFloat16)
+			}
+			out, stderr, code := runCLI(t, "bench", "--backend", be, "--procs=false", "--world", tc.world,
+				"--redop", "avg", "-b", "1K", "-e", "64K", "-f", "8", "--iters", "2", "--warmup", "1", "--json",
+				"--op", "all_reduce,reduce_scatter", "--algo", "auto,oneshot,twoshot,direct")
+			var rows []benchRow
+			require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
+			ran := 0
+			for _, r := range rows {
+				if r.Skipped != "" {
+					continue
+				}
+				ran++
+				require.Equal(t, "avg", r.Op, "row %+v", r)
+				if tc.broken {
+					require.Positive(t, r.Wrong, "row %+v", r)
+				} else {
+					require.Zero(t, r.Wrong, "row %+v", r)
+				}
+			}
+			require.GreaterOrEqual(t, ran, 8, out)
+			if tc.broken {
+				require.NotEqual(t, 0, code)
+				require.Contains(t, stderr, "wrong elements")
+			} else {
+				require.Equal(t, 0, code, stderr)
+			}
+		})
+	}
+}
+
 // TestBenchSingle: --single times one call at a time, eagerly and one call
 // per graph launch; every row is checked and the header says which mode.
 func TestBenchSingle(t *testing.T) {

@@ -779,7 +779,7 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 		var wrong int
 		var first *numeric.Mismatch
 		if err == nil {
-			wrong, first, err = m.compare(cctx, count, seed, inPlace)
+			wrong, first, err = m.compare(cctx, algo, count, seed, inPlace)
 		}
 		ccancel()
 		if err != nil {

@@ -290,3 +290,78 @@ func TestRepeat(t *testing.T) {
 		}
 	}
 }
+
+// TestVendorAvgBound averages Pattern values as NCCL's ncclAvg does on a
+// floating type (each value times 1/world rounded to the type, the
+// products added in the type, in several orders) at the worlds where that
+// is not exact, and requires every result within VendorAvgBound of the
+// exact quotient, while a sum left undivided, or (in every type but
+// bfloat16, whose rounding at world 7 exceeds a seventh) a sum that lost
+// one rank's value, lies outside it. Some results must differ from the
+// exact quotient, or the bound would not be needed.
+func TestVendorAvgBound(t *testing.T) {
+	buf := make([]byte, 8)
+	for _, d := range []backend.DType{backend.BFloat16, backend.Float16, backend.Float32, backend.Float64} {
+		round := func(v float64) float64 { Put(d, buf, 0, v); return Get(d, buf, 0) }
+		for _, world := range []int{3, 5, 6, 7} {
+			inexact := 0
+			scale := round(1 / float64(world))
+			for i := range 2000 {
+				exact, abs := 0.0, 0.0
+				x := make([]float64, world)
+				for r := range x {
+					x[r] = PatternValue(r, 11, i)
+					exact += x[r]
+					abs += math.Abs(x[r])
+				}
+				bound := VendorAvgBound(d, world, abs)
+				exact /= float64(world)
+				for start := range world {
+					acc := 0.0
+					for k := range world {
+						r := (start + k) % world
+						if start%2 == 1 {
+							r = (start - k + world) % world
+						}
+						acc = round(acc + round(x[r]*scale))
+					}
+					require.LessOrEqual(t, math.Abs(acc-exact), bound, "%v world %d element %d", d, world, i)
+					if acc != round(exact) {
+						inexact++
+					}
+				}
+				if exact != 0 {
+					require.Greater(t, math.Abs(exact*float64(world)-exact), bound, "%v: an undivided sum must be out of bound", d)
+				}
+				if d != backend.BFloat16 && x[0] != 0 {
+					require.Greater(t, math.Abs(x[0]/float64(world)), bound, "%v: a lost rank must be out of bound", d)
+				}
+			}
+			if d != backend.Float64 {
+				require.Positive(t, inexact, "%v world %d: no result differed from the exact quotient", d, world)
+			}
+		}
+	}
+	require.Zero(t, VendorAvgBound(backend.Int32, 3, 48))
+}
+
+func TestCompareWithin(t *testing.T) {
+	d := backend.Float32
+	got, want := make([]byte, 40), make([]byte, 40)
+	for i := range 10 {
+		Put(d, want, i, float64(i))
+		Put(d, got, i, float64(i)+0.25)
+	}
+	none := func(int) float64 { return 0 }
+	quarter := func(int) float64 { return 0.25 }
+	wrong, first := CompareWithin(d, got, want, 10, quarter)
+	require.Zero(t, wrong)
+	require.Nil(t, first)
+	wrong, first = CompareWithin(d, got, want, 10, none)
+	require.Equal(t, 10, wrong)
+	require.Equal(t, 0, first.Index)
+	Put(d, got, 4, math.NaN())
+	wrong, first = CompareWithin(d, got, want, 10, quarter)
+	require.Equal(t, 1, wrong)
+	require.Equal(t, 4, first.Index)
+}

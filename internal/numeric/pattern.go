@@ -65,6 +65,32 @@ func ExpectedValue(d backend.DType, op backend.ReduceOp, world, seed, i int) flo
 // rounding of the quotient, not equal to it.
 func VendorAvgExact(world int) bool { return world > 0 && world&(world-1) == 0 }
 
+// VendorAvgBound is how far from the exact quotient a vendor library's
+// average of world values of type d may lie where VendorAvgExact(world) is
+// false; abs is the sum of the values' magnitudes. NCCL's ncclAvg on a
+// floating type multiplies each value by 1/world rounded to d and adds the
+// products in d, each step rounded, in an order of its own: the scalar
+// and each product are off by at most the unit roundoff u of d
+// relatively, a sum of world terms by (world-1)·u of their magnitudes, so
+// (world+2)·u·abs/world bounds the whole. Int32 is averaged exactly (a
+// sum, then a division toward zero), so its bound is 0.
+func VendorAvgBound(d backend.DType, world int, abs float64) float64 {
+	var bits int // significand bits, the implicit one included
+	switch d {
+	case backend.BFloat16:
+		bits = 8
+	case backend.Float16:
+		bits = 11
+	case backend.Float32:
+		bits = 24
+	case backend.Float64:
+		bits = 53
+	default:
+		return 0
+	}
+	return float64(world+2) * math.Ldexp(abs/float64(world), -bits)
+}
+
 // Finish completes a reduction of world values of type d folded with
 // op.Reduced(): for Avg it divides by world (for Int32 toward zero, as
 // C and the kernels do); for any other op it returns v.
@@ -121,6 +147,22 @@ func Compare(d backend.DType, got, want []byte, count int) (wrong int, first *Mi
 		}
 		if first == nil {
 			first = &Mismatch{Index: i, Got: Get(d, got, i), Want: Get(d, want, i)}
+		}
+		wrong++
+	}
+	return wrong, first
+}
+
+// CompareWithin is Compare where element i counts as wrong only when it
+// lies further than bound(i) from want's (a NaN is always wrong).
+func CompareWithin(d backend.DType, got, want []byte, count int, bound func(i int) float64) (wrong int, first *Mismatch) {
+	for i := range count {
+		g, w := Get(d, got, i), Get(d, want, i)
+		if math.Abs(g-w) <= bound(i) {
+			continue
+		}
+		if first == nil {
+			first = &Mismatch{Index: i, Got: g, Want: w}
 		}
 		wrong++
 	}
