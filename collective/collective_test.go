@@ -53,7 +53,7 @@ func TestThresholdsSelect(t *testing.T) {
 // AvgMax and goes to the vendor library above it; without a limit (the
 // fake) it keeps it at every size.
 func TestAverageWindow(t *testing.T) {
-	for world, max := range map[int]int{2: 16 << 20, 4: 4 << 20, 8: 4 << 20} {
+	for world, max := range map[int]int{2: 64 << 20, 4: 4 << 20, 8: 4 << 20} {
 		tab := DefaultThresholds("cuda", world)
 		require.Equal(t, TwoShot, tab.averaged(max, TwoShot), "world %d", world)
 		require.Equal(t, None, tab.averaged(max+1, TwoShot), "world %d", world)

@@ -263,15 +263,19 @@ func (t Thresholds) SelectMover(op Op, n int) Algo {
 // and at worlds 3 and 5–7 nothing of today's kernels is measured: NCCL for
 // every data-movement collective.
 //
-// An average all-reduce (AvgMax) adds the division kernel to the sum:
-// on 1×H200, 2.3–2.5 µs a launch up to 1 MiB, 16.0 at 16 MiB, 231 at
-// 256 MiB (divideConfig). Added to the world-2 sums above, the kernels
-// stay ahead of NCCL's time at 16 MiB (59.17 + 16.00 against 76.16) and
-// fall behind it at 64 MiB (201.79 + about 58 against 244.90); added to
-// the world-4 two-shot, ahead at 4 MiB (31.07 + about 5 against 40.58)
-// and not measured between 4 MiB and the buffer. NCCL's ncclAvg takes
-// about its sum's time (it scales as it reduces). These are sums of
-// separate runs on separate hosts, not an average measured end to end.
+// An average all-reduce (AvgMax) adds the division kernel to the sum
+// (divideConfig; 1×H200, docs/results/2026-11-29-h200x1-g/): at worlds 2,
+// 4 and 8, a multiplication by the exact reciprocal, 1.17–1.33 µs a launch
+// from 64 KiB to 1 MiB, 6.59 at 16 MiB, 137.7 at 256 MiB (about 33 at
+// 64 MiB, the memory's rate between the two); at other worlds a true
+// division, 2.4–2.6 µs to 1 MiB, 16.6 at 16 MiB. Added to the world-2
+// sums above, the kernels stay ahead of NCCL's time at 64 MiB (201.79 +
+// about 33 against 244.90) and fall behind it at 256 MiB (768.56 + 137.7
+// against 886.79); added to the world-4 two-shot, ahead at 4 MiB (31.07 +
+// about 2 against 40.58) and not measured between 4 MiB and the buffer.
+// NCCL's ncclAvg takes about its sum's time (it scales as it reduces).
+// These are sums of separate runs on separate hosts, not an average
+// measured end to end.
 func DefaultThresholds(backendName string, world int) Thresholds {
 	switch {
 	case backendName == "cuda" && world <= 2:
@@ -285,7 +289,7 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 			OpAllGather:     {Min: 8<<20 + 1},
 			OpBroadcast:     {Min: 8<<20 + 1, Max: 64 << 20},
 			OpAllToAll:      {Min: 8<<20 + 1},
-		}, AvgMax: 16 << 20}
+		}, AvgMax: 64 << 20}
 	case backendName == "cuda" && world == 4:
 		return Thresholds{OneShotMax: 256 << 10, Movers: map[Op]Window{
 			OpReduceScatter: {Min: 1, Max: 4 << 20},

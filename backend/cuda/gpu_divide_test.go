@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -50,10 +51,21 @@ func (m cpuMem) Bytes(p backend.DevicePtr, n int) ([]byte, error) {
 	return nil, fmt.Errorf("%#x not mapped", uint64(p))
 }
 
+// extremes are values at the ends of the floating types' ranges: zeros,
+// subnormals of each type, the smallest normals, the largest finite
+// values, infinities. Where the quotient of one of them is subnormal, or
+// one rounds to such a value, the kernel's result must still be the
+// correctly rounded quotient.
+var extremes = []float64{0, math.Copysign(0, -1), 1e-45, -3e-45, 1e-40, -1.17549435e-38, 9.2e-41, 6e-8, -6.1e-5,
+	3.4e38, -3.4e38, 65504, -65504, 5e-324, -1e-310, 2.2250738585072014e-308, 1.7e308, math.Inf(1), math.Inf(-1)}
+
 // TestGPUDivide runs the division kernel (kernels.Divide) on the GPU for
 // every dtype and divisor, in place and out of place, at an offset that
-// leaves the vectors misaligned, and requires the bits the Go kernel of
-// the fake backend (kernels/cpu) computes from the same input.
+// leaves the vectors misaligned, with extremes among random values, and
+// requires the bits the Go kernel of
+// the fake backend (kernels/cpu) computes from the same input, with
+// collective's grid and with two blocks, whose threads each take several
+// rounds of loads.
 func TestGPUDivide(t *testing.T) {
 	b := openGPU(t)
 	ctx := timeout(t)
@@ -69,12 +81,16 @@ func TestGPUDivide(t *testing.T) {
 		vals := make([]float64, count+1)
 		for i := range vals {
 			vals[i] = (rng.Float64()*2 - 1) * 1e4
+			if dt != backend.Int32 && i%97 == 5 {
+				vals[i] = extremes[(i/97)%len(extremes)]
+			}
 		}
 		numeric.Encode(dt, host, vals)
 		in := gputest.Alloc(t, d, len(host))
 		out := gputest.Alloc(t, d, len(host))
 		for world := uint32(1); world <= kernels.MaxRanks; world++ {
-			for _, shift := range []int{0, 1} {
+			for _, shape := range []struct{ shift, blocks int }{{0, 1024}, {1, 1024}, {0, 2}} {
+				shift := shape.shift
 				for _, inPlace := range []bool{false, true} {
 					require.NoError(t, d.CopyToDevice(ctx, in.Ptr(), host))
 					require.NoError(t, d.CopyToDevice(ctx, out.Ptr(), make([]byte, len(host))))
@@ -84,7 +100,7 @@ func TestGPUDivide(t *testing.T) {
 						dst = src
 					}
 					args := kernels.AllReduceArgs{Input: src, Output: dst, Count: count, World: world, DType: dt}
-					require.NoError(t, s.Launch(fn, divideLaunch(count*size, 8<<10, 1024), args.Args()...))
+					require.NoError(t, s.Launch(fn, divideLaunch(count*size, 8<<10, shape.blocks), args.Args()...))
 					require.NoError(t, s.Synchronize(ctx))
 					got := make([]byte, len(host))
 					src2 := out
@@ -107,7 +123,7 @@ func TestGPUDivide(t *testing.T) {
 					cargs := kernels.AllReduceArgs{Input: cin, Output: cout, Count: count, World: world, DType: dt}
 					require.NoError(t, cpu.Divide(dt)(ctx, mem, backend.LaunchConfig{}, cargs.Args()))
 					if wrong, first := numeric.Compare(dt, got, wantDst, count+1); wrong > 0 {
-						t.Fatalf("%v world %d shift %d in place %v: %d wrong, first %v", dt, world, shift, inPlace, wrong, first)
+						t.Fatalf("%v world %d %+v in place %v: %d wrong, first %v", dt, world, shape, inPlace, wrong, first)
 					}
 				}
 			}
@@ -117,7 +133,9 @@ func TestGPUDivide(t *testing.T) {
 
 // BenchmarkGPUDivide times the division kernel over bf16 buffers of
 // 1 KiB to 256 MiB, with a block per 8 to 64 KiB and at most 256 to 2048
-// blocks (the sweep behind collective's divideConfig): graph replays of
+// blocks (the sweep behind collective's divideConfig), dividing by 2 (a
+// multiplication by the exact reciprocal) and, with collective's grid, by
+// 3 (a true division): graph replays of
 // 20 launches, as an average's second half runs in a captured training
 // step; ns/launch is one launch. Run with:
 //
@@ -132,20 +150,21 @@ func BenchmarkGPUDivide(b *testing.B) {
 	buf := gputest.Alloc(b, d, 256<<20)
 	type grid struct{ per, max int }
 	for _, n := range []int{1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20} {
-		for _, gr := range []grid{{64 << 10, 256}, {8 << 10, 256}, {8 << 10, 1024}, {8 << 10, 2048}, {16 << 10, 1024}, {4 << 10, 1024}} {
+		for _, gr := range []grid{{64 << 10, 256}, {8 << 10, 256}, {8 << 10, 1024}, {8 << 10, 2048}, {16 << 10, 1024}, {32 << 10, 1024}, {4 << 10, 1024}} {
 			if n <= 1<<10 && gr.per != 64<<10 {
 				continue // one block whatever the policy
 			}
-			divideBench(b, s, fn, buf.Ptr(), n, gr.per, gr.max)
+			divideBench(b, s, fn, buf.Ptr(), n, gr.per, gr.max, 2)
 		}
+		divideBench(b, s, fn, buf.Ptr(), n, 8<<10, 1024, 3) // a true division
 	}
 }
 
 // divideBench is one size and grid of BenchmarkGPUDivide.
-func divideBench(b *testing.B, s backend.Stream, fn backend.Function, buf backend.DevicePtr, n, per, maxBlocks int) {
-	b.Run(fmt.Sprintf("%dB/per%dK/max%d", n, per>>10, maxBlocks), func(b *testing.B) {
+func divideBench(b *testing.B, s backend.Stream, fn backend.Function, buf backend.DevicePtr, n, per, maxBlocks int, world uint32) {
+	b.Run(fmt.Sprintf("%dB/per%dK/max%d/world%d", n, per>>10, maxBlocks, world), func(b *testing.B) {
 		const chain = 20
-		args := kernels.AllReduceArgs{Input: buf, Output: buf, Count: uint64(n / 2), World: 2, DType: backend.BFloat16}
+		args := kernels.AllReduceArgs{Input: buf, Output: buf, Count: uint64(n / 2), World: world, DType: backend.BFloat16}
 		require.NoError(b, s.BeginCapture())
 		for range chain {
 			require.NoError(b, s.Launch(fn, divideLaunch(n, per, maxBlocks), args.Args()...))

@@ -33,56 +33,49 @@
 // from 0) and returns; it never traps.
 #pragma once
 
-#define INTRANODE_ALL_REDUCE(ALGO_NAME, ALGO, DTYPE_NAME, DTYPE)                               \
-  INTRANODE_KERNEL intranode_##ALGO_NAME##_##DTYPE_NAME(                                       \
-      const unsigned long long* bufs, const unsigned long long* pads, const void* input,       \
-      void* output, unsigned long long count, unsigned int rank, unsigned int world,           \
-      unsigned int dtype, unsigned int op, unsigned int* status, unsigned long long timeout_ns, \
-      unsigned long long extra, unsigned long long call) {                                     \
-    const intranode::Args a = {bufs,  pads, static_cast<const char*>(input),                   \
-                               static_cast<char*>(output), count, rank, world, dtype, op,      \
-                               status, timeout_ns, extra, call};                               \
-    intranode::all_reduce<DTYPE>(a, ALGO);                                                     \
+// INTRANODE_ARGS_ENTRY defines entry point NAME with AllReduceArgs'
+// parameter list; its body runs CALL on the intranode::Args a.
+#define INTRANODE_ARGS_ENTRY(NAME, CALL)                                                         \
+  INTRANODE_KERNEL NAME(const unsigned long long* bufs, const unsigned long long* pads,          \
+                        const void* input, void* output, unsigned long long count,               \
+                        unsigned int rank, unsigned int world, unsigned int dtype,               \
+                        unsigned int op, unsigned int* status, unsigned long long timeout_ns,    \
+                        unsigned long long extra, unsigned long long call) {                     \
+    const intranode::Args a = {bufs,  pads, static_cast<const char*>(input),                     \
+                               static_cast<char*>(output), count, rank, world, dtype, op,        \
+                               status, timeout_ns, extra, call};                                 \
+    CALL;                                                                                        \
   }
 
-#define INTRANODE_ALL_REDUCE_TYPES(ALGO_NAME, ALGO)            \
-  INTRANODE_ALL_REDUCE(ALGO_NAME, ALGO, f32, intranode::kF32)   \
-  INTRANODE_ALL_REDUCE(ALGO_NAME, ALGO, f16, intranode::kF16)   \
-  INTRANODE_ALL_REDUCE(ALGO_NAME, ALGO, bf16, intranode::kBF16) \
-  INTRANODE_ALL_REDUCE(ALGO_NAME, ALGO, f64, intranode::kF64)   \
-  INTRANODE_ALL_REDUCE(ALGO_NAME, ALGO, i32, intranode::kI32)
+// INTRANODE_FOR_TYPES expands ENTRY(type name, type, ...) for every
+// element type.
+#define INTRANODE_FOR_TYPES(ENTRY, ...)        \
+  ENTRY(f32, intranode::kF32, __VA_ARGS__)     \
+  ENTRY(f16, intranode::kF16, __VA_ARGS__)     \
+  ENTRY(bf16, intranode::kBF16, __VA_ARGS__)   \
+  ENTRY(f64, intranode::kF64, __VA_ARGS__)     \
+  ENTRY(i32, intranode::kI32, __VA_ARGS__)
 
-INTRANODE_ALL_REDUCE_TYPES(one_shot, intranode::Algo::kOneShot)
-INTRANODE_ALL_REDUCE_TYPES(two_shot, intranode::Algo::kTwoShot)
-INTRANODE_ALL_REDUCE_TYPES(hcm, intranode::Algo::kHCM)
-INTRANODE_ALL_REDUCE_TYPES(pipeline, intranode::Algo::kPipeline)
-INTRANODE_ALL_REDUCE_TYPES(reduce_scatter, intranode::Algo::kReduceScatter)
-INTRANODE_ALL_REDUCE_TYPES(all_gather, intranode::Algo::kAllGather)
-INTRANODE_ALL_REDUCE_TYPES(broadcast, intranode::Algo::kBroadcast)
-INTRANODE_ALL_REDUCE_TYPES(all_to_all, intranode::Algo::kAllToAll)
+#define INTRANODE_ALL_REDUCE(DTYPE_NAME, DTYPE, ALGO_NAME, ALGO) \
+  INTRANODE_ARGS_ENTRY(intranode_##ALGO_NAME##_##DTYPE_NAME, intranode::all_reduce<DTYPE>(a, ALGO))
 
-#undef INTRANODE_ALL_REDUCE_TYPES
-#undef INTRANODE_ALL_REDUCE
+#define INTRANODE_DIVIDE(DTYPE_NAME, DTYPE, ...) \
+  INTRANODE_ARGS_ENTRY(intranode_divide_##DTYPE_NAME, intranode::divide<DTYPE>(a))
 
-#define INTRANODE_DIVIDE(DTYPE_NAME, DTYPE)                                                     \
-  INTRANODE_KERNEL intranode_divide_##DTYPE_NAME(                                               \
-      const unsigned long long* bufs, const unsigned long long* pads, const void* input,       \
-      void* output, unsigned long long count, unsigned int rank, unsigned int world,           \
-      unsigned int dtype, unsigned int op, unsigned int* status, unsigned long long timeout_ns, \
-      unsigned long long extra, unsigned long long call) {                                     \
-    const intranode::Args a = {bufs,  pads, static_cast<const char*>(input),                   \
-                               static_cast<char*>(output), count, rank, world, dtype, op,      \
-                               status, timeout_ns, extra, call};                               \
-    intranode::divide<DTYPE>(a);                                                               \
-  }
-
-INTRANODE_DIVIDE(f32, intranode::kF32)
-INTRANODE_DIVIDE(f16, intranode::kF16)
-INTRANODE_DIVIDE(bf16, intranode::kBF16)
-INTRANODE_DIVIDE(f64, intranode::kF64)
-INTRANODE_DIVIDE(i32, intranode::kI32)
+INTRANODE_FOR_TYPES(INTRANODE_ALL_REDUCE, one_shot, intranode::Algo::kOneShot)
+INTRANODE_FOR_TYPES(INTRANODE_ALL_REDUCE, two_shot, intranode::Algo::kTwoShot)
+INTRANODE_FOR_TYPES(INTRANODE_ALL_REDUCE, hcm, intranode::Algo::kHCM)
+INTRANODE_FOR_TYPES(INTRANODE_ALL_REDUCE, pipeline, intranode::Algo::kPipeline)
+INTRANODE_FOR_TYPES(INTRANODE_ALL_REDUCE, reduce_scatter, intranode::Algo::kReduceScatter)
+INTRANODE_FOR_TYPES(INTRANODE_ALL_REDUCE, all_gather, intranode::Algo::kAllGather)
+INTRANODE_FOR_TYPES(INTRANODE_ALL_REDUCE, broadcast, intranode::Algo::kBroadcast)
+INTRANODE_FOR_TYPES(INTRANODE_ALL_REDUCE, all_to_all, intranode::Algo::kAllToAll)
+INTRANODE_FOR_TYPES(INTRANODE_DIVIDE, divide)
 
 #undef INTRANODE_DIVIDE
+#undef INTRANODE_ALL_REDUCE
+#undef INTRANODE_FOR_TYPES
+#undef INTRANODE_ARGS_ENTRY
 
 INTRANODE_KERNEL intranode_barrier(const unsigned long long* pads, unsigned int rank,
                                    unsigned int world, unsigned int peer, unsigned int channel,

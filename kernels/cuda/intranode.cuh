@@ -2329,11 +2329,24 @@ INTRANODE_DEVICE void all_reduce(Args a, Algo algo) {
 // of an average. Local memory only: no pad, no peer, no call record.
 
 // Quotient divides in the reduction type and rounds once (int32: C's
-// division, toward zero).
+// division, toward zero). Where world is a power of two its reciprocal is
+// exact, and a times it is a / world exactly, rounded once: the same bits
+// as the division (subnormal results included), for a multiplication
+// instead of a division's instruction sequence, which made the kernel
+// compute-bound.
 struct Quotient {
   uint32_t world;
-  INTRANODE_DEVICE float operator()(float a) const { return port::div_f32(a, static_cast<float>(world)); }
-  INTRANODE_DEVICE double operator()(double a) const { return port::div_f64(a, static_cast<double>(world)); }
+  bool pow2;
+  float rf;
+  double rd;
+  INTRANODE_DEVICE explicit Quotient(uint32_t w)
+      : world(w), pow2((w & (w - 1)) == 0), rf(1.0f / static_cast<float>(w)), rd(1.0 / static_cast<double>(w)) {}
+  INTRANODE_DEVICE float operator()(float a) const {
+    return pow2 ? a * rf : port::div_f32(a, static_cast<float>(world));
+  }
+  INTRANODE_DEVICE double operator()(double a) const {
+    return pow2 ? a * rd : port::div_f64(a, static_cast<double>(world));
+  }
   INTRANODE_DEVICE int32_t operator()(int32_t a) const { return a / static_cast<int32_t>(world); }
 };
 
@@ -2355,7 +2368,7 @@ INTRANODE_DEVICE void divide(const Args& a) {
     }
     return;
   }
-  const Quotient q{a.world};
+  const Quotient q(a.world);
   const uint64_t stride = uint64_t(port::grid_blocks()) * port::block_threads();
   const uint64_t first = uint64_t(port::block_index()) * port::block_threads() + port::thread_index();
   uint64_t done = 0;

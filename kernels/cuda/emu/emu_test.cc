@@ -855,7 +855,7 @@ void divide_case(AllReduceFn fn, std::mt19937_64& rng, uint32_t world, uint64_t 
 template <uint32_t DT>
 void divide_all(AllReduceFn fn, std::mt19937_64& rng) {
   for (uint32_t world = 1; world <= kMaxRanks; ++world) {
-    for (uint64_t count : {1ull, 7ull, 8ull, 1000ull, 4099ull}) {
+    for (uint64_t count : {1ull, 7ull, 8ull, 1000ull, 4099ull, 20011ull}) {
       for (uint64_t shift : {0ull, 1ull}) {
         for (bool in_place : {false, true}) {
           divide_case<DT>(fn, rng, world, count, shift, in_place, count > 100 ? 3 : 1);
@@ -865,9 +865,10 @@ void divide_all(AllReduceFn fn, std::mt19937_64& rng) {
   }
 }
 
-// divide: every dtype, divisor, tail and alignment; a divisor of 0 or 9
-// and a misaligned pointer are refused through the status word with
-// nothing written.
+// divide: every dtype, divisor, tail and alignment (20011 elements give
+// each of the 192 threads more vectors than one round of its loads
+// holds); a divisor of 0 or 9 and a misaligned pointer are refused
+// through the status word with nothing written.
 void divide(std::mt19937_64& rng) {
   divide_all<kBF16>(intranode_divide_bf16, rng);
   divide_all<kF16>(intranode_divide_f16, rng);
