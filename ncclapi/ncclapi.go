@@ -139,13 +139,13 @@ var realFuncs = sync.OnceValue(func() ncclboot.Funcs {
 		return C.intranode_real_sym(cname)
 	}
 	return ncclboot.Funcs{CommCount: sym("ncclCommCount"), CommUserRank: sym("ncclCommUserRank"),
-		CommCuDevice: sym("ncclCommCuDevice"), AllGather: sym("ncclAllGather")}
+		CommCuDevice: sym("ncclCommCuDevice"), AllGather: sym("ncclAllGather"), CommGetAsyncError: sym("ncclCommGetAsyncError")}
 })
 
 // bootstrap forms intranode's comm for an NCCL communicator (ncclboot).
 func bootstrap(comm C.ncclComm_t, set settings, st *ncclboot.Stats) (*capi.Comm, error) {
 	f := realFuncs()
-	if f.CommCount == nil || f.CommUserRank == nil || f.CommCuDevice == nil || f.AllGather == nil {
+	if f.CommCount == nil || f.CommUserRank == nil || f.CommCuDevice == nil || f.AllGather == nil || f.CommGetAsyncError == nil {
 		return nil, fmt.Errorf("the real NCCL lacks a function the bootstrap needs: %s", C.GoString(C.intranode_real_error()))
 	}
 	return ncclboot.Bootstrap(f, unsafe.Pointer(comm), ncclboot.Options{Backend: set.backend, Timeout: set.timeout,

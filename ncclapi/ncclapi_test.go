@@ -22,8 +22,9 @@ import (
 // collective checked element by element and proven not to reach NCCL,
 // int8 and send/receive proven to reach it, groups of one and of two
 // collectives, splits, bad arguments, a stalled peer reported through
-// ncclCommGetAsyncError, abort; and with INTRANODE_NCCL=off, every call
-// reaching NCCL.
+// ncclCommGetAsyncError, abort; with INTRANODE_NCCL=off, every call
+// reaching NCCL; and on nonblocking communicators, whose NCCL calls return
+// ncclInProgress, the bootstrap polling its all-gathers done.
 func TestNCCLLibrary(t *testing.T) {
 	dir, mock := build(t, "check")
 
@@ -39,6 +40,8 @@ func TestNCCLLibrary(t *testing.T) {
 		{"procs-accel", "2", nil},
 		{"procs-accel", "4", nil},
 		{"procs-off", "3", []string{"INTRANODE_NCCL=off"}},
+		{"nonblocking", "2", []string{"MOCKNCCL_NONBLOCKING=1"}},
+		{"nonblocking", "4", []string{"MOCKNCCL_NONBLOCKING=1"}},
 	} {
 		t.Run(tc.mode+"-"+tc.world, func(t *testing.T) {
 			cmd := exec.Command(filepath.Join(dir, "check"), tc.mode, tc.world)

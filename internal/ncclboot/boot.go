@@ -41,10 +41,18 @@ import (
 )
 
 // Funcs are the real NCCL's functions the bootstrap calls, as C function
-// pointers (the library's own, not an interposer's).
+// pointers (the library's own, not an interposer's). CommGetAsyncError
+// tells when an all-gather on a nonblocking communicator, which returned
+// ncclInProgress, has been enqueued.
 type Funcs struct {
-	CommCount, CommUserRank, CommCuDevice, AllGather unsafe.Pointer
+	CommCount, CommUserRank, CommCuDevice, AllGather, CommGetAsyncError unsafe.Pointer
 }
+
+// inProgress is ncclInProgress: a call on a nonblocking communicator
+// (ncclConfig_t.blocking = 0, as PyTorch's TORCH_NCCL_USE_COMM_NONBLOCKING
+// makes) returns it and finishes in the background; the caller polls
+// ncclCommGetAsyncError until the state is no longer ncclInProgress.
+const inProgress = 7
 
 // Load opens the NCCL at path (empty: the libnccl.so.2 the process has
 // loaded, else a fresh one) and looks the bootstrap's functions up in it.
@@ -66,7 +74,8 @@ func Load(path string) (Funcs, error) {
 	for _, s := range []struct {
 		name string
 		p    *unsafe.Pointer
-	}{{"ncclCommCount", &f.CommCount}, {"ncclCommUserRank", &f.CommUserRank}, {"ncclCommCuDevice", &f.CommCuDevice}, {"ncclAllGather", &f.AllGather}} {
+	}{{"ncclCommCount", &f.CommCount}, {"ncclCommUserRank", &f.CommUserRank}, {"ncclCommCuDevice", &f.CommCuDevice},
+		{"ncclAllGather", &f.AllGather}, {"ncclCommGetAsyncError", &f.CommGetAsyncError}} {
 		cname := C.CString(s.name)
 		*s.p = C.dlsym(h, cname)
 		C.free(unsafe.Pointer(cname))
@@ -153,7 +162,7 @@ func Bootstrap(f Funcs, comm unsafe.Pointer, o Options) (*capi.Comm, error) {
 			*o.Stats = st
 		}()
 	}
-	g, err := openGather(ctx, o.Backend, dev, f.AllGather, comm, world)
+	g, err := openGather(ctx, o.Backend, dev, f, comm, world)
 	st.Open = time.Since(start)
 	if err != nil {
 		return nil, err
@@ -197,12 +206,13 @@ type ncclGather struct {
 	native      uintptr // the stream NCCL is given (0 without runtime streams)
 	scratch     backend.Allocation
 	allGatherFn unsafe.Pointer
+	asyncFn     unsafe.Pointer // ncclCommGetAsyncError
 	comm        unsafe.Pointer
 	world       int
 }
 
-func openGather(ctx context.Context, name string, index int, allGather, comm unsafe.Pointer, world int) (_ *ncclGather, err error) {
-	g := &ncclGather{allGatherFn: allGather, comm: comm, world: world}
+func openGather(ctx context.Context, name string, index int, f Funcs, comm unsafe.Pointer, world int) (_ *ncclGather, err error) {
+	g := &ncclGather{allGatherFn: f.AllGather, asyncFn: f.CommGetAsyncError, comm: comm, world: world}
 	defer func() {
 		if err != nil {
 			g.close()
@@ -257,6 +267,12 @@ func (g *ncclGather) round(ctx context.Context, mine []byte) ([][]byte, error) {
 		return nil, err
 	}
 	res := C.nb_allgather(g.allGatherFn, C.uintptr_t(send), C.uintptr_t(recv), C.size_t(size/4), g.comm, C.uintptr_t(g.native))
+	if res == inProgress {
+		res = g.settle(ctx)
+	}
+	if res == -1 {
+		return nil, backend.Errorf(backend.CodeTimeout, "intranode bootstrap: ncclAllGather still in progress on the nonblocking NCCL communicator at the deadline: %v", ctx.Err())
+	}
 	if res != 0 {
 		return nil, backend.Errorf(backend.CodePeerFailed, "intranode bootstrap: ncclAllGather returned %d", int(res))
 	}
@@ -272,6 +288,29 @@ func (g *ncclGather) round(ctx context.Context, mine []byte) ([][]byte, error) {
 		out[r] = all[r*size : (r+1)*size]
 	}
 	return out, nil
+}
+
+// settle polls the real ncclCommGetAsyncError after a call that returned
+// ncclInProgress until the communicator's state is something else, and
+// returns that state, or -1 when ctx ends first. The polls back off from
+// 10 µs to 1 ms.
+func (g *ncclGather) settle(ctx context.Context) C.int {
+	wait := 10 * time.Microsecond
+	for {
+		var state C.int
+		if res := C.nb_get(g.asyncFn, g.comm, &state); res != 0 {
+			return res
+		}
+		if state != inProgress {
+			return state
+		}
+		select {
+		case <-ctx.Done():
+			return -1
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Millisecond)
+	}
 }
 
 // allGather all-gathers byte strings of any length: their lengths first,

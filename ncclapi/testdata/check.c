@@ -6,6 +6,10 @@
 //	                     against what reached NCCL; forwarding; groups;
 //	                     splits; bad arguments; a stalled peer; abort
 //	check off WORLD      with INTRANODE_NCCL=off: everything reaches NCCL
+//	check nonblocking WORLD
+//	                     with MOCKNCCL_NONBLOCKING=1: a nonblocking
+//	                     communicator is accelerated, and its forwarded
+//	                     calls return ncclInProgress
 //	check procs-accel WORLD, check procs-off WORLD
 //	                     the same with ranks as processes (this one is
 //	                     rank 0 and starts the others as
@@ -239,6 +243,46 @@ static void *rank_main(void *arg) {
 	return NULL;
 }
 
+// settle polls comm after a call that returned ncclInProgress, as NCCL
+// asks of a nonblocking communicator's user, and returns its final state.
+static ncclResult_t settle(ncclComm_t comm, ncclResult_t r) {
+	while (r == ncclInProgress) {
+		OK(ncclCommGetAsyncError(comm, &r));
+	}
+	return r;
+}
+
+// rank_nonblocking runs on a nonblocking communicator, whose every NCCL
+// collective returns ncclInProgress and finishes only once polled (the
+// bootstrap's all-gathers included): the first all-reduce is bootstrapped
+// and accelerated, a forwarded one returns ncclInProgress and is right
+// once polled, and the next accelerated call does not wait for a poll.
+static void *rank_nonblocking(void *arg) {
+	int rank = (int)(long)arg;
+	ncclComm_t comm;
+	OK(ncclCommInitRank(&comm, world, uid, rank));
+	float *in, *out;
+	OK(ncclMemAlloc((void **)&in, COUNT * sizeof(float)));
+	OK(ncclMemAlloc((void **)&out, COUNT * sizeof(float)));
+	allreduce_sum(comm, rank, world, in, out, 0);
+	reached(rank, "ncclAllReduce", 0);
+	reached(rank, "ncclAllGather", -1);
+	signed char *b8 = (signed char *)in;
+	for (int i = 0; i < COUNT; i++) b8[i] = (signed char)(i % 5);
+	ncclResult_t r = ncclAllReduce(b8, b8, COUNT, ncclInt8, ncclSum, comm, NULL);
+	CHECK(r == ncclInProgress, "forwarded int8 all-reduce returned %d, want ncclInProgress", r);
+	OK(settle(comm, r));
+	for (int i = 0; i < COUNT; i++) CHECK(b8[i] == (i % 5) * world, "int8 all-reduce rank %d [%d] = %d", rank, i, b8[i]);
+	reached(rank, "ncclAllReduce", world);
+	allreduce_sum(comm, rank, world, in, out, 1);
+	reached(rank, "ncclAllReduce", 0);
+	reached(rank, "call in progress", 0);
+	OK(ncclMemFree(in));
+	OK(ncclMemFree(out));
+	OK(ncclCommDestroy(comm));
+	return NULL;
+}
+
 static void rank0(void) { rank_main((void *)0L); }
 
 // findMock binds mockNcclCalls once the library has loaded the mock.
@@ -264,6 +308,7 @@ int main(int argc, char **argv) {
 	if (argc != 3) return 2;
 	procs = strncmp(argv[1], "procs-", 6) == 0;
 	accel = strcmp(argv[1], procs ? "procs-accel" : "accel") == 0;
+	void *(*run)(void *) = strcmp(argv[1], "nonblocking") == 0 ? rank_nonblocking : rank_main;
 	world = atoi(argv[2]);
 	CHECK(world >= 1 && world <= MAXW, "world %d", world);
 	OK(ncclGetUniqueId(&uid)); // loads the real (mock) library
@@ -273,7 +318,7 @@ int main(int argc, char **argv) {
 	} else {
 		pthread_barrier_init(&sync_all, NULL, world);
 		pthread_t t[MAXW];
-		for (int r = 0; r < world; r++) pthread_create(&t[r], NULL, rank_main, (void *)(long)r);
+		for (int r = 0; r < world; r++) pthread_create(&t[r], NULL, run, (void *)(long)r);
 		for (int r = 0; r < world; r++) pthread_join(t[r], NULL);
 	}
 	printf("ok\n");

@@ -7,7 +7,11 @@
 // synchronous. It runs int8, int32 and float32 collectives (sum, max, min;
 // avg on float32), send/receive in groups, splits, and counts every call
 // by name for mockNcclCalls (per process), so a test can tell what reached
-// NCCL.
+// NCCL. With MOCKNCCL_NONBLOCKING=1 every communicator is nonblocking: a
+// collective returns ncclInProgress (7) and its output appears only when
+// ncclCommGetAsyncError, polled, reports it done (the third poll); a call
+// made before that is refused (ncclInvalidUsage) and counted as
+// "call in progress".
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -40,7 +44,17 @@ struct comm {
 	int magic, rank, device;
 	struct group *g;
 	char name[64];
+	// A nonblocking collective's output, copied when it is polled done.
+	int pending;
+	void *precv, *ptmp;
+	size_t pbytes;
 };
+
+static int nonblocking(void) {
+	static int nb = -1;
+	if (nb < 0) nb = getenv("MOCKNCCL_NONBLOCKING") != NULL && strcmp(getenv("MOCKNCCL_NONBLOCKING"), "1") == 0;
+	return nb;
+}
 
 // This process's mappings of groups, by shared-memory name.
 static pthread_mutex_t local = PTHREAD_MUTEX_INITIALIZER;
@@ -266,16 +280,28 @@ static void reduce(struct group *g, int dtype, int op, size_t base, size_t n, vo
 static int enter(const char *name, struct comm *c, int dtype, int op, size_t bytes) {
 	count(name);
 	if (!ok(c)) return 5;
+	if (c->pending) {
+		count("call in progress");
+		return 5;
+	}
 	if (size_of(dtype) == 0 || op < 0 || op > 4 || op == 1 || (op == 4 && dtype != 7)) return 4;
 	if (bytes > STAGE) return 4;
 	pthread_mutex_lock(&c->g->mu);
 	return 0;
 }
 
-// finish copies tmp to recv after the second barrier and unlocks.
+// finish copies tmp to recv after the second barrier and unlocks; on a
+// nonblocking communicator the copy waits for the polls.
 static int finish(struct comm *c, void *recv, void *tmp, size_t bytes) {
 	int r = barrier(c->g);
 	pthread_mutex_unlock(&c->g->mu);
+	if (r == 0 && nonblocking()) {
+		c->pending = 3;
+		c->precv = recv;
+		c->ptmp = tmp;
+		c->pbytes = bytes;
+		return 7;
+	}
 	if (r == 0 && recv != NULL) memcpy(recv, tmp, bytes);
 	free(tmp);
 	return r ? 3 : 0;
@@ -392,6 +418,7 @@ static int release(const char *name, struct comm *c) {
 	if (c == NULL) return 0;
 	if (c->magic != MAGIC) return 5;
 	c->magic = 0;
+	if (c->pending) free(c->ptmp);
 	struct group *g = c->g;
 	pthread_mutex_lock(&g->mu);
 	if (strcmp(name, "ncclCommAbort") == 0) g->aborted = 1;
@@ -409,7 +436,11 @@ int ncclCommFinalize(struct comm *c) { count("ncclCommFinalize"); return ok(c) ?
 int ncclCommGetAsyncError(struct comm *c, int *state) {
 	count("ncclCommGetAsyncError");
 	if (!ok(c)) return 4;
-	*state = 0;
+	if (c->pending && --c->pending == 0) {
+		if (c->precv != NULL) memcpy(c->precv, c->ptmp, c->pbytes);
+		free(c->ptmp);
+	}
+	*state = c->pending ? 7 : 0;
 	return 0;
 }
 
