@@ -63,7 +63,7 @@ ncclResult_t intranode_forward(const struct intranode_call *c);
 int intranode_stream_capturing(cudaStream_t stream);
 void intranode_set_error(const char *msg, size_t n);
 int intranode_enabled(void);
-void intranode_set_state(ncclComm_t comm, int state); // 1 ruled out, 2 formed, 0 forgotten
+void intranode_set_state(ncclComm_t comm, int state); // 1 ruled out, 2 formed, 3 lost, 0 forgotten
 
 // intranode_ptr turns an address kept in Go as an integer into a pointer.
 static inline void *intranode_ptr(uintptr_t v) { return (void *)v; }

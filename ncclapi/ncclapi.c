@@ -174,7 +174,7 @@ static int eligible(const struct intranode_call *c) {
 // hashed table of handles, written by Go through intranode_set_state.
 enum { SLOTS = 1024 };
 #define TOMBSTONE ((ncclComm_t)(uintptr_t)1)
-static ncclComm_t off[SLOTS], formed[SLOTS];
+static ncclComm_t off[SLOTS], formed[SLOTS], lost[SLOTS];
 
 static size_t slot(ncclComm_t comm) { return ((uintptr_t)comm >> 4) % SLOTS; }
 
@@ -201,15 +201,18 @@ static int has(ncclComm_t *table, ncclComm_t comm) {
 }
 
 // intranode_set_state records Go's verdict on a communicator: 1 ruled out,
-// 2 formed, 0 forgotten (destroyed).
+// 2 formed, 3 lost (its bootstrap lost the call sequence: every call
+// fails), 0 forgotten (destroyed).
 void intranode_set_state(ncclComm_t comm, int state) {
 	put(off, comm, state == 1);
 	put(formed, comm, state == 2);
+	put(lost, comm, state == 3);
 }
 
-// run gives a call to Go, which runs it or (-1) sends it to NCCL.
+// run gives a call to Go, which runs it or (-1) sends it to NCCL; a lost
+// communicator's calls all go to Go, which fails them.
 static ncclResult_t run(struct intranode_call *c) {
-	if (!eligible(c) || has(off, c->comm)) return intranode_forward(c);
+	if (has(off, c->comm) || (!eligible(c) && !has(lost, c->comm))) return intranode_forward(c);
 	inside++;
 	int r = intranodeNcclRun(c);
 	inside--;
@@ -308,7 +311,12 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
 	REAL(ncclCommGetAsyncError, ncclResult_t, (ncclComm_t, ncclResult_t *))
 	if (f_ == NULL) return intranode_missing("ncclCommGetAsyncError");
 	ncclResult_t r = f_(comm, asyncError);
-	if (r == ncclSuccess && !inside && asyncError != NULL && *asyncError == ncclSuccess && has(formed, comm)) {
+	// Go knows a formed communicator's failures, once NCCL reports none,
+	// and a lost one's, whatever NCCL still has in progress.
+	int ask = r == ncclSuccess && !inside && asyncError != NULL &&
+	          ((*asyncError == ncclSuccess && has(formed, comm)) ||
+	           ((*asyncError == ncclSuccess || *asyncError == ncclInProgress) && has(lost, comm)));
+	if (ask) {
 		inside++;
 		int mine = intranodeNcclAsyncError(comm);
 		inside--;

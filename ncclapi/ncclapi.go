@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -38,9 +39,17 @@ const (
 	// EnvBackend names intranode's backend ("auto" when unset).
 	EnvBackend = "INTRANODE_NCCL_BACKEND"
 	// EnvTimeoutMs bounds the bootstrap and every accelerated call's wait
-	// for a peer, in milliseconds (collective.DefaultTimeout when unset).
+	// for a peer, in milliseconds (DefaultTimeout when unset).
 	EnvTimeoutMs = "INTRANODE_NCCL_TIMEOUT_MS"
 )
+
+// DefaultTimeout bounds the bootstrap and every accelerated call's wait for
+// a peer when INTRANODE_NCCL_TIMEOUT_MS is unset: PyTorch's default for
+// NCCL process groups. NCCL itself waits without bound, so a shorter limit
+// would fail jobs whose ranks drift apart for minutes (one rank compiling
+// or saving a checkpoint while the others wait in a collective) that run
+// under NCCL alone.
+const DefaultTimeout = 10 * time.Minute
 
 // settings are read from the environment once.
 type settings struct {
@@ -52,7 +61,7 @@ type settings struct {
 }
 
 var loadSettings = sync.OnceValue(func() settings {
-	s := settings{backend: os.Getenv(EnvBackend), timeout: collective.DefaultTimeout, log: slog.New(slog.DiscardHandler)}
+	s := settings{backend: os.Getenv(EnvBackend), timeout: DefaultTimeout, log: slog.New(slog.DiscardHandler)}
 	s.commLog = s.log
 	if ms, err := strconv.Atoi(os.Getenv(EnvTimeoutMs)); err == nil && ms > 0 {
 		s.timeout = time.Duration(ms) * time.Millisecond
@@ -75,6 +84,10 @@ type state struct {
 	// comm is intranode's comm once bootstrapped; readers that must not
 	// wait for mu (the watchdog's ncclCommGetAsyncError) load it too.
 	comm atomic.Pointer[capi.Comm]
+	// lost is the bootstrap's ncclboot.ErrSequenceLost: every later call
+	// on the communicator fails with it, and ncclCommGetAsyncError
+	// reports it, since the NCCL communicator's call sequence is unknown.
+	lost atomic.Pointer[error]
 }
 
 // comms is the registry of the communicators seen, by NCCL handle, to
@@ -160,6 +173,11 @@ func bootstrap(comm C.ncclComm_t, set settings, st *ncclboot.Stats) (*capi.Comm,
 //export intranodeNcclRun
 func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 	set := loadSettings()
+	comm := uintptr(unsafe.Pointer(c.comm))
+	st := stateOf(comm)
+	if err := st.lost.Load(); err != nil {
+		return ncclResult(*err)
+	}
 	op := ops[c.op]
 	dt, okType := dtypes[c.dtype]
 	red, okRed := reductions[c.red]
@@ -169,12 +187,13 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 		}
 		return forward
 	}
-	comm := uintptr(unsafe.Pointer(c.comm))
-	st := stateOf(comm)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.off != "" {
 		return forward
+	}
+	if err := st.lost.Load(); err != nil {
+		return ncclResult(*err) // lost by a bootstrap this call waited for
 	}
 	cm := st.comm.Load()
 	if cm == nil {
@@ -195,6 +214,12 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 		var err error
 		var stats ncclboot.Stats
 		cm, err = bootstrap(c.comm, set, &stats)
+		if errors.Is(err, ncclboot.ErrSequenceLost) {
+			st.lost.Store(&err)
+			C.intranode_set_state(c.comm, 3)
+			set.log.Info("failed: every call fails", "comm", fmt.Sprintf("%#x", comm), "why", err, "took", time.Since(start))
+			return ncclResult(err)
+		}
 		if err != nil {
 			st.off = err.Error()
 			C.intranode_set_state(c.comm, 1)
@@ -263,6 +288,9 @@ func intranodeNcclAsyncError(comm C.ncclComm_t) C.int {
 	st := formed(uintptr(unsafe.Pointer(comm)))
 	if st == nil {
 		return C.ncclSuccess
+	}
+	if err := st.lost.Load(); err != nil {
+		return ncclResult(*err)
 	}
 	cm := st.comm.Load()
 	if cm == nil {

@@ -24,7 +24,9 @@ import (
 // collectives, splits, bad arguments, a stalled peer reported through
 // ncclCommGetAsyncError, abort; with INTRANODE_NCCL=off, every call
 // reaching NCCL; and on nonblocking communicators, whose NCCL calls return
-// ncclInProgress, the bootstrap polling its all-gathers done.
+// ncclInProgress, the bootstrap polling its all-gathers done; and a
+// bootstrap whose all-gather never completes failing every later call on
+// its communicator (the call sequence is lost) instead of forwarding it.
 func TestNCCLLibrary(t *testing.T) {
 	dir, mock := build(t, "check")
 
@@ -42,6 +44,8 @@ func TestNCCLLibrary(t *testing.T) {
 		{"procs-off", "3", []string{"INTRANODE_NCCL=off"}},
 		{"nonblocking", "2", []string{"MOCKNCCL_NONBLOCKING=1"}},
 		{"nonblocking", "4", []string{"MOCKNCCL_NONBLOCKING=1"}},
+		{"lost", "2", []string{"MOCKNCCL_NONBLOCKING=1", "MOCKNCCL_STUCK=1"}},
+		{"lost", "3", []string{"MOCKNCCL_NONBLOCKING=1", "MOCKNCCL_STUCK=1"}},
 	} {
 		t.Run(tc.mode+"-"+tc.world, func(t *testing.T) {
 			cmd := exec.Command(filepath.Join(dir, "check"), tc.mode, tc.world)

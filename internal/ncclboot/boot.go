@@ -30,6 +30,7 @@ import "C"
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -194,6 +195,8 @@ func Bootstrap(f Funcs, comm unsafe.Pointer, o Options) (*capi.Comm, error) {
 			return nil, ferr
 		}
 		return nil, fmt.Errorf("intranode bootstrap: %s", gs.endedText())
+	case errors.Is(ferr, ErrSequenceLost) && !errors.Is(ierr, ErrSequenceLost):
+		return nil, fmt.Errorf("%w (the comm: %v)", ferr, ierr)
 	}
 	return nil, ierr
 }

@@ -3,6 +3,7 @@ package ncclboot
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +11,15 @@ import (
 
 	"github.com/intranode/intranode/backend"
 )
+
+// ErrSequenceLost is the bootstrap's failure once one of its all-gathers
+// on the NCCL communicator did not complete (a rank that made its first
+// eligible call too late, or is gone, or an NCCL error): the communicator
+// may then hold a collective of this rank's that its peers match with
+// another call, or theirs that this rank would match with its next call.
+// Its call sequence is lost, so no further call may go to it; only
+// ncclCommAbort (or ncclCommDestroy) is safe.
+var ErrSequenceLost = errors.New("the NCCL communicator's call sequence is lost")
 
 // allGatherFunc all-gathers one byte string per rank, in rank order. Every
 // rank must call it the same number of times.
@@ -50,6 +60,7 @@ type gatherStore struct {
 	sealed  bool
 	closed  bool
 	rounds  int
+	lost    error // ErrSequenceLost, once an all-gather failed: no more rounds
 }
 
 func newGatherStore(world int, gather allGatherFunc) *gatherStore {
@@ -106,12 +117,15 @@ func (g *gatherStore) round(ctx context.Context) error {
 	if g.sealed {
 		return backend.Errorf(backend.CodeClosed, "intranode bootstrap: the bootstrap is over; no more rounds on the NCCL communicator")
 	}
+	if g.lost != nil {
+		return g.lost
+	}
 	if g.ended != nil {
 		return backend.Errorf(backend.CodePeerFailed, "intranode bootstrap: %s", g.endedText())
 	}
 	all, err := g.gather(ctx, encodeRound(roundKeys, 0, g.pending))
 	if err != nil {
-		return err
+		return g.lose(err)
 	}
 	g.rounds++
 	g.pending = map[string][]byte{}
@@ -149,6 +163,13 @@ func (g *gatherStore) round(ctx context.Context) error {
 	return nil
 }
 
+// lose records that an all-gather failed (err) and returns the error
+// every later round and finish returns; the caller holds g.mu.
+func (g *gatherStore) lose(err error) error {
+	g.lost = fmt.Errorf("intranode bootstrap: %w: an all-gather on it did not complete: %w", ErrSequenceLost, err)
+	return g.lost
+}
+
 func (g *gatherStore) endedText() string {
 	ranks := func(rs []int) string {
 		s := make([]string, len(rs))
@@ -171,11 +192,15 @@ func (g *gatherStore) endedText() string {
 
 // finish runs the round that ends the bootstrap, with this rank's verdict,
 // unless a round already ended it, and reports whether every rank formed
-// the comm. It seals the store.
+// the comm. It seals the store. After a failed all-gather it runs no
+// round and returns ErrSequenceLost.
 func (g *gatherStore) finish(ctx context.Context, ok bool) (bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	defer func() { g.sealed = true }()
+	if g.lost != nil {
+		return false, g.lost
+	}
 	if g.ended == nil {
 		v := byte(0)
 		if ok {
@@ -183,7 +208,7 @@ func (g *gatherStore) finish(ctx context.Context, ok bool) (bool, error) {
 		}
 		all, err := g.gather(ctx, encodeRound(roundDone, v, nil))
 		if err != nil {
-			return false, err
+			return false, g.lose(err)
 		}
 		g.ended = make([]byte, len(all))
 		for r, b := range all {

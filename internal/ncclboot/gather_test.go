@@ -117,3 +117,31 @@ func TestGatherStoreOneRankFails(t *testing.T) {
 	require.Equal(t, []bool{false, false, false, false}, ok)
 	require.Len(t, e.rounds, 1, "the failing rank's verdict and the others' keys met in one round")
 }
+
+// TestGatherStoreLostRound: once an all-gather fails (here a peer never
+// makes its call and the wait ends at the deadline), the NCCL
+// communicator's call sequence is unknown: the store reports
+// ErrSequenceLost from then on and runs no other all-gather, not even the
+// verdict's round.
+func TestGatherStoreLostRound(t *testing.T) {
+	calls := 0
+	gs := newGatherStore(2, func(ctx context.Context, _ []byte) ([][]byte, error) {
+		calls++
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	require.NoError(t, gs.Set(ctx, "k/0", nil))
+	_, err := gs.Get(ctx, "k/1")
+	require.ErrorIs(t, err, ErrSequenceLost)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	later, cancelLater := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelLater()
+	_, err = gs.Get(later, "k/1")
+	require.ErrorIs(t, err, ErrSequenceLost)
+	formed, err := gs.finish(later, false)
+	require.False(t, formed)
+	require.ErrorIs(t, err, ErrSequenceLost)
+	require.Equal(t, 1, calls, "no all-gather after the one that failed")
+}

@@ -10,6 +10,9 @@
 //	                     with MOCKNCCL_NONBLOCKING=1: a nonblocking
 //	                     communicator is accelerated, and its forwarded
 //	                     calls return ncclInProgress
+//	check lost WORLD     with MOCKNCCL_STUCK=1 too: the bootstrap's first
+//	                     all-gather never completes, and every call on the
+//	                     communicator then fails
 //	check procs-accel WORLD, check procs-off WORLD
 //	                     the same with ranks as processes (this one is
 //	                     rank 0 and starts the others as
@@ -283,6 +286,39 @@ static void *rank_nonblocking(void *arg) {
 	return NULL;
 }
 
+// rank_lost runs on a communicator whose first all-gather never
+// completes: the bootstrap gives up at the timeout with the call sequence
+// lost, and from then on every call on it, eligible or not, fails with
+// ncclRemoteError without reaching NCCL, and ncclCommGetAsyncError
+// reports it; no further all-gather is issued.
+static void *rank_lost(void *arg) {
+	int rank = (int)(long)arg;
+	ncclComm_t comm;
+	OK(ncclCommInitRank(&comm, world, uid, rank));
+	float *in, *out;
+	OK(ncclMemAlloc((void **)&in, COUNT * sizeof(float)));
+	OK(ncclMemAlloc((void **)&out, COUNT * sizeof(float)));
+	for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
+	double t0 = now();
+	ncclResult_t r = ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL);
+	CHECK(r == ncclRemoteError, "all-reduce over a lost bootstrap returned %d", r);
+	CHECK(strstr(ncclGetLastError(comm), "call sequence is lost") != NULL, "message: %s", ncclGetLastError(comm));
+	CHECK(now() - t0 < 3.5, "the bootstrap took %.2f s", now() - t0);
+	r = ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL);
+	CHECK(r == ncclRemoteError, "second all-reduce returned %d", r);
+	r = ncclAllReduce(in, in, COUNT, ncclInt8, ncclSum, comm, NULL);
+	CHECK(r == ncclRemoteError, "int8 all-reduce returned %d", r);
+	ncclResult_t async = ncclSuccess;
+	OK(ncclCommGetAsyncError(comm, &async));
+	CHECK(async == ncclRemoteError, "async error %d", async);
+	reached(rank, "ncclAllReduce", 0);
+	reached(rank, "ncclAllGather", world);
+	OK(ncclMemFree(in));
+	OK(ncclMemFree(out));
+	OK(ncclCommAbort(comm));
+	return NULL;
+}
+
 static void rank0(void) { rank_main((void *)0L); }
 
 // findMock binds mockNcclCalls once the library has loaded the mock.
@@ -308,7 +344,9 @@ int main(int argc, char **argv) {
 	if (argc != 3) return 2;
 	procs = strncmp(argv[1], "procs-", 6) == 0;
 	accel = strcmp(argv[1], procs ? "procs-accel" : "accel") == 0;
-	void *(*run)(void *) = strcmp(argv[1], "nonblocking") == 0 ? rank_nonblocking : rank_main;
+	void *(*run)(void *) = strcmp(argv[1], "nonblocking") == 0 ? rank_nonblocking
+	                       : strcmp(argv[1], "lost") == 0      ? rank_lost
+	                                                           : rank_main;
 	world = atoi(argv[2]);
 	CHECK(world >= 1 && world <= MAXW, "world %d", world);
 	OK(ncclGetUniqueId(&uid)); // loads the real (mock) library

@@ -11,7 +11,8 @@
 // collective returns ncclInProgress (7) and its output appears only when
 // ncclCommGetAsyncError, polled, reports it done (the third poll); a call
 // made before that is refused (ncclInvalidUsage) and counted as
-// "call in progress".
+// "call in progress". MOCKNCCL_STUCK=1 on top makes each communicator's
+// first all-gather never complete, as when a peer never makes its call.
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -45,14 +46,17 @@ struct comm {
 	struct group *g;
 	char name[64];
 	// A nonblocking collective's output, copied when it is polled done.
-	int pending;
+	int pending; // polls to go; -1: never
 	void *precv, *ptmp;
 	size_t pbytes;
+	int gathers;
 };
+
+static int env_on(const char *name) { return getenv(name) != NULL && strcmp(getenv(name), "1") == 0; }
 
 static int nonblocking(void) {
 	static int nb = -1;
-	if (nb < 0) nb = getenv("MOCKNCCL_NONBLOCKING") != NULL && strcmp(getenv("MOCKNCCL_NONBLOCKING"), "1") == 0;
+	if (nb < 0) nb = env_on("MOCKNCCL_NONBLOCKING");
 	return nb;
 }
 
@@ -346,7 +350,9 @@ int ncclAllGather(const void *send, void *recv, size_t n, int dtype, struct comm
 	char *tmp = malloc(bytes * g->nranks + 1);
 	if (barrier(g) == 0)
 		for (int q = 0; q < g->nranks; q++) memcpy(tmp + (size_t)q * bytes, g->stage[q], bytes);
-	return finish(c, recv, tmp, bytes * g->nranks);
+	r = finish(c, recv, tmp, bytes * g->nranks);
+	if (r == 7 && c->gathers++ == 0 && env_on("MOCKNCCL_STUCK")) c->pending = -1;
+	return r;
 }
 
 int ncclBroadcast(const void *send, void *recv, size_t n, int dtype, int root, struct comm *c, void *stream) {
@@ -436,7 +442,7 @@ int ncclCommFinalize(struct comm *c) { count("ncclCommFinalize"); return ok(c) ?
 int ncclCommGetAsyncError(struct comm *c, int *state) {
 	count("ncclCommGetAsyncError");
 	if (!ok(c)) return 4;
-	if (c->pending && --c->pending == 0) {
+	if (c->pending > 0 && --c->pending == 0) {
 		if (c->precv != NULL) memcpy(c->precv, c->ptmp, c->pbytes);
 		free(c->ptmp);
 	}
