@@ -163,6 +163,11 @@ intranodeResult_t intranodeCommInitRank(intranodeComm_t *comm, int nranks,
  * through all-gathers on ncclComm, on a stream of the library's own (no
  * store, server or port). Either every rank gets its communicator or every
  * rank fails (a group the library cannot serve: intranodeNotSupported).
+ * If one of those all-gathers does not complete within config->timeoutMs
+ * (a rank that calls later, or never), the call fails with
+ * intranodeTimeout and a last error that says ncclComm's call sequence is
+ * lost: the unfinished all-gather may still be matched with its peers'
+ * next NCCL call, so ncclComm must then be aborted, not used.
  * ncclComm stays the caller's; it must outlive this call only.
  */
 intranodeResult_t intranodeCommInitFromNccl(intranodeComm_t *comm,

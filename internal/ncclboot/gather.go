@@ -164,9 +164,14 @@ func (g *gatherStore) round(ctx context.Context) error {
 }
 
 // lose records that an all-gather failed (err) and returns the error
-// every later round and finish returns; the caller holds g.mu.
+// every later round and finish returns, coded as a timeout where the wait
+// ran out and as a peer's failure otherwise; the caller holds g.mu.
 func (g *gatherStore) lose(err error) error {
-	g.lost = fmt.Errorf("intranode bootstrap: %w: an all-gather on it did not complete: %w", ErrSequenceLost, err)
+	code := backend.CodePeerFailed
+	if errors.Is(err, context.DeadlineExceeded) || backend.CodeOf(err) == backend.CodeTimeout {
+		code = backend.CodeTimeout
+	}
+	g.lost = fmt.Errorf("intranode bootstrap: %w: %w", ErrSequenceLost, backend.Wrap(code, err, "an all-gather on it did not complete"))
 	return g.lost
 }
 

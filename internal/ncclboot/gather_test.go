@@ -136,6 +136,7 @@ func TestGatherStoreLostRound(t *testing.T) {
 	_, err := gs.Get(ctx, "k/1")
 	require.ErrorIs(t, err, ErrSequenceLost)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, backend.CodeTimeout, backend.CodeOf(err), "a timeout, for NCCL's ncclRemoteError and the C interface's intranodeTimeout")
 	later, cancelLater := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancelLater()
 	_, err = gs.Get(later, "k/1")
