@@ -88,6 +88,9 @@ type state struct {
 	// on the communicator fails with it, and ncclCommGetAsyncError
 	// reports it, since the NCCL communicator's call sequence is unknown.
 	lost atomic.Pointer[error]
+	// cancel ends a bootstrap in flight, for an abort or destroy that
+	// must not wait for its timeout.
+	cancel atomic.Pointer[context.CancelFunc]
 }
 
 // comms is the registry of the communicators seen, by NCCL handle, to
@@ -156,12 +159,12 @@ var realFuncs = sync.OnceValue(func() ncclboot.Funcs {
 })
 
 // bootstrap forms intranode's comm for an NCCL communicator (ncclboot).
-func bootstrap(comm C.ncclComm_t, set settings, st *ncclboot.Stats) (*capi.Comm, error) {
+func bootstrap(ctx context.Context, comm C.ncclComm_t, set settings, st *ncclboot.Stats) (*capi.Comm, error) {
 	f := realFuncs()
 	if f.CommCount == nil || f.CommUserRank == nil || f.CommCuDevice == nil || f.AllGather == nil || f.CommGetAsyncError == nil {
 		return nil, fmt.Errorf("the real NCCL lacks a function the bootstrap needs: %s", C.GoString(C.intranode_real_error()))
 	}
-	return ncclboot.Bootstrap(f, unsafe.Pointer(comm), ncclboot.Options{Backend: set.backend, Timeout: set.timeout,
+	return ncclboot.Bootstrap(f, unsafe.Pointer(comm), ncclboot.Options{Context: ctx, Backend: set.backend, Timeout: set.timeout,
 		Log: set.log, CommLog: set.commLog, Trace: set.trace, Stats: st})
 }
 
@@ -213,7 +216,11 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 		start := time.Now()
 		var err error
 		var stats ncclboot.Stats
-		cm, err = bootstrap(c.comm, set, &stats)
+		ctx, cancel := context.WithCancel(context.Background())
+		st.cancel.Store(&cancel)
+		cm, err = bootstrap(ctx, c.comm, set, &stats)
+		st.cancel.Store(nil)
+		cancel()
 		if errors.Is(err, ncclboot.ErrSequenceLost) {
 			st.lost.Store(&err)
 			C.intranode_set_state(c.comm, 3)
@@ -270,9 +277,14 @@ func intranodeNcclCommGone(comm C.ncclComm_t) {
 		return
 	}
 	st := v.(*state)
-	C.intranode_set_state(comm, 0) // the handle may be reused for a new communicator
+	if cancel := st.cancel.Load(); cancel != nil {
+		(*cancel)() // a bootstrap in flight gives up now, not at its timeout
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	// After the lock, so that a bootstrap that just ended cannot mark the
+	// handle again: it may be reused for a new communicator.
+	C.intranode_set_state(comm, 0)
 	if cm := st.comm.Swap(nil); cm != nil {
 		if err := cm.Destroy(); err != nil {
 			loadSettings().log.Info("releasing the comm", "err", err)

@@ -26,7 +26,8 @@ import (
 // reaching NCCL; and on nonblocking communicators, whose NCCL calls return
 // ncclInProgress, the bootstrap polling its all-gathers done; and a
 // bootstrap whose all-gather never completes failing every later call on
-// its communicator (the call sequence is lost) instead of forwarding it.
+// its communicator (the call sequence is lost) instead of forwarding it,
+// and an abort from another thread ending such a bootstrap at once.
 func TestNCCLLibrary(t *testing.T) {
 	dir, mock := build(t, "check")
 
@@ -46,6 +47,7 @@ func TestNCCLLibrary(t *testing.T) {
 		{"nonblocking", "4", []string{"MOCKNCCL_NONBLOCKING=1"}},
 		{"lost", "2", []string{"MOCKNCCL_NONBLOCKING=1", "MOCKNCCL_STUCK=1"}},
 		{"lost", "3", []string{"MOCKNCCL_NONBLOCKING=1", "MOCKNCCL_STUCK=1"}},
+		{"abort-boot", "2", []string{"MOCKNCCL_NONBLOCKING=1", "MOCKNCCL_STUCK=1", "INTRANODE_NCCL_TIMEOUT_MS=30000"}},
 	} {
 		t.Run(tc.mode+"-"+tc.world, func(t *testing.T) {
 			cmd := exec.Command(filepath.Join(dir, "check"), tc.mode, tc.world)

@@ -89,6 +89,9 @@ func Load(path string) (Funcs, error) {
 
 // Options are how Bootstrap forms the comm.
 type Options struct {
+	// Context, when not nil, cancels the bootstrap (the communicator is
+	// being aborted); Timeout bounds it either way.
+	Context context.Context
 	// Backend names intranode's backend ("" is "auto").
 	Backend string
 	// Timeout bounds the bootstrap and every wait of the comm's calls.
@@ -153,7 +156,11 @@ func Bootstrap(f Funcs, comm unsafe.Pointer, o Options) (*capi.Comm, error) {
 	if timeout <= 0 {
 		timeout = 60 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	parent := o.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	var st Stats
 	start := time.Now()
@@ -208,6 +215,7 @@ type ncclGather struct {
 	s           backend.Stream
 	native      uintptr // the stream NCCL is given (0 without runtime streams)
 	scratch     backend.Allocation
+	inflight    bool // an all-gather into scratch was issued and not seen done
 	allGatherFn unsafe.Pointer
 	asyncFn     unsafe.Pointer // ncclCommGetAsyncError
 	comm        unsafe.Pointer
@@ -237,8 +245,11 @@ func openGather(ctx context.Context, name string, index int, f Funcs, comm unsaf
 	return g, nil
 }
 
+// close releases the gather's stream and device, and its scratch unless
+// an all-gather into it was issued and not seen done: NCCL may still
+// write it until the communicator is aborted, so it is left allocated.
 func (g *ncclGather) close() {
-	if g.scratch != nil {
+	if g.scratch != nil && !g.inflight {
 		_ = g.scratch.Close()
 	}
 	if g.s != nil {
@@ -270,18 +281,20 @@ func (g *ncclGather) round(ctx context.Context, mine []byte) ([][]byte, error) {
 		return nil, err
 	}
 	res := C.nb_allgather(g.allGatherFn, C.uintptr_t(send), C.uintptr_t(recv), C.size_t(size/4), g.comm, C.uintptr_t(g.native))
+	g.inflight = res == 0 || res == inProgress
 	if res == inProgress {
 		res = g.settle(ctx)
 	}
 	if res == -1 {
-		return nil, backend.Errorf(backend.CodeTimeout, "intranode bootstrap: ncclAllGather still in progress on the nonblocking NCCL communicator at the deadline: %v", ctx.Err())
+		return nil, backend.Errorf(ctxCode(ctx), "intranode bootstrap: ncclAllGather still in progress on the nonblocking NCCL communicator: %v", ctx.Err())
 	}
 	if res != 0 {
 		return nil, backend.Errorf(backend.CodePeerFailed, "intranode bootstrap: ncclAllGather returned %d", int(res))
 	}
 	if err := g.s.Synchronize(ctx); err != nil {
-		return nil, fmt.Errorf("intranode bootstrap: waiting for ncclAllGather: %w", err)
+		return nil, backend.Wrap(ctxCode(ctx), err, "intranode bootstrap: waiting for ncclAllGather")
 	}
+	g.inflight = false
 	all := make([]byte, size*g.world)
 	if err := g.dev.CopyFromDevice(ctx, all, recv); err != nil {
 		return nil, err
@@ -291,6 +304,15 @@ func (g *ncclGather) round(ctx context.Context, mine []byte) ([][]byte, error) {
 		out[r] = all[r*size : (r+1)*size]
 	}
 	return out, nil
+}
+
+// ctxCode is the code of a wait that ctx ended: a timeout at its deadline,
+// closed when it was cancelled (the communicator is being aborted).
+func ctxCode(ctx context.Context) backend.Code {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return backend.CodeClosed
+	}
+	return backend.CodeTimeout
 }
 
 // settle polls the real ncclCommGetAsyncError after a call that returned

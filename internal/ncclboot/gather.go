@@ -165,10 +165,14 @@ func (g *gatherStore) round(ctx context.Context) error {
 
 // lose records that an all-gather failed (err) and returns the error
 // every later round and finish returns, coded as a timeout where the wait
-// ran out and as a peer's failure otherwise; the caller holds g.mu.
+// ran out, closed where it was cancelled, and as a peer's failure
+// otherwise; the caller holds g.mu.
 func (g *gatherStore) lose(err error) error {
 	code := backend.CodePeerFailed
-	if errors.Is(err, context.DeadlineExceeded) || backend.CodeOf(err) == backend.CodeTimeout {
+	switch {
+	case errors.Is(err, context.Canceled) || backend.CodeOf(err) == backend.CodeClosed:
+		code = backend.CodeClosed
+	case errors.Is(err, context.DeadlineExceeded) || backend.CodeOf(err) == backend.CodeTimeout:
 		code = backend.CodeTimeout
 	}
 	g.lost = fmt.Errorf("intranode bootstrap: %w: %w", ErrSequenceLost, backend.Wrap(code, err, "an all-gather on it did not complete"))

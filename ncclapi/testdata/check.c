@@ -13,6 +13,9 @@
 //	check lost WORLD     with MOCKNCCL_STUCK=1 too: the bootstrap's first
 //	                     all-gather never completes, and every call on the
 //	                     communicator then fails
+//	check abort-boot WORLD
+//	                     the same, with a long timeout: ncclCommAbort from
+//	                     another thread ends the stuck bootstrap at once
 //	check procs-accel WORLD, check procs-off WORLD
 //	                     the same with ranks as processes (this one is
 //	                     rank 0 and starts the others as
@@ -22,6 +25,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include "../nccl_decl.h"
 
@@ -319,6 +323,47 @@ static void *rank_lost(void *arg) {
 	return NULL;
 }
 
+// aborter aborts a communicator after 300 ms and records how long the
+// abort took.
+struct aborter {
+	ncclComm_t comm;
+	double took;
+};
+
+static void *abort_later(void *arg) {
+	struct aborter *a = arg;
+	usleep(300 * 1000);
+	double t0 = now();
+	OK(ncclCommAbort(a->comm));
+	a->took = now() - t0;
+	return NULL;
+}
+
+// rank_abort_boot: while a rank's first call waits in a bootstrap that
+// cannot finish (its timeout far away), another thread aborts the
+// communicator; the abort returns at once and so does the call, with an
+// error.
+static void *rank_abort_boot(void *arg) {
+	int rank = (int)(long)arg;
+	struct aborter a = {0};
+	OK(ncclCommInitRank(&a.comm, world, uid, rank));
+	float *in, *out;
+	OK(ncclMemAlloc((void **)&in, COUNT * sizeof(float)));
+	OK(ncclMemAlloc((void **)&out, COUNT * sizeof(float)));
+	pthread_t t;
+	pthread_create(&t, NULL, abort_later, &a);
+	double t0 = now();
+	ncclResult_t r = ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, a.comm, NULL);
+	double took = now() - t0;
+	pthread_join(t, NULL);
+	CHECK(r != ncclSuccess, "the all-reduce of an aborted bootstrap succeeded");
+	CHECK(took < 3, "the all-reduce returned %.2f s after it began (abort after 0.3 s)", took);
+	CHECK(a.took < 2, "the abort took %.2f s", a.took);
+	OK(ncclMemFree(in));
+	OK(ncclMemFree(out));
+	return NULL;
+}
+
 static void rank0(void) { rank_main((void *)0L); }
 
 // findMock binds mockNcclCalls once the library has loaded the mock.
@@ -346,6 +391,7 @@ int main(int argc, char **argv) {
 	accel = strcmp(argv[1], procs ? "procs-accel" : "accel") == 0;
 	void *(*run)(void *) = strcmp(argv[1], "nonblocking") == 0 ? rank_nonblocking
 	                       : strcmp(argv[1], "lost") == 0      ? rank_lost
+	                       : strcmp(argv[1], "abort-boot") == 0 ? rank_abort_boot
 	                                                           : rank_main;
 	world = atoi(argv[2]);
 	CHECK(world >= 1 && world <= MAXW, "world %d", world);
