@@ -259,6 +259,19 @@ static ncclResult_t settle(ncclComm_t comm, ncclResult_t r) {
 	return r;
 }
 
+// open_rank makes rank's communicator and two buffers of COUNT floats;
+// close_rank frees the buffers.
+static void open_rank(int rank, ncclComm_t *comm, float **in, float **out) {
+	OK(ncclCommInitRank(comm, world, uid, rank));
+	OK(ncclMemAlloc((void **)in, COUNT * sizeof(float)));
+	OK(ncclMemAlloc((void **)out, COUNT * sizeof(float)));
+}
+
+static void close_rank(float *in, float *out) {
+	OK(ncclMemFree(in));
+	OK(ncclMemFree(out));
+}
+
 // rank_nonblocking runs on a nonblocking communicator, whose every NCCL
 // collective returns ncclInProgress and finishes only once polled (the
 // bootstrap's all-gathers included): the first all-reduce is bootstrapped
@@ -267,10 +280,8 @@ static ncclResult_t settle(ncclComm_t comm, ncclResult_t r) {
 static void *rank_nonblocking(void *arg) {
 	int rank = (int)(long)arg;
 	ncclComm_t comm;
-	OK(ncclCommInitRank(&comm, world, uid, rank));
 	float *in, *out;
-	OK(ncclMemAlloc((void **)&in, COUNT * sizeof(float)));
-	OK(ncclMemAlloc((void **)&out, COUNT * sizeof(float)));
+	open_rank(rank, &comm, &in, &out);
 	allreduce_sum(comm, rank, world, in, out, 0);
 	reached(rank, "ncclAllReduce", 0);
 	reached(rank, "ncclAllGather", -1);
@@ -284,8 +295,7 @@ static void *rank_nonblocking(void *arg) {
 	allreduce_sum(comm, rank, world, in, out, 1);
 	reached(rank, "ncclAllReduce", 0);
 	reached(rank, "call in progress", 0);
-	OK(ncclMemFree(in));
-	OK(ncclMemFree(out));
+	close_rank(in, out);
 	OK(ncclCommDestroy(comm));
 	return NULL;
 }
@@ -298,10 +308,8 @@ static void *rank_nonblocking(void *arg) {
 static void *rank_lost(void *arg) {
 	int rank = (int)(long)arg;
 	ncclComm_t comm;
-	OK(ncclCommInitRank(&comm, world, uid, rank));
 	float *in, *out;
-	OK(ncclMemAlloc((void **)&in, COUNT * sizeof(float)));
-	OK(ncclMemAlloc((void **)&out, COUNT * sizeof(float)));
+	open_rank(rank, &comm, &in, &out);
 	for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
 	double t0 = now();
 	ncclResult_t r = ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL);
@@ -317,8 +325,7 @@ static void *rank_lost(void *arg) {
 	CHECK(async == ncclRemoteError, "async error %d", async);
 	reached(rank, "ncclAllReduce", 0);
 	reached(rank, "ncclAllGather", world);
-	OK(ncclMemFree(in));
-	OK(ncclMemFree(out));
+	close_rank(in, out);
 	OK(ncclCommAbort(comm));
 	return NULL;
 }
@@ -346,10 +353,8 @@ static void *abort_later(void *arg) {
 static void *rank_abort_boot(void *arg) {
 	int rank = (int)(long)arg;
 	struct aborter a = {0};
-	OK(ncclCommInitRank(&a.comm, world, uid, rank));
 	float *in, *out;
-	OK(ncclMemAlloc((void **)&in, COUNT * sizeof(float)));
-	OK(ncclMemAlloc((void **)&out, COUNT * sizeof(float)));
+	open_rank(rank, &a.comm, &in, &out);
 	pthread_t t;
 	pthread_create(&t, NULL, abort_later, &a);
 	double t0 = now();
@@ -359,8 +364,7 @@ static void *rank_abort_boot(void *arg) {
 	CHECK(r != ncclSuccess, "the all-reduce of an aborted bootstrap succeeded");
 	CHECK(took < 3, "the all-reduce returned %.2f s after it began (abort after 0.3 s)", took);
 	CHECK(a.took < 2, "the abort took %.2f s", a.took);
-	OK(ncclMemFree(in));
-	OK(ncclMemFree(out));
+	close_rank(in, out);
 	return NULL;
 }
 
