@@ -48,14 +48,18 @@ for s in $STEPS; do
         echo "$t lib=$with exit $? $(grep -E 'Out of bounds|Avg bus' "$f" | tr '\n' ' ') accelerated=$(grep -c 'msg=accelerated' "$f")"
       done
     done ;;
-  torch)
-    step torch-correct
+  torch|torch-nb)
+    # torch-nb: the same on nonblocking communicators (PyTorch's
+    # TORCH_NCCL_USE_COMM_NONBLOCKING=1: NCCL calls return ncclInProgress).
+    step "$s-correct"
+    nb=(); tag=""; [ $s = torch-nb ] && nb=(TORCH_NCCL_USE_COMM_NONBLOCKING=1) && tag=nb-
     for with in ${WITH:-no yes}; do
       pre=""; [ $with = yes ] && pre=$LIB
-      STEPS_VERBOSE=1 LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO MODE=correct timeout "${TORCH_TIMEOUT:-240}" torchrun --standalone --nproc-per-node "$W" \
-        scripts/gpu/nccl_api_torch.py > "$R/torch-correct-$with.txt" 2>&1
-      echo "lib=$with exit $? $(grep -E '^RESULT|^WRONG' "$R/torch-correct-$with.txt" | head -12 | tr '\n' ' ') accelerated=$(grep -c 'msg=accelerated' "$R/torch-correct-$with.txt")"
-      grep '^STEP' "$R/torch-correct-$with.txt" | tail -"$W"  # where each rank was last
+      f="$R/torch-correct-$tag$with.txt"
+      env ${nb[@]+"${nb[@]}"} STEPS_VERBOSE=1 LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO MODE=correct timeout "${TORCH_TIMEOUT:-240}" \
+        torchrun --standalone --nproc-per-node "$W" scripts/gpu/nccl_api_torch.py > "$f" 2>&1
+      echo "lib=$with exit $? $(grep -E '^RESULT|^WRONG' "$f" | head -12 | tr '\n' ' ') accelerated=$(grep -c 'msg=accelerated' "$f")"
+      grep '^STEP' "$f" | tail -"$W"  # where each rank was last
     done ;;
   perf)
     step torch-perf
