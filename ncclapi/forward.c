@@ -11,7 +11,10 @@
 ncclResult_t intranode_group_flush(void);
 
 // FWD forwards a function returning ncclResult_t; OP also flushes a held
-// collective of the thread's group first.
+// collective of the thread's group first; COMM_OP, for calls on a
+// communicator's call sequence, first fails them on a communicator whose
+// bootstrap lost that sequence (intranode_lost_check); COMM_FWD does that
+// alone (ncclCommFinalize would wait for the lost all-gather for good).
 #define FWD_(name, params, args, pre)                                                      \
 	ncclResult_t name params {                                                            \
 		typedef ncclResult_t(*fn_t) params;                                               \
@@ -33,7 +36,21 @@ ncclResult_t intranode_group_flush(void);
 		if (r_ != ncclSuccess) return r_;                                                 \
 	})
 
+#define COMM_OP(name, params, args)                                                        \
+	FWD_(name, params, args, {                                                            \
+		ncclResult_t r_ = intranode_lost_check(comm);                                     \
+		if (r_ == ncclSuccess) r_ = intranode_group_flush();                              \
+		if (r_ != ncclSuccess) return r_;                                                 \
+	})
+
+#define COMM_FWD(name, params, args)                                                       \
+	FWD_(name, params, args, {                                                            \
+		ncclResult_t r_ = intranode_lost_check(comm);                                     \
+		if (r_ != ncclSuccess) return r_;                                                 \
+	})
+
 ncclResult_t intranode_missing(const char *name);
+ncclResult_t intranode_lost_check(ncclComm_t comm);
 
 FWD(ncclGetVersion, (int *version), (version))
 FWD(ncclGetUniqueId, (ncclUniqueId * id), (id))
@@ -43,14 +60,14 @@ OP(ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId id, int rank),
 FWD(ncclCommInitAll, (ncclComm_t * comm, int ndev, const int *devlist), (comm, ndev, devlist))
 OP(ncclCommInitRankScalable, (ncclComm_t * comm, int nranks, int rank, int nId, ncclUniqueId *ids, ncclConfig_t *config),
    (comm, nranks, rank, nId, ids, config))
-FWD(ncclCommFinalize, (ncclComm_t comm), (comm))
+COMM_FWD(ncclCommFinalize, (ncclComm_t comm), (comm))
 FWD(ncclCommRevoke, (ncclComm_t comm, int flags), (comm, flags))
-OP(ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config),
+COMM_OP(ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config),
    (comm, color, key, newcomm, config))
-OP(ncclCommShrink, (ncclComm_t comm, int *exclude, int n, ncclComm_t *newcomm, ncclConfig_t *config, int flags),
+COMM_OP(ncclCommShrink, (ncclComm_t comm, int *exclude, int n, ncclComm_t *newcomm, ncclConfig_t *config, int flags),
    (comm, exclude, n, newcomm, config, flags))
 FWD(ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId *id), (comm, id))
-OP(ncclCommGrow, (ncclComm_t comm, int nranks, const ncclUniqueId *id, int rank, ncclComm_t *newcomm, ncclConfig_t *config),
+COMM_OP(ncclCommGrow, (ncclComm_t comm, int nranks, const ncclUniqueId *id, int rank, ncclComm_t *newcomm, ncclConfig_t *config),
    (comm, nranks, id, rank, newcomm, config))
 FWD(ncclCommCount, (const ncclComm_t comm, int *count), (comm, count))
 FWD(ncclCommCuDevice, (const ncclComm_t comm, int *device), (comm, device))
@@ -60,7 +77,7 @@ FWD(ncclCommDeregister, (const ncclComm_t comm, void *handle), (comm, handle))
 FWD(ncclCommSuspend, (ncclComm_t comm, int flags), (comm, flags))
 FWD(ncclCommResume, (ncclComm_t comm), (comm))
 FWD(ncclCommMemStats, (ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value), (comm, stat, value))
-FWD(ncclCommWindowRegister, (ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int flags),
+COMM_FWD(ncclCommWindowRegister, (ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int flags),
     (comm, buff, size, win, flags))
 FWD(ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), (comm, win))
 FWD(ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void **ptr), (comm, win, ptr))
@@ -68,47 +85,47 @@ FWD(ncclRedOpCreatePreMulSum,
     (ncclRedOp_t * op, void *scalar, ncclDataType_t dt, ncclScalarResidence_t residence, ncclComm_t comm),
     (op, scalar, dt, residence, comm))
 FWD(ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm), (op, comm))
-OP(ncclReduce, (const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t s),
+COMM_OP(ncclReduce, (const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t s),
    (send, recv, count, dt, op, root, comm, s))
-OP(ncclAlltoAll, (const void *send, void *recv, size_t count, ncclDataType_t dt, ncclComm_t comm, cudaStream_t s),
+COMM_OP(ncclAlltoAll, (const void *send, void *recv, size_t count, ncclDataType_t dt, ncclComm_t comm, cudaStream_t s),
    (send, recv, count, dt, comm, s))
-OP(ncclGather, (const void *send, void *recv, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t s),
+COMM_OP(ncclGather, (const void *send, void *recv, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t s),
    (send, recv, count, dt, root, comm, s))
-OP(ncclScatter, (const void *send, void *recv, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t s),
+COMM_OP(ncclScatter, (const void *send, void *recv, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t s),
    (send, recv, count, dt, root, comm, s))
-OP(ncclAllReduceConfig,
+COMM_OP(ncclAllReduceConfig,
    (const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm, cudaStream_t s, const ncclCollConfig_t *cfg),
    (send, recv, count, dt, op, comm, s, cfg))
-OP(ncclBroadcastConfig,
+COMM_OP(ncclBroadcastConfig,
    (const void *send, void *recv, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t s, const ncclCollConfig_t *cfg),
    (send, recv, count, dt, root, comm, s, cfg))
-OP(ncclReduceConfig,
+COMM_OP(ncclReduceConfig,
    (const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t s, const ncclCollConfig_t *cfg),
    (send, recv, count, dt, op, root, comm, s, cfg))
-OP(ncclAllGatherConfig,
+COMM_OP(ncclAllGatherConfig,
    (const void *send, void *recv, size_t count, ncclDataType_t dt, ncclComm_t comm, cudaStream_t s, const ncclCollConfig_t *cfg),
    (send, recv, count, dt, comm, s, cfg))
-OP(ncclReduceScatterConfig,
+COMM_OP(ncclReduceScatterConfig,
    (const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm, cudaStream_t s, const ncclCollConfig_t *cfg),
    (send, recv, count, dt, op, comm, s, cfg))
-OP(ncclAlltoAllConfig,
+COMM_OP(ncclAlltoAllConfig,
    (const void *send, void *recv, size_t count, ncclDataType_t dt, ncclComm_t comm, cudaStream_t s, const ncclCollConfig_t *cfg),
    (send, recv, count, dt, comm, s, cfg))
-OP(ncclGatherConfig,
+COMM_OP(ncclGatherConfig,
    (const void *send, void *recv, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t s, const ncclCollConfig_t *cfg),
    (send, recv, count, dt, root, comm, s, cfg))
-OP(ncclScatterConfig,
+COMM_OP(ncclScatterConfig,
    (const void *send, void *recv, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t s, const ncclCollConfig_t *cfg),
    (send, recv, count, dt, root, comm, s, cfg))
-OP(ncclSend, (const void *send, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t s),
+COMM_OP(ncclSend, (const void *send, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t s),
    (send, count, dt, peer, comm, s))
-OP(ncclRecv, (void *recv, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t s),
+COMM_OP(ncclRecv, (void *recv, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t s),
    (recv, count, dt, peer, comm, s))
-OP(ncclPutSignal,
+COMM_OP(ncclPutSignal,
    (const void *local, size_t count, ncclDataType_t dt, int peer, ncclWindow_t win, size_t off, int sig, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t s),
    (local, count, dt, peer, win, off, sig, ctx, flags, comm, s))
-OP(ncclSignal, (int peer, int sig, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t s), (peer, sig, ctx, flags, comm, s))
-OP(ncclWaitSignal, (int n, ncclWaitSignalDesc_t *descs, ncclComm_t comm, cudaStream_t s), (n, descs, comm, s))
+COMM_OP(ncclSignal, (int peer, int sig, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t s), (peer, sig, ctx, flags, comm, s))
+COMM_OP(ncclWaitSignal, (int n, ncclWaitSignalDesc_t *descs, ncclComm_t comm, cudaStream_t s), (n, descs, comm, s))
 FWD(ncclGroupSimulateEnd, (ncclSimInfo_t * info), (info))
 FWD(ncclParamBind, (ncclParamHandle_t * out, const char *key), (out, key))
 FWD(ncclParamGetI8, (ncclParamHandle_t h, int8_t *out), (h, out))

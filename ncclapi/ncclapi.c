@@ -209,6 +209,18 @@ void intranode_set_state(ncclComm_t comm, int state) {
 	put(lost, comm, state == 3);
 }
 
+// intranode_lost_check fails a call on a lost communicator (its
+// bootstrap lost the call sequence) with the loss, before NCCL sees it;
+// elsewhere it is ncclSuccess. forward.c calls it for every function that
+// acts on a communicator's call sequence.
+ncclResult_t intranode_lost_check(ncclComm_t comm) {
+	if (inside || !has(lost, comm)) return ncclSuccess;
+	inside++;
+	int r = intranodeNcclAsyncError(comm);
+	inside--;
+	return (ncclResult_t)r;
+}
+
 // run gives a call to Go, which runs it or (-1) sends it to NCCL; a lost
 // communicator's calls all go to Go, which fails them.
 static ncclResult_t run(struct intranode_call *c) {

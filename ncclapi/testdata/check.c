@@ -302,9 +302,9 @@ static void *rank_nonblocking(void *arg) {
 
 // rank_lost runs on a communicator whose first all-gather never
 // completes: the bootstrap gives up at the timeout with the call sequence
-// lost, and from then on every call on it, eligible or not, fails with
-// ncclRemoteError without reaching NCCL, and ncclCommGetAsyncError
-// reports it; no further all-gather is issued.
+// lost, and from then on every call on it, eligible or not, a split and a
+// send included, fails with ncclRemoteError without reaching NCCL, and
+// ncclCommGetAsyncError reports it; no further all-gather is issued.
 static void *rank_lost(void *arg) {
 	int rank = (int)(long)arg;
 	ncclComm_t comm;
@@ -323,8 +323,15 @@ static void *rank_lost(void *arg) {
 	ncclResult_t async = ncclSuccess;
 	OK(ncclCommGetAsyncError(comm, &async));
 	CHECK(async == ncclRemoteError, "async error %d", async);
+	ncclComm_t sub = NULL;
+	r = ncclCommSplit(comm, 0, rank, &sub, NULL);
+	CHECK(r == ncclRemoteError && sub == NULL, "split of a lost communicator returned %d", r);
+	r = ncclSend(in, COUNT, ncclFloat32, (rank + 1) % world, comm, NULL);
+	CHECK(r == ncclRemoteError, "send on a lost communicator returned %d", r);
 	reached(rank, "ncclAllReduce", 0);
 	reached(rank, "ncclAllGather", world);
+	reached(rank, "ncclCommSplit", 0);
+	reached(rank, "ncclSend", 0);
 	close_rank(in, out);
 	OK(ncclCommAbort(comm));
 	return NULL;
