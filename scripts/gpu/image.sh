@@ -28,7 +28,9 @@ step image
 cp kernels/cuda/collectives.fatbin "$R/before.fatbin"
 start=$(date +%s)
 # -t 3: the three targets at once; --split-compile=0: ptxas on every core.
-if ! make -C kernels/cuda NVCCFLAGS="-O3 -std=c++17 -t 3 -Xptxas --split-compile=0" > "$R/image.txt" 2>&1; then
+# -B: a fatbin newer than the sources (a checkout restores the committed
+# image with a fresh date) would otherwise be taken as built.
+if ! make -B -C kernels/cuda NVCCFLAGS="-O3 -std=c++17 -t 3 -Xptxas --split-compile=0" > "$R/image.txt" 2>&1; then
   tail -30 "$R/image.txt"; pack; exit 1
 fi
 echo "built in $(( $(date +%s) - start )) s" | tee -a "$R/image.txt"
