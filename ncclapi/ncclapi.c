@@ -167,11 +167,12 @@ static int eligible(const struct intranode_call *c) {
 	return type && op;
 }
 
-// Two sets of communicator handles that C consults without calling into
-// Go: those Go has ruled out for good (their calls go straight to NCCL) and
+// Three sets of communicator handles that C consults without calling into
+// Go: those Go has ruled out for good (their calls go straight to NCCL),
 // those it has formed a comm for (only their async-error polls, which
-// watchdogs and nccl-tests make in tight loops, need Go). Each is an open
-// hashed table of handles, written by Go through intranode_set_state.
+// watchdogs and nccl-tests make in tight loops, need Go), and those whose
+// bootstrap lost the call sequence (every call fails in Go). Each is an
+// open hashed table of handles, written by Go through intranode_set_state.
 enum { SLOTS = 1024 };
 #define TOMBSTONE ((ncclComm_t)(uintptr_t)1)
 static ncclComm_t off[SLOTS], formed[SLOTS], lost[SLOTS];
