@@ -35,7 +35,7 @@ func (c *Comm) check(call Call) error {
 		return backend.Errorf(backend.CodeInvalidArgument, "intranode: unknown collective %d", int(call.Op))
 	case !call.DType.Valid():
 		return bad("datatype %d is not one intranode has (float, half, bfloat16, double, int32)", uint32(call.DType))
-	case (call.Op == collective.OpAllReduce || call.Op == collective.OpReduceScatter) && !call.Red.Valid():
+	case call.Op.Reduces() && !call.Red.Valid():
 		return bad("reduction op %d is not one intranode has (sum, max, min, avg)", uint32(call.Red))
 	case call.Count > math.MaxInt:
 		return bad("count %d does not fit an int", call.Count)

@@ -135,6 +135,9 @@ func TestOpNamesAndFactors(t *testing.T) {
 	require.Equal(t, OpAllToAll, got)
 	_, err = ParseOp("gather")
 	require.ErrorIs(t, err, backend.ErrInvalidArgument)
+	for _, o := range Ops {
+		require.Equal(t, o == OpAllReduce || o == OpReduceScatter, o.Reduces(), "%v", o)
+	}
 	require.InDelta(t, 1.5, OpAllReduce.BusFactor(4), 1e-12)
 	require.InDelta(t, 0.75, OpAllGather.BusFactor(4), 1e-12)
 	require.InDelta(t, 1.0, OpBroadcast.BusFactor(8), 1e-12)

@@ -30,6 +30,11 @@ var Ops = []Op{OpAllReduce, OpReduceScatter, OpAllGather, OpBroadcast, OpAllToAl
 var opNames = [...]string{OpAllReduce: "all_reduce", OpReduceScatter: "reduce_scatter", OpAllGather: "all_gather",
 	OpBroadcast: "broadcast", OpAllToAll: "alltoall"}
 
+// Reduces reports whether the operation combines its ranks' inputs with a
+// reduction operator (the all-reduce and the reduce-scatter); the others
+// copy.
+func (o Op) Reduces() bool { return o == OpAllReduce || o == OpReduceScatter }
+
 // String is the operation's nccl-tests name: all_reduce, reduce_scatter,
 // all_gather, broadcast, alltoall.
 func (o Op) String() string {

@@ -30,23 +30,18 @@ ncclResult_t intranode_group_flush(void);
 	}                                                                                     \
 	ncclResult_t p##name params { return name args; }
 #define FWD(name, params, args) FWD_(name, params, args, (void)0)
-#define OP(name, params, args)                                                             \
-	FWD_(name, params, args, {                                                            \
-		ncclResult_t r_ = intranode_group_flush();                                        \
+// RETURN_IF returns a failed result of call.
+#define RETURN_IF(call)                                                                    \
+	do {                                                                                  \
+		ncclResult_t r_ = (call);                                                         \
 		if (r_ != ncclSuccess) return r_;                                                 \
-	})
-
+	} while (0)
+#define OP(name, params, args) FWD_(name, params, args, RETURN_IF(intranode_group_flush()))
+#define COMM_FWD(name, params, args) FWD_(name, params, args, RETURN_IF(intranode_lost_check(comm)))
 #define COMM_OP(name, params, args)                                                        \
 	FWD_(name, params, args, {                                                            \
-		ncclResult_t r_ = intranode_lost_check(comm);                                     \
-		if (r_ == ncclSuccess) r_ = intranode_group_flush();                              \
-		if (r_ != ncclSuccess) return r_;                                                 \
-	})
-
-#define COMM_FWD(name, params, args)                                                       \
-	FWD_(name, params, args, {                                                            \
-		ncclResult_t r_ = intranode_lost_check(comm);                                     \
-		if (r_ != ncclSuccess) return r_;                                                 \
+		RETURN_IF(intranode_lost_check(comm));                                            \
+		RETURN_IF(intranode_group_flush());                                               \
 	})
 
 ncclResult_t intranode_missing(const char *name);

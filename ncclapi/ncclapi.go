@@ -184,7 +184,7 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 	op := ops[c.op]
 	dt, okType := dtypes[c.dtype]
 	red, okRed := reductions[c.red]
-	if !okType || (!okRed && (op == collective.OpAllReduce || op == collective.OpReduceScatter)) {
+	if !okType || (!okRed && op.Reduces()) {
 		if set.trace {
 			set.log.Debug("forwarded: datatype or reduction", "op", op, "ncclDtype", int(c.dtype), "ncclOp", int(c.red))
 		}

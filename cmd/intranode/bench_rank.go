@@ -626,10 +626,10 @@ func (m *benchMeasure) compare(ctx context.Context, algo collective.Algo, count,
 	want := make([]byte, len(got))
 	pattern := func(r, j int) float64 { return numeric.PatternValue(r, seed, j) }
 	fold := func(a, b float64) float64 { return numeric.Combine(m.cfg.Op.Reduced(), a, b) }
-	// Only the all-reduce and the reduce-scatter reduce (every element of
-	// their output); the others copy, whatever the op.
+	// Only a reducing collective's output (every element of it) is
+	// reduced; the others copy, whatever the op.
 	op := backend.Sum
-	if m.coll == collective.OpAllReduce || m.coll == collective.OpReduceScatter {
+	if m.coll.Reduces() {
 		op = m.cfg.Op
 	}
 	numeric.EncodeFunc(d, want, n, func(i int) float64 {

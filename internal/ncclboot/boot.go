@@ -286,13 +286,13 @@ func (g *ncclGather) round(ctx context.Context, mine []byte) ([][]byte, error) {
 		res = g.settle(ctx)
 	}
 	if res == -1 {
-		return nil, backend.Errorf(ctxCode(ctx), "intranode bootstrap: ncclAllGather still in progress on the nonblocking NCCL communicator: %v", ctx.Err())
+		return nil, backend.Errorf(waitCode(ctx.Err(), backend.CodeTimeout), "intranode bootstrap: ncclAllGather still in progress on the nonblocking NCCL communicator: %v", ctx.Err())
 	}
 	if res != 0 {
 		return nil, backend.Errorf(backend.CodePeerFailed, "intranode bootstrap: ncclAllGather returned %d", int(res))
 	}
 	if err := g.s.Synchronize(ctx); err != nil {
-		return nil, backend.Wrap(ctxCode(ctx), err, "intranode bootstrap: waiting for ncclAllGather")
+		return nil, backend.Wrap(waitCode(ctx.Err(), backend.CodeTimeout), err, "intranode bootstrap: waiting for ncclAllGather")
 	}
 	g.inflight = false
 	all := make([]byte, size*g.world)
@@ -304,15 +304,6 @@ func (g *ncclGather) round(ctx context.Context, mine []byte) ([][]byte, error) {
 		out[r] = all[r*size : (r+1)*size]
 	}
 	return out, nil
-}
-
-// ctxCode is the code of a wait that ctx ended: a timeout at its deadline,
-// closed when it was cancelled (the communicator is being aborted).
-func ctxCode(ctx context.Context) backend.Code {
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return backend.CodeClosed
-	}
-	return backend.CodeTimeout
 }
 
 // settle polls the real ncclCommGetAsyncError after a call that returned

@@ -163,18 +163,24 @@ func (g *gatherStore) round(ctx context.Context) error {
 	return nil
 }
 
-// lose records that an all-gather failed (err) and returns the error
-// every later round and finish returns, coded as a timeout where the wait
-// ran out, closed where it was cancelled, and as a peer's failure
-// otherwise; the caller holds g.mu.
-func (g *gatherStore) lose(err error) error {
-	code := backend.CodePeerFailed
+// waitCode is the code of a wait that ended with err: closed where it was
+// cancelled (the communicator is being aborted), a timeout where it ran
+// out, else other.
+func waitCode(err error, other backend.Code) backend.Code {
 	switch {
 	case errors.Is(err, context.Canceled) || backend.CodeOf(err) == backend.CodeClosed:
-		code = backend.CodeClosed
+		return backend.CodeClosed
 	case errors.Is(err, context.DeadlineExceeded) || backend.CodeOf(err) == backend.CodeTimeout:
-		code = backend.CodeTimeout
+		return backend.CodeTimeout
 	}
+	return other
+}
+
+// lose records that an all-gather failed (err) and returns the error
+// every later round and finish returns, coded by waitCode (a peer's
+// failure where the wait did not end it); the caller holds g.mu.
+func (g *gatherStore) lose(err error) error {
+	code := waitCode(err, backend.CodePeerFailed)
 	g.lost = fmt.Errorf("intranode bootstrap: %w: %w", ErrSequenceLost, backend.Wrap(code, err, "an all-gather on it did not complete"))
 	return g.lost
 }
