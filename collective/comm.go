@@ -506,6 +506,13 @@ func (c *Comm) Close() error {
 
 func (c *Comm) release() error {
 	var errs []error
+	// A kernel of this comm may still wait for a peer that will never come
+	// (a dead or hung rank, an abort): the set status word stops its waits
+	// now, where the frees below would otherwise wait out its deadline
+	// (the NCCL library's is 10 minutes).
+	if c.status != nil {
+		symmetric.SetClosed(c.status.Bytes())
+	}
 	// The vendor communicator first: aborting it ends any of its kernels
 	// still waiting for a peer, which the frees below would wait for.
 	if r, ok := c.b.(fallbackReleaser); ok && (c.mem != nil || c.refused != nil) {

@@ -75,6 +75,9 @@ func (m *Memory) Launch(ctx context.Context, launch func() error) error {
 	if m.launchEx == nil {
 		return launch()
 	}
+	// A call without a deadline gets the group's timeout here too.
+	ctx, cancel := context.WithTimeout(ctx, TimeoutFor(ctx, m.opts.timeout))
+	defer cancel()
 	if _, err := m.launchEx.AllGather(ctx, nil); err != nil {
 		return fmt.Errorf("symmetric: group %q: waiting for the ranks sharing a device before a launch: %w", m.name, err)
 	}
@@ -344,6 +347,8 @@ func StatusWordError(w uint32, what string) error {
 		return backend.Errorf(backend.CodeInvalidArgument, "%s: kernel rejected its arguments", what)
 	case kernels.StatusMismatch:
 		return backend.Errorf(backend.CodeInvalidArgument, "%s: rank %d made a different call (channel %d)", what, peer, ch)
+	case kernels.StatusClosed:
+		return backend.Errorf(backend.CodeClosed, "%s: closed while the call ran", what)
 	default:
 		return backend.Errorf(backend.CodeInternal, "%s: kernel status %#x", what, w)
 	}

@@ -22,3 +22,12 @@ func SetFailed(words []byte) {
 	_ = words[4*kernels.FailedWord+3]
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&words[4*kernels.FailedWord])), 1)
 }
+
+// SetClosed writes kernels.StatusClosed into a status word that kernels
+// still running may watch, unless a failure is already recorded there:
+// their waits stop at their next look at it instead of at their deadline.
+// Set it before freeing what such kernels use.
+func SetClosed(words []byte) {
+	_ = words[3]
+	atomic.CompareAndSwapUint32((*uint32)(unsafe.Pointer(&words[0])), 0, kernels.EncodeStatus(kernels.StatusClosed, 0, 0))
+}

@@ -71,6 +71,13 @@ func TestStatusError(t *testing.T) {
 	require.NoError(t, StatusError(word, "op"), "reading clears the word")
 	word[0] = byte(kernels.StatusBadArgs)
 	require.ErrorIs(t, StatusError(word, "op"), backend.ErrInvalidArgument)
+
+	// SetClosed marks a clear word closed, and leaves a recorded failure.
+	SetClosed(word)
+	require.ErrorIs(t, StatusError(word, "op"), backend.ErrClosed)
+	word[0] = byte(kernels.StatusTimeout)
+	SetClosed(word)
+	require.ErrorIs(t, StatusError(word, "op"), backend.ErrTimeout, "a kernel's own account stays")
 }
 
 func TestTimeoutFor(t *testing.T) {

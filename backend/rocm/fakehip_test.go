@@ -259,7 +259,12 @@ func (h *fakeHIP) add(m *fakeMapping) backend.DevicePtr {
 }
 
 // remove unmaps the mapping at p made by kind (and closes its memfd).
-func (h *fakeHIP) remove(op string, p backend.DevicePtr, kinds ...string) error {
+// The device's work queued before the free still finds the memory, as on
+// a GPU, where the free waits for it: the unmapping waits, in the
+// background, until every stream of device dev has run what was queued
+// on it (a kernel of a comm being closed, stopping at the comm's status
+// word, still reads that word).
+func (h *fakeHIP) remove(op string, dev int, p backend.DevicePtr, kinds ...string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for k, m := range h.maps {
@@ -268,7 +273,22 @@ func (h *fakeHIP) remove(op string, p backend.DevicePtr, kinds ...string) error 
 			if m.fd >= 0 {
 				unix.Close(m.fd)
 			}
-			return unix.Munmap(m.raw)
+			var busy []*fakeStream
+			for _, st := range h.streams {
+				if st.dev == dev && st.busy() {
+					busy = append(busy, st)
+				}
+			}
+			if len(busy) == 0 {
+				return unix.Munmap(m.raw)
+			}
+			go func() {
+				for _, st := range busy {
+					_ = st.drain()
+				}
+				_ = unix.Munmap(m.raw)
+			}()
+			return nil
 		}
 	}
 	return newHIPError(op, hipErrorInvalidDevicePtr, "", fmt.Sprintf("no %v allocation at %#x", kinds, uint64(p)))
@@ -333,7 +353,7 @@ func (h *fakeHIP) Free(c gpu.Ctx, p backend.DevicePtr) error {
 	if err := h.devErr("hipFree", dev); err != nil {
 		return err
 	}
-	return h.remove("hipFree", p, "device", "shareable")
+	return h.remove("hipFree", dev, p, "device", "shareable")
 }
 
 func (h *fakeHIP) HostMalloc(c gpu.Ctx, n int) (unsafe.Pointer, backend.DevicePtr, error) {
@@ -355,7 +375,7 @@ func (h *fakeHIP) HostFree(c gpu.Ctx, host unsafe.Pointer) error {
 	if err := h.devErr("hipHostFree", dev); err != nil {
 		return err
 	}
-	return h.remove("hipHostFree", backend.DevicePtr(uintptr(host)), "host")
+	return h.remove("hipHostFree", dev, backend.DevicePtr(uintptr(host)), "host")
 }
 
 func (h *fakeHIP) CopyHtoD(c gpu.Ctx, dst backend.DevicePtr, src []byte) error {
@@ -492,7 +512,7 @@ func (h *fakeHIP) IPCCloseHandle(dev int, p backend.DevicePtr) error {
 	if err := h.devErr("hipIpcCloseMemHandle", dev); err != nil {
 		return err
 	}
-	return h.remove("hipIpcCloseMemHandle", p, "ipc")
+	return h.remove("hipIpcCloseMemHandle", dev, p, "ipc")
 }
 
 func (h *fakeHIP) HasVMM() bool { return h.vmm }
@@ -590,7 +610,7 @@ func (h *fakeHIP) VMMRelease(dev int, m vmmMapping) error {
 		return newHIPError("hipMemRelease", hipErrorInvalidValue, "", "")
 	}
 	unix.Close(fd)
-	return h.remove("hipMemUnmap", m.ptr, "vmm")
+	return h.remove("hipMemUnmap", dev, m.ptr, "vmm")
 }
 
 // fakeOp is one piece of queued work.
@@ -700,12 +720,25 @@ func (h *fakeHIP) StreamSynchronize(c gpu.Ctx, s hipStream) error {
 	if err != nil {
 		return err
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	for st.pending > 0 {
-		st.cond.Wait()
+	return st.drain()
+}
+
+// busy reports whether work queued on the stream has yet to run.
+func (s *fakeStream) busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending > 0
+}
+
+// drain waits until the stream has run what was queued on it and returns
+// its sticky error.
+func (s *fakeStream) drain() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.pending > 0 {
+		s.cond.Wait()
 	}
-	return st.sticky
+	return s.sticky
 }
 
 // fakeEvent completes when the work recorded before it has run.

@@ -254,6 +254,12 @@ func (l *launch) spin(src, ch int, ready func() bool) (bool, error) {
 		}
 		select {
 		case <-l.ctx.Done():
+			// The module went with a comm that was closed: when the host
+			// set the status word first (kernels.StatusClosed), the wait
+			// stops as the device's does, without an error of its own.
+			if stop, ok, err := l.watch(src, ch); stop {
+				return ok, err
+			}
 			return false, backend.Wrap(backend.CodeClosed, l.ctx.Err(),
 				fmt.Sprintf("%s: rank %d waiting for rank %d on channel %d", l.kernel, l.me, src, ch))
 		default:
