@@ -189,10 +189,12 @@ intranodeResult_t intranodeCommGetAsyncError(intranodeComm_t comm,
                                              intranodeResult_t *asyncError);
 
 /*
- * Releases everything the communicator holds, without waiting for peers;
- * work still queued on the caller's streams must not be waited for
- * afterwards. comm is invalid after it returns. intranodeCommAbort is the
- * same call, named as NCCL names it.
+ * Releases everything the communicator holds, without waiting for peers.
+ * A collective of it still waiting on the device for a peer stops first
+ * (the buffers it was to write then hold undefined data), so the caller's
+ * streams drain and this returns without waiting out the timeout. comm is
+ * invalid after it returns. intranodeCommAbort is the same call, named as
+ * NCCL names it.
  */
 intranodeResult_t intranodeCommDestroy(intranodeComm_t comm);
 intranodeResult_t intranodeCommAbort(intranodeComm_t comm);
