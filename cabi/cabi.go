@@ -196,6 +196,17 @@ func intranodeCommGetAsyncError(h C.intranodeComm_t, out *C.intranodeResult_t) C
 
 //export intranodeCommDestroy
 func intranodeCommDestroy(h C.intranodeComm_t) C.intranodeResult_t {
+	return release(h, (*capi.Comm).Destroy)
+}
+
+//export intranodeCommAbort
+func intranodeCommAbort(h C.intranodeComm_t) C.intranodeResult_t {
+	return release(h, (*capi.Comm).Abort)
+}
+
+// release invalidates handle h and ends its comm with end (Destroy or
+// Abort).
+func release(h C.intranodeComm_t, end func(*capi.Comm) error) C.intranodeResult_t {
 	if _, err := lookup(h); err != nil {
 		return result(err)
 	}
@@ -208,11 +219,8 @@ func intranodeCommDestroy(h C.intranodeComm_t) C.intranodeResult_t {
 	if c == nil {
 		return invalid("comm was destroyed")
 	}
-	return result(c.Destroy())
+	return result(end(c))
 }
-
-//export intranodeCommAbort
-func intranodeCommAbort(h C.intranodeComm_t) C.intranodeResult_t { return intranodeCommDestroy(h) }
 
 // with runs f on the communicator h names and returns its result.
 func with(h C.intranodeComm_t, f func(*capi.Comm) error) C.intranodeResult_t {

@@ -291,15 +291,26 @@ func (c *Comm) AsyncError() error {
 	return c.failed
 }
 
-// Destroy releases everything the comm holds. It does not wait for peers:
-// an abort is a destroy.
-func (c *Comm) Destroy() error {
+// Destroy releases everything the comm holds. It does not wait for peers;
+// on a GPU it waits for the comm's collectives still running, as
+// ncclCommDestroy does (collective.Comm.Close).
+func (c *Comm) Destroy() error { return c.destroy(false) }
+
+// Abort is Destroy that first stops the comm's collectives still waiting
+// for a peer (collective.Comm.Interrupt), as ncclCommAbort does.
+func (c *Comm) Abort() error { return c.destroy(true) }
+
+func (c *Comm) destroy(abort bool) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil
 	}
 	c.closed = true
+	if abort {
+		// Before the streams, whose closing waits for their work.
+		c.c.Interrupt()
+	}
 	var errs []error
 	for _, s := range c.streams {
 		errs = append(errs, s.Close())

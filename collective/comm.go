@@ -496,7 +496,10 @@ func (c *Comm) setFailed() {
 }
 
 // Close releases the comm's memory, streams and (if it opened it) the
-// backend. It does not wait for peers.
+// backend. It does not wait for peers; on a GPU, freeing the comm's
+// memory waits for its kernels still running (as ncclCommDestroy waits
+// for uncompleted operations), and a kernel waiting for a peer that never
+// comes runs until its deadline. Abort does not wait for those.
 func (c *Comm) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -504,15 +507,32 @@ func (c *Comm) Close() error {
 	return c.release()
 }
 
-func (c *Comm) release() error {
-	var errs []error
-	// A kernel of this comm may still wait for a peer that will never come
-	// (a dead or hung rank, an abort): the set status word stops its waits
-	// now, where the frees below would otherwise wait out its deadline
-	// (the NCCL library's is 10 minutes).
+// Abort is Close for a comm whose calls may still wait for a peer that
+// will not come (dead, hung, or aborting itself), as ncclCommAbort: it
+// interrupts them first (Interrupt), so that the frees that follow no
+// longer wait out the kernels' deadline (the NCCL library's is 10
+// minutes).
+func (c *Comm) Abort() error {
+	c.Interrupt()
+	return c.Close()
+}
+
+// Interrupt stops the comm's kernels still waiting for a peer, by writing
+// kernels.StatusClosed into the comm's status word, which their waits
+// watch. Those calls' outputs are then undefined, and every later call
+// fails. The caller then closes the comm (Abort does both); the C
+// library interrupts before it closes the streams it owns, whose closing
+// waits for their work.
+func (c *Comm) Interrupt() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.status != nil {
 		symmetric.SetClosed(c.status.Bytes())
 	}
+}
+
+func (c *Comm) release() error {
+	var errs []error
 	// The vendor communicator first: aborting it ends any of its kernels
 	// still waiting for a peer, which the frees below would wait for.
 	if r, ok := c.b.(fallbackReleaser); ok && (c.mem != nil || c.refused != nil) {

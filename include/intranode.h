@@ -189,12 +189,13 @@ intranodeResult_t intranodeCommGetAsyncError(intranodeComm_t comm,
                                              intranodeResult_t *asyncError);
 
 /*
- * Releases everything the communicator holds, without waiting for peers.
- * A collective of it still waiting on the device for a peer stops first
- * (the buffers it was to write then hold undefined data), so the caller's
- * streams drain and this returns without waiting out the timeout. comm is
- * invalid after it returns. intranodeCommAbort is the same call, named as
- * NCCL names it.
+ * Release everything the communicator holds, without waiting for peers;
+ * comm is invalid after they return. As NCCL's: intranodeCommDestroy lets
+ * the communicator's collectives still running on the device finish first
+ * (one waiting for a peer that never comes runs until the timeout);
+ * intranodeCommAbort first stops those still waiting for a peer (the
+ * buffers they were to write then hold undefined data), so it returns
+ * without waiting out the timeout and the caller's streams drain.
  */
 intranodeResult_t intranodeCommDestroy(intranodeComm_t comm);
 intranodeResult_t intranodeCommAbort(intranodeComm_t comm);

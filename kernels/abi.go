@@ -629,10 +629,10 @@ const (
 	// StatusMismatch: the peer in the status word made a different call.
 	StatusMismatch = 3
 	// StatusClosed is written by the host, not a kernel: the comm was
-	// closed (or its NCCL communicator aborted) while a call may still be
-	// waiting. A kernel's waits that watch the status word (those of calls
-	// with a Call) see a set word and stop, so the frees that follow do
-	// not wait out the kernel's deadline.
+	// aborted (collective.Comm.Abort: ncclCommAbort, intranodeCommAbort)
+	// while a call may still be waiting. A kernel's waits that watch the
+	// status word (those of calls with a Call) see a set word and stop, so
+	// the frees that follow do not wait out the kernel's deadline.
 	StatusClosed = 4
 )
 

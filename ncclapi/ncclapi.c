@@ -300,23 +300,23 @@ ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t dt, int root, nc
 // --- communicators: intranode's share goes first ----------------------------
 
 // gone releases intranode's share of a communicator about to be destroyed
-// or aborted.
-static void gone(ncclComm_t comm) {
+// or (abort set) aborted.
+static void gone(ncclComm_t comm, int abort) {
 	if (inside) return;
 	inside++;
-	intranodeNcclCommGone(comm);
+	intranodeNcclCommGone(comm, abort);
 	inside--;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 	REAL(ncclCommDestroy, ncclResult_t, (ncclComm_t))
-	gone(comm);
+	gone(comm, 0);
 	return f_ ? f_(comm) : intranode_missing("ncclCommDestroy");
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
 	REAL(ncclCommAbort, ncclResult_t, (ncclComm_t))
-	gone(comm);
+	gone(comm, 1);
 	return f_ ? f_(comm) : intranode_missing("ncclCommAbort");
 }
 

@@ -268,10 +268,13 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 }
 
 // intranodeNcclCommGone releases what the library holds for a
-// communicator being destroyed or aborted. It does not wait for peers.
+// communicator being destroyed or, when abort is set, aborted. It does not
+// wait for peers. As NCCL's, a destroy lets the communicator's
+// accelerated calls still running finish (on a GPU the frees wait for
+// them); an abort first stops those still waiting for a peer.
 //
 //export intranodeNcclCommGone
-func intranodeNcclCommGone(comm C.ncclComm_t) {
+func intranodeNcclCommGone(comm C.ncclComm_t, abort C.int) {
 	v, ok := comms.LoadAndDelete(uintptr(unsafe.Pointer(comm)))
 	if !ok {
 		return
@@ -286,7 +289,11 @@ func intranodeNcclCommGone(comm C.ncclComm_t) {
 	// handle again: it may be reused for a new communicator.
 	C.intranode_set_state(comm, 0)
 	if cm := st.comm.Swap(nil); cm != nil {
-		if err := cm.Destroy(); err != nil {
+		end := cm.Destroy
+		if abort != 0 {
+			end = cm.Abort
+		}
+		if err := end(); err != nil {
 			loadSettings().log.Info("releasing the comm", "err", err)
 		}
 	}
