@@ -300,6 +300,11 @@ func (c *Comm) Destroy() error { return c.destroy(false) }
 // for a peer (collective.Comm.Interrupt), as ncclCommAbort does.
 func (c *Comm) Abort() error { return c.destroy(true) }
 
+// Interrupt stops the comm's collectives still waiting for a peer
+// (collective.Comm.Interrupt); their outputs are undefined, and every
+// later call fails. Destroy still releases the comm.
+func (c *Comm) Interrupt() { c.c.Interrupt() }
+
 func (c *Comm) destroy(abort bool) error {
 	c.mu.Lock()
 	if c.closed {
@@ -309,7 +314,7 @@ func (c *Comm) destroy(abort bool) error {
 	c.closed = true
 	if abort {
 		// Before the streams, whose closing waits for their work.
-		c.c.Interrupt()
+		c.Interrupt()
 	}
 	var errs []error
 	for _, s := range c.streams {

@@ -46,6 +46,11 @@ ncclResult_t intranode_group_flush(void);
 
 ncclResult_t intranode_missing(const char *name);
 ncclResult_t intranode_lost_check(ncclComm_t comm);
+void intranode_interrupt(ncclComm_t comm);
+
+// NCCL_SHRINK_ABORT (nccl.h 2.27+): the shrink first terminates the
+// parent's operations in flight.
+#define INTRANODE_SHRINK_ABORT 0x01
 
 FWD(ncclGetVersion, (int *version), (version))
 FWD(ncclGetUniqueId, (ncclUniqueId * id), (id))
@@ -56,11 +61,22 @@ FWD(ncclCommInitAll, (ncclComm_t * comm, int ndev, const int *devlist), (comm, n
 OP(ncclCommInitRankScalable, (ncclComm_t * comm, int nranks, int rank, int nId, ncclUniqueId *ids, ncclConfig_t *config),
    (comm, nranks, rank, nId, ids, config))
 COMM_FWD(ncclCommFinalize, (ncclComm_t comm), (comm))
-FWD(ncclCommRevoke, (ncclComm_t comm, int flags), (comm, flags))
+// Revoking, and shrinking with NCCL_SHRINK_ABORT, stop the communicator's
+// operations in flight: intranode's too (intranode_interrupt), and from
+// then on NCCL has the communicator's every call, so a lost one is no
+// longer failed here.
+FWD_(ncclCommRevoke, (ncclComm_t comm, int flags), (comm, flags), intranode_interrupt(comm))
 COMM_OP(ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config),
    (comm, color, key, newcomm, config))
-COMM_OP(ncclCommShrink, (ncclComm_t comm, int *exclude, int n, ncclComm_t *newcomm, ncclConfig_t *config, int flags),
-   (comm, exclude, n, newcomm, config, flags))
+FWD_(ncclCommShrink, (ncclComm_t comm, int *exclude, int n, ncclComm_t *newcomm, ncclConfig_t *config, int flags),
+     (comm, exclude, n, newcomm, config, flags), {
+	     if (flags & INTRANODE_SHRINK_ABORT) {
+		     intranode_interrupt(comm);
+	     } else {
+		     RETURN_IF(intranode_lost_check(comm));
+	     }
+	     RETURN_IF(intranode_group_flush());
+     })
 FWD(ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId *id), (comm, id))
 COMM_OP(ncclCommGrow, (ncclComm_t comm, int nranks, const ncclUniqueId *id, int rank, ncclComm_t *newcomm, ncclConfig_t *config),
    (comm, nranks, id, rank, newcomm, config))

@@ -222,6 +222,16 @@ ncclResult_t intranode_lost_check(ncclComm_t comm) {
 	return (ncclResult_t)r;
 }
 
+// intranode_interrupt stops intranode's share of a communicator being
+// revoked (ncclCommRevoke, ncclCommShrink with NCCL_SHRINK_ABORT): its
+// kernels still waiting for a peer stop, and its later calls go to NCCL.
+void intranode_interrupt(ncclComm_t comm) {
+	if (inside) return;
+	inside++;
+	intranodeNcclCommInterrupt(comm);
+	inside--;
+}
+
 // run gives a call to Go, which runs it or (-1) sends it to NCCL; a lost
 // communicator's calls all go to Go, which fails them.
 static ncclResult_t run(struct intranode_call *c) {

@@ -299,6 +299,31 @@ func intranodeNcclCommGone(comm C.ncclComm_t, abort C.int) {
 	}
 }
 
+// intranodeNcclCommInterrupt stops intranode's share of a communicator
+// whose operations in flight NCCL is told to stop (ncclCommRevoke,
+// ncclCommShrink with NCCL_SHRINK_ABORT): a bootstrap in flight gives up,
+// the comm's kernels still waiting for a peer stop (capi.Comm.Interrupt),
+// and every later call goes to NCCL, which owns a revoked communicator's
+// state; ncclCommDestroy or ncclCommAbort releases the rest.
+//
+//export intranodeNcclCommInterrupt
+func intranodeNcclCommInterrupt(comm C.ncclComm_t) {
+	st := stateOf(uintptr(unsafe.Pointer(comm))) // never seen: it is never bootstrapped
+	if cancel := st.cancel.Load(); cancel != nil {
+		(*cancel)()
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.off == "" {
+		st.off = "revoked"
+	}
+	C.intranode_set_state(comm, 1)
+	if cm := st.comm.Load(); cm != nil {
+		cm.Interrupt()
+	}
+	loadSettings().log.Info("revoked: every call goes to NCCL", "comm", fmt.Sprintf("%#x", comm))
+}
+
 // intranodeNcclAsyncError is the first asynchronous failure of the
 // communicator's accelerated calls, as an NCCL result (0: none).
 //

@@ -36,6 +36,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err);
 ncclResult_t ncclMemAlloc(void **ptr, size_t size);
 ncclResult_t ncclMemFree(void *ptr);
@@ -240,6 +241,22 @@ static void *rank_main(void *arg) {
 		ncclResult_t async = ncclSuccess;
 		OK(ncclCommGetAsyncError(comm, &async));
 		CHECK(async == ncclRemoteError, "async error %d", async);
+	}
+	sync_point();
+
+	// Revoked, the communicator is NCCL's alone: an all-reduce intranode
+	// would run reaches NCCL, and its async state is NCCL's (rank 0's
+	// stall above no longer shows).
+	if (accel) {
+		OK(ncclCommRevoke(comm, 0));
+		for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
+		OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL));
+		check_sum(out, rank, world);
+		ncclResult_t async = ncclRemoteError;
+		OK(ncclCommGetAsyncError(comm, &async));
+		CHECK(async == ncclSuccess, "async error %d after the revoke", async);
+		reached(rank, "ncclCommRevoke", world);
+		reached(rank, "ncclAllReduce", world);
 	}
 	sync_point();
 	double t0 = now();

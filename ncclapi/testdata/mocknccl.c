@@ -438,6 +438,7 @@ static int release(const char *name, struct comm *c) {
 int ncclCommAbort(struct comm *c) { return release("ncclCommAbort", c); }
 int ncclCommDestroy(struct comm *c) { return release("ncclCommDestroy", c); }
 int ncclCommFinalize(struct comm *c) { count("ncclCommFinalize"); return ok(c) ? 0 : 5; }
+int ncclCommRevoke(struct comm *c, int flags) { count("ncclCommRevoke"); return ok(c) && flags == 0 ? 0 : 5; }
 
 int ncclCommGetAsyncError(struct comm *c, int *state) {
 	count("ncclCommGetAsyncError");
