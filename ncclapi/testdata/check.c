@@ -37,6 +37,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags);
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *exclude, int n, ncclComm_t *newcomm, ncclConfig_t *config, int flags);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err);
 ncclResult_t ncclMemAlloc(void **ptr, size_t size);
 ncclResult_t ncclMemFree(void *ptr);
@@ -244,18 +245,25 @@ static void *rank_main(void *arg) {
 	}
 	sync_point();
 
-	// Revoked, the communicator is NCCL's alone: an all-reduce intranode
-	// would run reaches NCCL, and its async state is NCCL's (rank 0's
-	// stall above no longer shows).
+	// Revoked (ranks as threads), or shrunk with NCCL_SHRINK_ABORT (ranks
+	// as processes), the communicator is NCCL's alone: an all-reduce
+	// intranode would run reaches NCCL, and its async state is NCCL's
+	// (rank 0's stall above no longer shows).
 	if (accel) {
-		OK(ncclCommRevoke(comm, 0));
+		const char *stop = procs ? "ncclCommShrink" : "ncclCommRevoke";
+		if (procs) {
+			ncclComm_t none;
+			OK(ncclCommShrink(comm, NULL, 0, &none, NULL, 0x01 /* NCCL_SHRINK_ABORT */));
+		} else {
+			OK(ncclCommRevoke(comm, 0));
+		}
 		for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
 		OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL));
 		check_sum(out, rank, world);
 		ncclResult_t async = ncclRemoteError;
 		OK(ncclCommGetAsyncError(comm, &async));
 		CHECK(async == ncclSuccess, "async error %d after the revoke", async);
-		reached(rank, "ncclCommRevoke", world);
+		reached(rank, stop, world);
 		reached(rank, "ncclAllReduce", world);
 	}
 	sync_point();

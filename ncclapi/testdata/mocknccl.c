@@ -439,6 +439,15 @@ int ncclCommAbort(struct comm *c) { return release("ncclCommAbort", c); }
 int ncclCommDestroy(struct comm *c) { return release("ncclCommDestroy", c); }
 int ncclCommFinalize(struct comm *c) { count("ncclCommFinalize"); return ok(c) ? 0 : 5; }
 int ncclCommRevoke(struct comm *c, int flags) { count("ncclCommRevoke"); return ok(c) && flags == 0 ? 0 : 5; }
+// ncclCommShrink makes no communicator here: enough for what the library
+// does before it forwards a shrink.
+int ncclCommShrink(struct comm *c, int *exclude, int n, struct comm **out, void *config, int flags) {
+	(void)exclude, (void)n, (void)config, (void)flags;
+	count("ncclCommShrink");
+	if (!ok(c)) return 5;
+	*out = NULL;
+	return 0;
+}
 
 int ncclCommGetAsyncError(struct comm *c, int *state) {
 	count("ncclCommGetAsyncError");
