@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -525,6 +527,61 @@ func TestFakeModuleForAnotherArchitecture(t *testing.T) {
 	require.ErrorIs(t, err, backend.ErrInvalidArgument)
 	_, err = d.LoadModule(context.Background(), backend.ModuleSource{Name: "other"})
 	require.ErrorIs(t, err, backend.ErrNotFound)
+}
+
+// TestFakeBuiltinModuleLoadedOnce: every handle of a device shares one
+// load of the built-in module, however many ask at once; another device
+// loads its own; the module is unloaded when its last handle is closed,
+// and a failed load is tried again by the next asker.
+func TestFakeBuiltinModuleLoadedOnce(t *testing.T) {
+	ctx := context.Background()
+	h := newFakeHIP(2)
+	b := openFake(t, h, xgmiBox(2))
+	src := backend.ModuleSource{Name: kernels.ModuleName}
+	loaded := func() int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.modules)
+	}
+
+	h.failOps["hipModuleLoadData"] = hipErrorOutOfMemory
+	_, err := openDev(t, b, 0).LoadModule(ctx, src)
+	require.Error(t, err)
+	delete(h.failOps, "hipModuleLoadData")
+
+	const handles = 4
+	mods := make([]backend.Module, handles)
+	var wg sync.WaitGroup
+	for i := range handles {
+		d := openDev(t, b, 0)
+		wg.Go(func() {
+			m, err := d.LoadModule(ctx, src)
+			assert.NoError(t, err)
+			mods[i] = m
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 2, h.called("hipModuleLoadData"), "the failed load, then one for four handles")
+	require.Equal(t, 1, loaded())
+	other, err := openDev(t, b, 1).LoadModule(ctx, src)
+	require.NoError(t, err)
+	require.Equal(t, 2, loaded(), "device 1 loads its own")
+
+	for i, m := range mods[:handles-1] {
+		require.NoError(t, m.Close())
+		require.Equal(t, 2, loaded(), "after closing handle %d of %d", i+1, handles)
+	}
+	_, err = mods[handles-1].Function(kernels.BarrierKernel)
+	require.NoError(t, err, "the last holder's module still works")
+	require.NoError(t, mods[handles-1].Close())
+	require.Equal(t, 1, loaded(), "the last holder's close unloads it")
+	require.NoError(t, other.Close())
+	require.Zero(t, loaded())
+
+	again, err := openDev(t, b, 0).LoadModule(ctx, src)
+	require.NoError(t, err)
+	require.Equal(t, 4, h.called("hipModuleLoadData"), "loaded again once none holds it")
+	require.NoError(t, again.Close())
 }
 
 func TestFakeDeviceCloseReportsLeftovers(t *testing.T) {

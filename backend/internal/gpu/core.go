@@ -38,6 +38,13 @@ type Core struct {
 	fabricMu     sync.Mutex
 	fabric       []connectivity.Access
 	fabricReason []string
+
+	// builtins holds each device's built-in kernel module, loaded once and
+	// shared by every handle of the device (they share its primary
+	// context), so that a process's second comm on a device does not load
+	// it again.
+	builtinMu sync.Mutex
+	builtins  map[int]*builtinModule
 }
 
 // Init readies c for v's devices, described by infos; initErr, when set,

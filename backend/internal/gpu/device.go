@@ -342,17 +342,40 @@ func (d *Device) LoadModule(ctx context.Context, src backend.ModuleSource) (back
 	if name == "" {
 		name = fmt.Sprintf("image(%d bytes)", len(image))
 	}
-	h, err := d.v.ModuleLoad(d.ctx, image)
-	if err != nil {
-		if builtin {
-			if e := d.v.ExplainLoad(d, image, err); e != nil {
-				return nil, e
+	load := func() (Handle, error) {
+		h, err := d.v.ModuleLoad(d.ctx, image)
+		if err != nil {
+			if builtin {
+				if e := d.v.ExplainLoad(d, image, err); e != nil {
+					return 0, e
+				}
 			}
+			return 0, d.Wrap(err, "loading module %s", name)
 		}
-		return nil, d.Wrap(err, "loading module %s", name)
+		return h, nil
 	}
-	m := &module{d: d, h: h, name: name}
+	m := &module{d: d, name: name}
+	if builtin {
+		// Loaded once per device and process: the image is megabytes,
+		// and loading it took 60 ms on an H200 (docs/NCCL.md).
+		b, err := d.c.builtin(d, load)
+		if err != nil {
+			return nil, err
+		}
+		m.h, m.builtin = b.h, b
+	} else {
+		h, err := load()
+		if err != nil {
+			return nil, err
+		}
+		m.h = h
+	}
 	if err := d.track(m); err != nil {
+		if m.builtin != nil {
+			_ = d.c.dropBuiltin(d, m.builtin)
+		} else {
+			_ = d.v.ModuleUnload(d.ctx, m.h)
+		}
 		return nil, err
 	}
 	return m, nil

@@ -14,10 +14,72 @@ const inlineParams = 256
 
 // module is a loaded module.
 type module struct {
-	d      *Device
-	h      Handle
-	name   string
-	closed atomic.Bool
+	d       *Device
+	h       Handle
+	name    string
+	closed  atomic.Bool
+	builtin *builtinModule // the device's shared built-in module; nil: h is this handle's own
+}
+
+// builtinModule is the built-in kernel module of one device (Core.builtins):
+// loaded by the first handle that asks, unloaded when the last module
+// handle on it is closed.
+type builtinModule struct {
+	ready chan struct{} // closed when the load has ended
+	h     Handle
+	err   error
+	refs  int // module handles on it, under Core.builtinMu
+}
+
+// builtin returns d's device's built-in module, loading it with load if no
+// handle holds it, and counts one more holder. Handles of other devices
+// load theirs at the same time; those of this device wait for its load.
+func (c *Core) builtin(d *Device, load func() (Handle, error)) (*builtinModule, error) {
+	c.builtinMu.Lock()
+	b := c.builtins[d.index]
+	if b != nil {
+		b.refs++
+		c.builtinMu.Unlock()
+		<-b.ready
+		if b.err != nil {
+			return nil, b.err
+		}
+		return b, nil
+	}
+	b = &builtinModule{ready: make(chan struct{}), refs: 1}
+	if c.builtins == nil {
+		c.builtins = map[int]*builtinModule{}
+	}
+	c.builtins[d.index] = b
+	c.builtinMu.Unlock()
+	b.h, b.err = load()
+	if b.err != nil {
+		c.builtinMu.Lock()
+		delete(c.builtins, d.index) // the next asker loads again
+		c.builtinMu.Unlock()
+	}
+	close(b.ready)
+	if b.err != nil {
+		return nil, b.err
+	}
+	return b, nil
+}
+
+// dropBuiltin counts one holder of b less and unloads it, in d's context
+// (the device's primary context, which d still holds), when it was the
+// last.
+func (c *Core) dropBuiltin(d *Device, b *builtinModule) error {
+	c.builtinMu.Lock()
+	b.refs--
+	last := b.refs == 0
+	if last {
+		delete(c.builtins, d.index)
+	}
+	c.builtinMu.Unlock()
+	if !last {
+		return nil
+	}
+	return d.v.ModuleUnload(d.ctx, b.h)
 }
 
 func (m *module) resourceKind() string { return "module" }
@@ -41,6 +103,9 @@ func (m *module) Close() error {
 		return nil
 	}
 	m.d.res.Remove(m)
+	if m.builtin != nil {
+		return m.d.Wrap(m.d.c.dropBuiltin(m.d, m.builtin), "unloading module %s", m.name)
+	}
 	return m.d.Wrap(m.d.v.ModuleUnload(m.d.ctx, m.h), "unloading module %s", m.name)
 }
 
