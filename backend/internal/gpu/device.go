@@ -357,7 +357,7 @@ func (d *Device) LoadModule(ctx context.Context, src backend.ModuleSource) (back
 	m := &module{d: d, name: name}
 	if builtin {
 		// Loaded once per device and process: the image is megabytes,
-		// and loading it took 60 ms on an H200 (docs/NCCL.md).
+		// and loading it is most of a rendezvous (docs/NCCL.md).
 		b, err := d.c.builtin(d, load)
 		if err != nil {
 			return nil, err
