@@ -267,6 +267,16 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 	return C.ncclSuccess
 }
 
+// lockEnded makes a bootstrap in flight on st give up now, not at its
+// timeout, and takes st.mu, which that bootstrap holds until it has
+// ended; the caller unlocks.
+func (st *state) lockEnded() {
+	if cancel := st.cancel.Load(); cancel != nil {
+		(*cancel)()
+	}
+	st.mu.Lock()
+}
+
 // intranodeNcclCommGone releases what the library holds for a
 // communicator being destroyed or, when abort is set, aborted. It does not
 // wait for peers. As NCCL's, a destroy lets the communicator's
@@ -280,10 +290,7 @@ func intranodeNcclCommGone(comm C.ncclComm_t, abort C.int) {
 		return
 	}
 	st := v.(*state)
-	if cancel := st.cancel.Load(); cancel != nil {
-		(*cancel)() // a bootstrap in flight gives up now, not at its timeout
-	}
-	st.mu.Lock()
+	st.lockEnded()
 	defer st.mu.Unlock()
 	// After the lock, so that a bootstrap that just ended cannot mark the
 	// handle again: it may be reused for a new communicator.
@@ -309,10 +316,7 @@ func intranodeNcclCommGone(comm C.ncclComm_t, abort C.int) {
 //export intranodeNcclCommInterrupt
 func intranodeNcclCommInterrupt(comm C.ncclComm_t) {
 	st := stateOf(uintptr(unsafe.Pointer(comm))) // never seen: it is never bootstrapped
-	if cancel := st.cancel.Load(); cancel != nil {
-		(*cancel)()
-	}
-	st.mu.Lock()
+	st.lockEnded()
 	defer st.mu.Unlock()
 	if st.off == "" {
 		st.off = "revoked"
