@@ -204,7 +204,7 @@ func (w *Work) Synchronize(ctx context.Context) error {
 				return serr
 			}
 			err = w.c.nameLate(err)
-			if !time.Now().Before(w.deadline) {
+			if !time.Now().Before(w.deadline) || errors.Is(err, ErrMismatch) {
 				err = w.c.overran(err)
 			}
 		}

@@ -87,29 +87,42 @@ func (c *Comm) mismatch(code, peer int) error {
 		}
 		return nil
 	}
-	mine := recs[c.rank]
-	var differ []int
-	for r, rec := range recs {
-		if r == c.rank {
-			continue
-		}
-		// A record of an earlier call is a rank not there yet, not a
-		// different call.
-		if rec != mine && int32(rec.Seq()-mine.Seq()) >= 0 {
-			differ = append(differ, r)
-		}
-	}
+	differ := c.differ(recs, true)
 	if len(differ) == 0 {
 		if code == kernels.StatusTimeout {
 			return nil
 		}
 		differ = []int{peer}
 	}
+	return mismatchError(c.rank, recs, differ)
+}
+
+// differ returns the ranks whose record differs from this rank's: of the
+// same call with other parameters, or with later, of a later call. (A
+// record of an earlier call is a rank not there yet, not a different
+// call.)
+func (c *Comm) differ(recs []kernels.Record, later bool) []int {
+	mine := recs[c.rank]
+	var differ []int
+	for r, rec := range recs {
+		if r == c.rank || rec == mine {
+			continue
+		}
+		if d := int32(rec.Seq() - mine.Seq()); d == 0 || (later && d > 0) {
+			differ = append(differ, r)
+		}
+	}
+	return differ
+}
+
+// mismatchError is ErrMismatch as rank sees it: the ranks that differ, and
+// every rank's call.
+func mismatchError(rank int, recs []kernels.Record, differ []int) error {
 	calls := make([]string, len(recs))
 	for r, rec := range recs {
 		calls[r] = fmt.Sprintf("rank %d %v", r, rec)
 	}
-	return fmt.Errorf("%w: rank %d sees ranks %v differ from its own call; %s", ErrMismatch, c.rank, differ,
+	return fmt.Errorf("%w: rank %d sees ranks %v differ from its own call; %s", ErrMismatch, rank, differ,
 		strings.Join(calls, "; "))
 }
 
@@ -118,8 +131,11 @@ func (c *Comm) mismatch(code, peer int) error {
 // whose call record is of an earlier call. The caller's deadline and the
 // kernels' own timeout are the same instant, so a rank's wait on its stream
 // may end before its kernel reports the rank it waited for; the records
-// name it either way. err is returned unchanged when no rank is behind or
-// the records cannot be read.
+// name it either way. A rank whose record is of this very call with other
+// parameters made a different call: that is ErrMismatch, as the kernel
+// would have reported (a kernel waiting on a path the other call never
+// signals tells it only at its timeout). err is returned unchanged when
+// no rank is behind or different, or the records cannot be read.
 func (c *Comm) nameLate(err error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -130,6 +146,9 @@ func (c *Comm) nameLate(err error) error {
 	if rerr != nil {
 		c.log.Debug("reading call records failed", "err", rerr)
 		return err
+	}
+	if differ := c.differ(recs, false); len(differ) > 0 {
+		return fmt.Errorf("%w (%w)", mismatchError(c.rank, recs, differ), err)
 	}
 	mine := recs[c.rank]
 	var late []string

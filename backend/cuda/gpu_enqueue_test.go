@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -14,30 +15,56 @@ import (
 	"github.com/intranode/intranode/symmetric/store"
 )
 
-// BenchmarkGPUEnqueue measures what an eager all-reduce costs the calling
-// thread: the host time of Comm.AllReduce (its checks, the call record,
-// the kernel's launch through the driver) until it returns, not the
-// kernel's run. Two ranks on devices 0 and 1 (ranks sharing a device meet
-// through the store around every launch, which would be what it
-// measured): in each batch rank 0 enqueues its calls on its stream, then
-// rank 1 on its own, each timed alone, then both streams are waited for
-// untimed, so the launch queue never fills. ns/call is the slower rank's
-// mean. Run with:
+// BenchmarkGPUEnqueue measures what an eager call costs the calling
+// thread: the host time of the Comm method (its checks, the call record,
+// the kernels' launches through the driver) until it returns, not the
+// kernels' run. All-reduce by algorithm and size; at 1 KiB also the
+// average (a sum and a division: two launches), and the Direct
+// reduce-scatter and all-gather (1 KiB per rank). Two ranks on devices 0
+// and 1 (ranks sharing a device meet through the store around every
+// launch, which would be what it measured): in each batch rank 0 enqueues
+// its calls on its stream, then rank 1 on its own, each timed alone, then
+// both streams are waited for untimed, so the launch queue never fills.
+// ns/call is the slower rank's mean. Run with:
 //
 //	go test -c -tags cuda -o .gpu/cuda.test ./backend/cuda
 //	.gpu/cuda.test -test.run '^$' -test.bench GPUEnqueue -test.benchtime 20000x
 func BenchmarkGPUEnqueue(b *testing.B) {
+	allReduce := func(algo collective.Algo, red backend.ReduceOp) enqueueCall {
+		return func(ctx context.Context, c *collective.Comm, s backend.Stream, in, _ backend.DevicePtr, n int) error {
+			_, err := c.AllReduce(ctx, s, in, n, backend.BFloat16, red, algo)
+			return err
+		}
+	}
 	for _, size := range []int{1 << 10, 256 << 10, 16 << 20} {
 		for _, algo := range []collective.Algo{collective.OneShot, collective.TwoShot, collective.Pipeline} {
 			if size > 1<<20 && algo != collective.Pipeline {
 				continue
 			}
-			b.Run(fmt.Sprintf("%s/%dKiB", algo, size>>10), func(b *testing.B) { benchEnqueue(b, size, algo) })
+			b.Run(fmt.Sprintf("%s/%dKiB", algo, size>>10), func(b *testing.B) { benchEnqueue(b, size, allReduce(algo, backend.Sum)) })
 		}
 	}
+	b.Run("oneshot-avg/1KiB", func(b *testing.B) { benchEnqueue(b, 1<<10, allReduce(collective.OneShot, backend.Avg)) })
+	b.Run("reducescatter-direct/1KiB", func(b *testing.B) {
+		benchEnqueue(b, 1<<10, func(ctx context.Context, c *collective.Comm, s backend.Stream, in, out backend.DevicePtr, n int) error {
+			_, err := c.ReduceScatter(ctx, s, in, out, n/c.World(), backend.BFloat16, backend.Sum, collective.Direct)
+			return err
+		})
+	})
+	b.Run("allgather-direct/1KiB", func(b *testing.B) {
+		benchEnqueue(b, 1<<10, func(ctx context.Context, c *collective.Comm, s backend.Stream, in, out backend.DevicePtr, n int) error {
+			_, err := c.AllGather(ctx, s, in, out, n/c.World(), backend.BFloat16, collective.Direct)
+			return err
+		})
+	})
 }
 
-func benchEnqueue(b *testing.B, size int, algo collective.Algo) {
+// enqueueCall makes one call of a bf16 buffer of n elements at in (the
+// whole input of an all-reduce or reduce-scatter, the whole output of an
+// all-gather); out is a second buffer of that size.
+type enqueueCall func(ctx context.Context, c *collective.Comm, s backend.Stream, in, out backend.DevicePtr, n int) error
+
+func benchEnqueue(b *testing.B, size int, call enqueueCall) {
 	cb := openGPU(b)
 	ctx := timeout(b)
 	if n, err := cb.DeviceCount(ctx); err != nil || n < 2 {
@@ -48,7 +75,7 @@ func benchEnqueue(b *testing.B, size int, algo collective.Algo) {
 	const world, batch = 2, 64
 	comms := make([]*collective.Comm, world)
 	streams := make([]backend.Stream, world)
-	bufs := make([]backend.Allocation, world)
+	bufs := make([][2]backend.Allocation, world)
 	for r := range world {
 		dev := r
 		c, err := collective.New(st, r, world, collective.Options{Backend: cb, Device: &dev, BufferSize: 32 << 20})
@@ -66,10 +93,12 @@ func benchEnqueue(b *testing.B, size int, algo collective.Algo) {
 			return err
 		}
 		closeLater(b, streams[r])
-		if bufs[r], err = d.Alloc(ctx, size); err != nil {
-			return err
+		for i := range bufs[r] {
+			if bufs[r][i], err = d.Alloc(ctx, size); err != nil {
+				return err
+			}
+			closeLater(b, bufs[r][i])
 		}
-		closeLater(b, bufs[r])
 		return nil
 	}))
 	count := size / 2
@@ -80,11 +109,10 @@ func benchEnqueue(b *testing.B, size int, algo collective.Algo) {
 		// One rank's calls at a time, so that neither waits on the other
 		// in the driver; the kernels meet on the device once both are in.
 		for r := range world {
-			c, s, p := comms[r], streams[r], bufs[r].Ptr()
+			c, s, in, out := comms[r], streams[r], bufs[r][0].Ptr(), bufs[r][1].Ptr()
 			start := time.Now()
 			for range n {
-				_, err := c.AllReduce(ctx, s, p, count, backend.BFloat16, backend.Sum, algo)
-				require.NoError(b, err)
+				require.NoError(b, call(ctx, c, s, in, out, count))
 			}
 			spent[r] += time.Since(start)
 		}
