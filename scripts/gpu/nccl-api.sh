@@ -70,7 +70,8 @@ for s in $STEPS; do
       echo "lib=$with exit $?"
     done
     grep PERF "$R/torch-perf-no.txt" > "$R/p-no"; grep PERF "$R/torch-perf-yes.txt" > "$R/p-yes"
-    paste "$R/p-no" "$R/p-yes" | awk '{printf "%-14s %10d graph nccl %8s lib %8s (%.2fx)  eager nccl %8s lib %8s\n", $2, $3, $4, $10, $4/$10, $5, $11}' ;;
+    # PERF op size graph eager busbw queued, NCCL's then the library's.
+    paste "$R/p-no" "$R/p-yes" | awk '{printf "%-18s %10d graph nccl %8s lib %8s (%.2fx)  eager nccl %8s lib %8s  queued nccl %6s lib %6s\n", $2, $3, $4, $11, $4/$11, $5, $12, $7, $14}' ;;
   first)
     # The first calls on each communicator, NCCL alone and with the
     # library (whose INFO line says where its bootstrap's time went).

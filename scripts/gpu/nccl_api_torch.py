@@ -12,7 +12,8 @@ MODE=perf: the collectives in PERF_OPS (all_reduce, reduce_scatter,
 all_gather, and all_reduce_avg and reduce_scatter_avg with ReduceOp.AVG;
 default all_reduce) on bf16 from 1 KiB (the all_reduce) or 1 KiB a rank to PERF_MAX
 bytes (default 256 MiB), the mean time per call in a CUDA-graph replay of
-ITERS calls and eagerly; rank 0 prints a table.
+ITERS calls and eagerly (and the eager calls' host time until the last
+is queued, before the wait for them); rank 0 prints a table.
 MODE=kill: rank 1 exits after the first accelerated call; rank 0's next
 all_reduce must end in an error, and it prints how long that took.
 MODE=first: the first three all_reduce calls of 1 KiB bf16 on the world
@@ -209,15 +210,16 @@ def perf():
             t0 = time.perf_counter()
             for _ in range(n):
                 call()
+            queued_us = (time.perf_counter() - t0) / n * 1e6
             torch.cuda.synchronize()
             eager_us = (time.perf_counter() - t0) / n * 1e6
-            rows.append((op, size, graph_us, eager_us, factor))
+            rows.append((op, size, graph_us, eager_us, factor, queued_us))
             del g
             size *= 4
     if rank == 0:
-        print("# op size_bytes graph_us eager_us busbw_graph_GBps", flush=True)
-        for op, size, gu, eu, factor in rows:
-            print(f"PERF {op} {size} {gu:.2f} {eu:.2f} {size * factor / gu / 1e3:.1f}", flush=True)
+        print("# op size_bytes graph_us eager_us busbw_graph_GBps eager_queued_us", flush=True)
+        for op, size, gu, eu, factor, qu in rows:
+            print(f"PERF {op} {size} {gu:.2f} {eu:.2f} {size * factor / gu / 1e3:.1f} {qu:.2f}", flush=True)
 
 
 if MODE == "correct":
