@@ -5,6 +5,7 @@ package cuda
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -230,14 +231,23 @@ func TestGPUSynchronizeTimeout(t *testing.T) {
 	require.NoError(t, d.CopyFromDevice(context.Background(), got, out.Ptr()))
 	require.Equal(t, uint32(7), u32s(got)[0])
 }
+
+// BenchmarkGPULaunchEager times one eager launch through the backend (the
+// host's side: the driver's cuLaunchKernel, or cuLaunchKernelEx with the
+// early-start attribute that the collectives' launches carry).
 func BenchmarkGPULaunchEager(b *testing.B) {
-	s, f, args, cfg := benchSetup(b)
-	for b.Loop() {
-		if err := s.Launch(f, cfg, args...); err != nil {
-			b.Fatal(err)
-		}
+	for _, early := range []bool{false, true} {
+		b.Run(fmt.Sprintf("early=%v", early), func(b *testing.B) {
+			s, f, args, cfg := benchSetup(b)
+			cfg.Early = early
+			for b.Loop() {
+				if err := s.Launch(f, cfg, args...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			require.NoError(b, s.Synchronize(context.Background()))
+		})
 	}
-	require.NoError(b, s.Synchronize(context.Background()))
 }
 
 func BenchmarkGPUGraphReplay(b *testing.B) {
