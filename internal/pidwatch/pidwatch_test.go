@@ -131,3 +131,20 @@ func TestCauseKeepsVerdicts(t *testing.T) {
 	require.ErrorIs(t, Cause(ctx, fmt.Errorf("waiting: %w", context.Canceled)), backend.ErrPeerFailed)
 	require.ErrorIs(t, Cause(ctx, backend.Errorf(backend.CodeTimeout, "store get")), backend.ErrPeerFailed)
 }
+
+// BenchmarkWatchStop times stopping a watch of one live peer whose
+// goroutine is already polling, which every rendezvous in processes pays
+// when it ends: stop must not wait for the poll to time out.
+func BenchmarkWatchStop(b *testing.B) {
+	if Namespace() == "" {
+		b.Skip("no /proc/self/ns/pid")
+	}
+	peer := []Peer{{Rank: 1, PID: os.Getppid(), Namespace: Namespace()}}
+	for range b.N {
+		b.StopTimer()
+		_, stop := Watch(b.Context(), peer, nil)
+		time.Sleep(2 * time.Millisecond) // the watch is in its poll by now
+		b.StartTimer()
+		stop()
+	}
+}

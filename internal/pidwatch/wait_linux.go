@@ -1,19 +1,25 @@
 package pidwatch
 
 import (
+	"encoding/binary"
 	"errors"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
 // pollInterval is how often the watch looks at done between the peers'
-// pidfds: the delay of stop, not of noticing an exit.
+// pidfds where it has no eventfd to be woken by: the delay of stop, not
+// of noticing an exit.
 const pollInterval = 100
 
 // wait blocks until a peer exits before finished says it had finished
 // (true, that peer) or done is closed. A peer whose pidfd cannot be opened
 // because it no longer exists has exited; one whose pidfd cannot be opened
-// otherwise (an old kernel, no permission) is not watched.
+// otherwise (an old kernel, no permission) is not watched. done's closing
+// is written to an eventfd that the poll watches beside the pidfds, so
+// that stop returns at once: a rendezvous ends with stop, and a poll that
+// only timed out now and then held every rendezvous up to pollInterval.
 func wait(done <-chan struct{}, peers []Peer, finished func(rank int) bool) (Peer, bool) {
 	early := func(p Peer) bool { return finished == nil || !finished(p.Rank) }
 	var fds []unix.PollFd
@@ -37,6 +43,30 @@ func wait(done <-chan struct{}, peers []Peer, finished func(rank int) bool) (Pee
 		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 		who = append(who, p)
 	}
+	timeout := pollInterval
+	var wake []unix.PollFd
+	if len(fds) > 0 {
+		if efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+			wake = []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}}
+			timeout = -1
+			quit := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				select {
+				case <-done:
+					_, _ = unix.Write(efd, binary.NativeEndian.AppendUint64(nil, 1))
+				case <-quit:
+				}
+			})
+			// The writer has returned before the eventfd closes, so it
+			// never writes to a descriptor number reused since.
+			defer func() {
+				close(quit)
+				wg.Wait()
+				_ = unix.Close(efd)
+			}()
+		}
+	}
 	for {
 		select {
 		case <-done:
@@ -47,14 +77,15 @@ func wait(done <-chan struct{}, peers []Peer, finished func(rank int) bool) (Pee
 			<-done
 			return Peer{}, false
 		}
-		n, err := unix.Poll(fds, pollInterval)
+		polled := append(append(make([]unix.PollFd, 0, len(fds)+len(wake)), fds...), wake...)
+		n, err := unix.Poll(polled, timeout)
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			<-done
 			return Peer{}, false
 		}
 		if n > 0 {
 			for i := 0; i < len(fds); i++ {
-				if fds[i].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) == 0 {
+				if polled[i].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) == 0 {
 					continue
 				}
 				if early(who[i]) {
@@ -64,6 +95,7 @@ func wait(done <-chan struct{}, peers []Peer, finished func(rank int) bool) (Pee
 				_ = unix.Close(int(fds[i].Fd))
 				fds = append(fds[:i], fds[i+1:]...)
 				who = append(who[:i], who[i+1:]...)
+				polled = append(polled[:i], polled[i+1:]...)
 				i--
 			}
 		}
