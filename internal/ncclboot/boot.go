@@ -176,6 +176,14 @@ func Bootstrap(f Funcs, comm unsafe.Pointer, o Options) (*capi.Comm, error) {
 		return nil, err
 	}
 	defer g.close()
+	// The kernels' module loads while the first all-gather waits for the
+	// last rank and NCCL connects the communicator (about 150 ms on GPUs):
+	// the comm's rendezvous, which loads it after that all-gather, then
+	// finds it loaded (a device's built-in module is loaded once per
+	// process) instead of spending some 45 ms on it.
+	ended := make(chan struct{})
+	defer close(ended)
+	go preloadModule(ctx, o.Backend, dev, ended)
 	gather := func(ctx context.Context, mine []byte) ([][]byte, error) {
 		t := time.Now()
 		all, err := g.allGather(ctx, mine)
@@ -206,6 +214,30 @@ func Bootstrap(f Funcs, comm unsafe.Pointer, o Options) (*capi.Comm, error) {
 		return nil, fmt.Errorf("%w (the comm: %v)", ferr, ierr)
 	}
 	return nil, ierr
+}
+
+// preloadModule loads the kernels' module on a handle of device index of
+// its own and holds it until ended closes, when the comm, if formed, holds
+// its own reference. The bootstrap never waits for it: a load held up
+// behind a kernel that never ends (an all-gather waiting for a dead rank)
+// holds up only this goroutine. A failed load is left for the comm's
+// rendezvous to report.
+func preloadModule(ctx context.Context, name string, index int, ended <-chan struct{}) {
+	b, err := capi.Backend(ctx, name)
+	if err != nil {
+		return
+	}
+	d, err := b.Open(ctx, index)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	m, err := d.LoadModule(ctx, backend.ModuleSource{Name: kernels.ModuleName})
+	if err != nil {
+		return
+	}
+	<-ended
+	_ = m.Close()
 }
 
 // ncclGather all-gathers bytes on an NCCL communicator through a scratch
