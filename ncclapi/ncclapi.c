@@ -112,12 +112,31 @@ static __thread int inside;
 
 // --- groups -----------------------------------------------------------------
 
-// A group holding exactly one collective runs it as a single call, after
-// the real group has ended; any other call in the group first sends the
-// held one to NCCL, in order.
+// A group whose calls are all collectives on one communicator (up to
+// MAX_HELD of them, as PyTorch's coalesced calls make) is held and, after
+// the real group has ended, handed to Go, which runs every call on
+// intranode or sends the whole group to NCCL in a group of its own. Any
+// other call in the group first sends the held ones to NCCL, in order.
+enum { MAX_HELD = 64 };
 static __thread int depth;
 static __thread int held_n, others;
-static __thread struct intranode_call held;
+// held is this thread's buffer of MAX_HELD calls, on the heap: a library
+// loaded with dlopen has little static TLS to spare. The key frees it when
+// the thread exits.
+static __thread struct intranode_call *held;
+static pthread_key_t held_key;
+static pthread_once_t held_once = PTHREAD_ONCE_INIT;
+
+static void held_key_make(void) { pthread_key_create(&held_key, free); }
+
+static struct intranode_call *held_buf(void) {
+	if (held == NULL) {
+		pthread_once(&held_once, held_key_make);
+		held = malloc(MAX_HELD * sizeof *held);
+		if (held != NULL) pthread_setspecific(held_key, held);
+	}
+	return held;
+}
 
 #define ALLREDUCE_P (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t)
 #define ALLGATHER_P (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t)
@@ -145,14 +164,30 @@ ncclResult_t intranode_forward(const struct intranode_call *c) {
 	return ncclInternalError;
 }
 
-// intranode_group_flush sends a held collective to NCCL: another call
-// joined the group.
+// intranode_group_flush sends the held collectives to NCCL, in order:
+// another call joined the group.
 ncclResult_t intranode_group_flush(void) {
 	if (depth == 0) return ncclSuccess;
 	others = 1;
-	if (held_n == 0) return ncclSuccess;
+	int n = held_n;
 	held_n = 0;
-	return intranode_forward(&held);
+	for (int i = 0; i < n; i++) {
+		ncclResult_t r = intranode_forward(&held[i]);
+		if (r != ncclSuccess) return r;
+	}
+	return ncclSuccess;
+}
+
+// forward_group sends calls to NCCL as one group of their own.
+static ncclResult_t forward_group(const struct intranode_call *calls, int n) {
+	REAL(ncclGroupStart, ncclResult_t, (void))
+	typedef ncclResult_t (*end_fn)(void);
+	end_fn end = (end_fn)intranode_real_sym("ncclGroupEnd");
+	if (f_ == NULL || end == NULL) return intranode_missing("ncclGroupStart");
+	ncclResult_t r = f_();
+	for (int i = 0; r == ncclSuccess && i < n; i++) r = intranode_forward(&calls[i]);
+	ncclResult_t e = end();
+	return r != ncclSuccess ? r : e;
 }
 
 // --- calls that need not reach Go ----------------------------------------------
@@ -237,17 +272,29 @@ void intranode_interrupt(ncclComm_t comm) {
 static ncclResult_t run(struct intranode_call *c) {
 	if (has(off, c->comm) || (!eligible(c) && !has(lost, c->comm))) return intranode_forward(c);
 	inside++;
-	int r = intranodeNcclRun(c);
+	int r = intranodeNcclRun(c, 1);
 	inside--;
 	return r < 0 ? intranode_forward(c) : (ncclResult_t)r;
+}
+
+// run_group gives a group's collectives, all on one communicator, to Go,
+// which runs them all or (-1) sends the group to NCCL.
+static ncclResult_t run_group(struct intranode_call *calls, int n) {
+	int lost_comm = has(lost, calls[0].comm);
+	int go = !has(off, calls[0].comm);
+	for (int i = 0; go && !lost_comm && i < n; i++) go = eligible(&calls[i]);
+	if (!go) return forward_group(calls, n);
+	inside++;
+	int r = intranodeNcclRun(calls, n);
+	inside--;
+	return r < 0 ? forward_group(calls, n) : (ncclResult_t)r;
 }
 
 static ncclResult_t collective(struct intranode_call c) {
 	if (inside || !intranode_enabled()) return intranode_forward(&c);
 	if (depth > 0) {
-		if (held_n == 0 && !others) {
-			held = c;
-			held_n = 1;
+		if (!others && held_n < MAX_HELD && held_buf() != NULL && (held_n == 0 || held[0].comm == c.comm)) {
+			held[held_n++] = c;
 			return ncclSuccess;
 		}
 		ncclResult_t r = intranode_group_flush();
@@ -265,20 +312,25 @@ ncclResult_t ncclGroupStart(void) {
 	return r;
 }
 
-// ncclGroupEnd closes the real group first, then runs a held single
-// collective outside it: the collective may bootstrap its communicator,
-// whose all-gathers must not be deferred into the caller's group.
+// ncclGroupEnd closes the real group first, then runs the held
+// collectives outside it: the first may bootstrap its communicator, whose
+// all-gathers must not be deferred into the caller's group. The end of a
+// group nested in another (PyTorch nests them in its coalesced calls)
+// leaves the held calls to the outermost end, as NCCL does.
 ncclResult_t ncclGroupEnd(void) {
 	REAL(ncclGroupEnd, ncclResult_t, (void))
 	if (f_ == NULL) return intranode_missing("ncclGroupEnd");
 	if (inside) return f_();
-	int single = depth == 1 && held_n == 1 && !others;
-	struct intranode_call c = held;
+	if (depth > 1) {
+		depth--;
+		return f_();
+	}
+	int n = depth == 1 && !others ? held_n : 0;
 	held_n = 0;
 	if (depth > 0) depth--;
 	ncclResult_t r = f_();
-	if (r != ncclSuccess || !single) return r;
-	return run(&c);
+	if (r != ncclSuccess || n == 0) return r;
+	return n == 1 ? run(&held[0]) : run_group(held, n);
 }
 
 // --- the collectives intranode may run -------------------------------------

@@ -168,27 +168,42 @@ func bootstrap(ctx context.Context, comm C.ncclComm_t, set settings, st *ncclboo
 		Log: set.log, CommLog: set.commLog, Trace: set.trace, Stats: st})
 }
 
-// intranodeNcclRun runs one collective on intranode's kernels and returns
-// its NCCL result, or forward (-1) when NCCL is to run it: a datatype or
-// reduction intranode does not have, a communicator it cannot serve, a
-// size where its selection picks the vendor library.
+// intranodeNcclRun runs n collectives, all on one NCCL communicator (a
+// single call, or a group's), on intranode's kernels in order and returns
+// the NCCL result, or forward (-1) when NCCL is to run them all: a
+// datatype or reduction intranode does not have, a communicator it cannot
+// serve, a size where its selection picks the vendor library for any of
+// them. Every rank decides the same for the same calls.
 //
 //export intranodeNcclRun
-func intranodeNcclRun(c *C.struct_intranode_call) C.int {
+func intranodeNcclRun(first *C.struct_intranode_call, n C.int) C.int {
 	set := loadSettings()
-	comm := uintptr(unsafe.Pointer(c.comm))
+	cs := unsafe.Slice(first, int(n))
+	comm := uintptr(unsafe.Pointer(first.comm))
 	st := stateOf(comm)
 	if err := st.lost.Load(); err != nil {
 		return ncclResult(*err)
 	}
-	op := ops[c.op]
-	dt, okType := dtypes[c.dtype]
-	red, okRed := reductions[c.red]
-	if !okType || (!okRed && op.Reduces()) {
-		if set.trace {
-			set.log.Debug("forwarded: datatype or reduction", "op", op, "ncclDtype", int(c.dtype), "ncclOp", int(c.red))
+	// A single call (the common case) allocates nothing here.
+	var oneCall [1]capi.Call
+	var oneAlgo [1]collective.Algo
+	calls, algos := oneCall[:], oneAlgo[:]
+	if len(cs) > 1 {
+		calls, algos = make([]capi.Call, len(cs)), make([]collective.Algo, len(cs))
+	}
+	for i := range cs {
+		c := &cs[i]
+		op := ops[c.op]
+		dt, okType := dtypes[c.dtype]
+		red, okRed := reductions[c.red]
+		if !okType || (!okRed && op.Reduces()) {
+			if set.trace {
+				set.log.Debug("forwarded: datatype or reduction", "op", op, "ncclDtype", int(c.dtype), "ncclOp", int(c.red), "calls", n)
+			}
+			return forward
 		}
-		return forward
+		calls[i] = capi.Call{Op: op, Send: uintptr(c.send), Recv: uintptr(c.recv), Count: uint64(c.count), DType: dt, Red: red,
+			Root: int(c.root), Stream: uintptr(c.stream)}
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -200,71 +215,90 @@ func intranodeNcclRun(c *C.struct_intranode_call) C.int {
 	}
 	cm := st.comm.Load()
 	if cm == nil {
-		if C.intranode_stream_capturing(c.stream) != 0 {
-			// The bootstrap synchronizes; it waits for a call outside capture.
+		var r C.int
+		if cm, r = formComm(set, st, cs); cm == nil {
+			return r
+		}
+	}
+	for i, call := range calls {
+		algo, err := cm.Select(call)
+		if err != nil {
+			return ncclResult(err)
+		}
+		if algo == collective.None {
 			if set.trace {
-				set.log.Debug("forwarded: first eligible call is under graph capture", "comm", fmt.Sprintf("%#x", comm))
+				set.log.Debug("forwarded: NCCL is faster", "op", call.Op, "count", call.Count, "dtype", call.DType, "calls", n)
 			}
 			return forward
 		}
-		if set.trace {
-			set.log.Debug("bootstrapping", "comm", fmt.Sprintf("%#x", comm))
-			done := make(chan struct{})
-			defer close(done)
-			go dumpIfSlow(done, set.log)
-		}
-		start := time.Now()
-		var err error
-		var stats ncclboot.Stats
-		ctx, cancel := context.WithCancel(context.Background())
-		st.cancel.Store(&cancel)
-		cm, err = bootstrap(ctx, c.comm, set, &stats)
-		st.cancel.Store(nil)
-		cancel()
-		if errors.Is(err, ncclboot.ErrSequenceLost) {
-			st.lost.Store(&err)
-			C.intranode_set_state(c.comm, 3)
-			set.log.Info("failed: every call fails", "comm", fmt.Sprintf("%#x", comm), "why", err, "took", time.Since(start))
-			return ncclResult(err)
-		}
-		if err != nil {
-			st.off = err.Error()
-			C.intranode_set_state(c.comm, 1)
-			set.log.Info("not accelerated", "comm", fmt.Sprintf("%#x", comm), "why", st.off, "took", time.Since(start))
-			return forward
-		}
-		st.comm.Store(cm)
-		C.intranode_set_state(c.comm, 2)
-		set.log.Info("accelerated", append([]any{"comm", fmt.Sprintf("%#x", comm), "rank", cm.Rank(), "nranks", cm.World(),
-			"device", cm.Device(), "bootstrap", time.Since(start)}, stats.Attrs()...)...)
-	}
-	call := capi.Call{Op: op, Send: uintptr(c.send), Recv: uintptr(c.recv), Count: uint64(c.count), DType: dt, Red: red,
-		Root: int(c.root), Stream: uintptr(c.stream)}
-	algo, err := cm.Select(call)
-	if err != nil {
-		return ncclResult(err)
-	}
-	if algo == collective.None {
-		if set.trace {
-			set.log.Debug("forwarded: NCCL is faster", "op", op, "count", call.Count, "dtype", dt)
-		}
-		return forward
+		algos[i] = algo
 	}
 	ctx := context.Background()
-	if err := cm.Run(ctx, call, algo); err != nil {
-		return ncclResult(err)
+	for i, call := range calls {
+		if err := cm.Run(ctx, call, algos[i]); err != nil {
+			return ncclResult(err)
+		}
+		if set.trace {
+			set.log.Debug("ran", "op", call.Op, "count", call.Count, "dtype", call.DType, "algo", algos[i])
+		}
 	}
 	if !cm.NativeStreams() {
-		// No runtime stream the caller could wait on: the call completes
-		// before it returns.
+		// No runtime stream the caller could wait on: the calls complete
+		// before they return.
 		if err := cm.SyncStream(ctx, 0); err != nil {
 			return ncclResult(err)
 		}
 	}
-	if set.trace {
-		set.log.Debug("ran", "op", op, "count", call.Count, "dtype", dt, "algo", algo)
-	}
 	return C.ncclSuccess
+}
+
+// formComm bootstraps intranode's comm for the communicator of calls,
+// whose state st the caller has locked, at its first eligible call (or
+// group). It returns the comm, or nil and the calls' answer: forward when
+// the communicator is not accelerated (for now, under graph capture; for
+// good, otherwise), an error when its call sequence is lost.
+func formComm(set settings, st *state, calls []C.struct_intranode_call) (*capi.Comm, C.int) {
+	c := &calls[0]
+	comm := uintptr(unsafe.Pointer(c.comm))
+	for i := range calls {
+		if C.intranode_stream_capturing(calls[i].stream) != 0 {
+			// The bootstrap synchronizes; it waits for a call outside capture.
+			if set.trace {
+				set.log.Debug("forwarded: first eligible call is under graph capture", "comm", fmt.Sprintf("%#x", comm))
+			}
+			return nil, forward
+		}
+	}
+	if set.trace {
+		set.log.Debug("bootstrapping", "comm", fmt.Sprintf("%#x", comm))
+		done := make(chan struct{})
+		defer close(done)
+		go dumpIfSlow(done, set.log)
+	}
+	start := time.Now()
+	var stats ncclboot.Stats
+	ctx, cancel := context.WithCancel(context.Background())
+	st.cancel.Store(&cancel)
+	cm, err := bootstrap(ctx, c.comm, set, &stats)
+	st.cancel.Store(nil)
+	cancel()
+	if errors.Is(err, ncclboot.ErrSequenceLost) {
+		st.lost.Store(&err)
+		C.intranode_set_state(c.comm, 3)
+		set.log.Info("failed: every call fails", "comm", fmt.Sprintf("%#x", comm), "why", err, "took", time.Since(start))
+		return nil, ncclResult(err)
+	}
+	if err != nil {
+		st.off = err.Error()
+		C.intranode_set_state(c.comm, 1)
+		set.log.Info("not accelerated", "comm", fmt.Sprintf("%#x", comm), "why", st.off, "took", time.Since(start))
+		return nil, forward
+	}
+	st.comm.Store(cm)
+	C.intranode_set_state(c.comm, 2)
+	set.log.Info("accelerated", append([]any{"comm", fmt.Sprintf("%#x", comm), "rank", cm.Rank(), "nranks", cm.World(),
+		"device", cm.Device(), "bootstrap", time.Since(start)}, stats.Attrs()...)...)
+	return cm, 0
 }
 
 // lockEnded makes a bootstrap in flight on st give up now, not at its

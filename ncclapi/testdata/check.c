@@ -189,8 +189,10 @@ static void *rank_main(void *arg) {
 	CHECK(out[COUNT - 1] == (float)((rank + world - 1) % world), "recv rank %d = %g", rank, out[0]);
 	reached(rank, "ncclSend", world);
 
-	// A group of one collective runs as that call; a group of two goes
-	// to NCCL whole.
+	// A group of one collective runs as that call; a group of several
+	// collectives on the communicator (PyTorch's coalesced calls) runs them
+	// all in order; a group with any call intranode would not run goes
+	// to NCCL whole, as does a group with a call of another kind.
 	OK(ncclGroupStart());
 	for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
 	OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL));
@@ -199,9 +201,63 @@ static void *rank_main(void *arg) {
 	reached(rank, "ncclAllReduce", fwd);
 	OK(ncclGroupStart());
 	OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL));
-	OK(ncclAllReduce(in, in, COUNT, ncclFloat32, ncclSum, comm, NULL));
+	OK(ncclAllReduce(in, in, COUNT, ncclFloat32, ncclMax, comm, NULL));
+	float *gx; // the group's other buffers: all-gather in, out; int8; receive
+	OK(ncclMemAlloc((void **)&gx, 4 * COUNT * sizeof(float)));
+	int per = COUNT / world;
+	for (int i = 0; i < per; i++) gx[i] = value(rank, i);
+	OK(ncclAllGather(gx, gx + COUNT, per, ncclFloat32, comm, NULL));
 	OK(ncclGroupEnd());
+	check_sum(out, rank, world);
+	for (int i = 0; i < COUNT; i++) {
+		float want = value(0, i);
+		for (int r = 1; r < world; r++) want = value(r, i) > want ? value(r, i) : want;
+		CHECK(in[i] == want, "grouped max rank %d [%d] = %g", rank, i, in[i]);
+	}
+	for (int i = 0; i < per * world; i++)
+		CHECK(gx[COUNT + i] == value(i / per, i % per), "grouped all-gather rank %d [%d] = %g", rank, i, gx[COUNT + i]);
+	reached(rank, "ncclAllReduce", 2 * fwd);
+	reached(rank, "ncclAllGather", fwd);
+	reached(rank, "ncclAllGather in a group", fwd);
+	// Groups nested in a group (PyTorch's coalesced calls): the calls run
+	// at the outermost end, and none is lost.
+	for (int i = 0; i < COUNT; i++) {
+		in[i] = value(rank, i);
+		out[i] = gx[i] = -1000; // no sum: a call that never ran shows
+	}
+	OK(ncclGroupStart());
+	OK(ncclGroupStart());
+	OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL));
+	OK(ncclGroupEnd());
+	OK(ncclAllReduce(in, gx, COUNT, ncclFloat32, ncclSum, comm, NULL));
+	OK(ncclGroupEnd());
+	check_sum(out, rank, world);
+	check_sum(gx, rank, world);
+	reached(rank, "ncclAllReduce", 2 * fwd);
+	reached(rank, "ncclAllReduce in a group", -1);
+	signed char *g8 = (signed char *)(gx + 2 * COUNT);
+	for (int i = 0; i < COUNT; i++) {
+		in[i] = value(rank, i);
+		g8[i] = 1;
+	}
+	OK(ncclGroupStart());
+	OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL));
+	OK(ncclAllReduce(g8, g8, COUNT, ncclInt8, ncclSum, comm, NULL));
+	OK(ncclGroupEnd());
+	check_sum(out, rank, world);
+	CHECK(g8[COUNT - 1] == world, "grouped int8 all-reduce rank %d = %d", rank, g8[COUNT - 1]);
 	reached(rank, "ncclAllReduce", 2 * world);
+	reached(rank, "ncclAllReduce in a group", 2 * world);
+	OK(ncclGroupStart());
+	OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL));
+	OK(ncclSend(in, COUNT, ncclFloat32, (rank + 1) % world, comm, NULL));
+	OK(ncclRecv(gx + 3 * COUNT, COUNT, ncclFloat32, (rank + world - 1) % world, comm, NULL));
+	OK(ncclGroupEnd());
+	check_sum(out, rank, world);
+	CHECK(gx[3 * COUNT] == value((rank + world - 1) % world, 0), "grouped recv rank %d = %g", rank, gx[3 * COUNT]);
+	reached(rank, "ncclAllReduce", world);
+	reached(rank, "ncclSend", world);
+	OK(ncclMemFree(gx));
 
 	if (accel) {
 		// Bad arguments get NCCL's codes and a message naming them.

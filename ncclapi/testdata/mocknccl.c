@@ -311,8 +311,11 @@ static int finish(struct comm *c, void *recv, void *tmp, size_t bytes) {
 	return r ? 3 : 0;
 }
 
+static __thread int grouped;
+
 int ncclAllReduce(const void *send, void *recv, size_t n, int dtype, int op, struct comm *c, void *stream) {
 	(void)stream;
+	if (grouped) count("ncclAllReduce in a group");
 	size_t bytes = n * size_of(dtype);
 	int r = enter("ncclAllReduce", c, dtype, op, bytes);
 	if (r) return r;
@@ -334,8 +337,6 @@ int ncclReduceScatter(const void *send, void *recv, size_t n, int dtype, int op,
 	if (barrier(g) == 0) reduce(g, dtype, op, (size_t)c->rank * n, n, tmp);
 	return finish(c, recv, tmp, bytes);
 }
-
-static __thread int grouped;
 
 int ncclAllGather(const void *send, void *recv, size_t n, int dtype, struct comm *c, void *stream) {
 	(void)stream;

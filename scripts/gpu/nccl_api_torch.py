@@ -4,7 +4,8 @@ without the NCCL-API library in LD_PRELOAD (scripts/gpu/nccl-api.sh).
 MODE=correct: all_reduce (sum, max, avg), reduce_scatter_tensor (sum, avg),
 all_gather_into_tensor, broadcast and all_to_all_single on random bf16,
 fp16 and fp32 data (1 to 4,194,304 elements a rank), eager and inside
-torch.cuda.graph, checked against a float64 reference computed on the CPU
+torch.cuda.graph, and eagerly two all_reduce calls coalesced into one NCCL
+group (PyTorch's _coalescing_manager), checked against a float64 reference computed on the CPU
 from every rank's input (each rank draws the others' from their seeds);
 the same on subgroups made by split_group (halves at world 4 and up,
 pairs; up to 65,539 elements); destroy_process_group.
@@ -14,6 +15,8 @@ default all_reduce) on bf16 from 1 KiB (the all_reduce) or 1 KiB a rank to PERF_
 bytes (default 256 MiB), the mean time per call in a CUDA-graph replay of
 ITERS calls and eagerly (and the eager calls' host time until the last
 is queued, before the wait for them); rank 0 prints a table.
+MODE=coalesced: three 1 KiB all_reduce calls in one coalesced group, twice,
+checked.
 MODE=kill: rank 1 exits after the first accelerated call; rank 0's next
 all_reduce must end in an error, and it prints how long that took.
 MODE=first: the first three all_reduce calls of 1 KiB bf16 on the world
@@ -90,6 +93,9 @@ def close(got, want, dtype, n, what):
     return bad
 
 
+coalescing = torch.distributed.distributed_c10d._coalescing_manager
+
+
 def check_ops(group, tag):
     n = dist.get_world_size(group)
     me = dist.get_rank(group)
@@ -125,6 +131,15 @@ def check_ops(group, tag):
                     b = x[:count].clone()
                     dist.broadcast(b, src=dist.get_global_rank(group, n - 1) if group else n - 1, group=group)
                     outs.update(a=a, m=m, av=av, rs=rs, rsa=rsa, ag=ag, b=b)
+                    if not graph:
+                        # PyTorch's coalesced calls: one NCCL group of
+                        # several collectives on the communicator (one
+                        # reduction for all: PyTorch applies the first's).
+                        ca, cb = x[:count].clone(), x[:count].clone()
+                        with coalescing(group=group, device=dev):
+                            dist.all_reduce(ca, group=group)
+                            dist.all_reduce(cb, group=group)
+                        outs.update(ca=ca, cb=cb)
                     if not NONBLOCKING:
                         a2a = torch.empty(count * n, device=dev, dtype=dtype)
                         dist.all_to_all_single(a2a, x, group=group)
@@ -152,6 +167,9 @@ def check_ops(group, tag):
                 wrong += close(outs["rsa"], sum(blk) / n, dtype, n, w + " reduce_scatter avg")
                 wrong += close(outs["ag"], torch.cat(heads), dtype, 1, w + " all_gather")
                 wrong += close(outs["b"], heads[n - 1], dtype, 1, w + " broadcast")
+                if "ca" in outs:
+                    wrong += close(outs["ca"], sum(heads), dtype, n, w + " coalesced all_reduce")
+                    wrong += close(outs["cb"], sum(heads), dtype, n, w + " coalesced all_reduce, second")
                 if "a2a" in outs:
                     wrong += close(outs["a2a"], torch.cat(blk), dtype, 1, w + " all_to_all")
     return wrong
@@ -247,6 +265,20 @@ elif MODE == "first":
     first(None, "world")
     for name, group in SUBGROUPS.items():
         first(group, name)
+elif MODE == "coalesced":
+    # Three 1 KiB all_reduce calls coalesced into one NCCL group, twice
+    # (the first group forms the library's comm); with
+    # INTRANODE_NCCL_DEBUG=TRACE the library logs each call it ran.
+    ok = True
+    for _ in range(2):
+        xs = [torch.full((512,), float(rank + i), device=dev, dtype=torch.bfloat16) for i in range(3)]
+        with coalescing(device=dev):
+            for t in xs:
+                dist.all_reduce(t)
+        torch.cuda.synchronize()
+        for i, t in enumerate(xs):
+            ok = ok and bool((t == float(sum(r + i for r in range(world)))).all())
+    print(f"COALESCED rank {rank} {'ok' if ok else 'WRONG'}", flush=True)
 elif MODE == "kill":
     x = torch.ones(4096, device=dev, dtype=torch.bfloat16)
     dist.all_reduce(x)
