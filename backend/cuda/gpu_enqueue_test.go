@@ -24,8 +24,9 @@ import (
 // and 1 (ranks sharing a device meet through the store around every
 // launch, which would be what it measured): in each batch rank 0 enqueues
 // its calls on its stream, then rank 1 on its own, each timed alone, then
-// both streams are waited for untimed, so the launch queue never fills.
-// ns/call is the slower rank's mean. Run with:
+// both streams are waited for untimed (and their kernels' status
+// checked), so the launch queue never fills. ns/call is the slower rank's
+// mean. Run with:
 //
 //	go test -c -tags cuda -o .gpu/cuda.test ./backend/cuda
 //	.gpu/cuda.test -test.run '^$' -test.bench GPUEnqueue -test.benchtime 20000x
@@ -116,8 +117,11 @@ func benchEnqueue(b *testing.B, size int, call enqueueCall) {
 			}
 			spent[r] += time.Since(start)
 		}
-		for _, s := range streams {
+		for r, s := range streams {
 			require.NoError(b, s.Synchronize(ctx))
+			// A kernel that failed (a timeout, a mismatch) would make a
+			// fast but empty call: every batch must have run.
+			require.NoError(b, comms[r].CheckStatus(), "rank %d", r)
 		}
 	}
 	b.StopTimer()
