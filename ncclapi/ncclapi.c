@@ -178,11 +178,18 @@ ncclResult_t intranode_group_flush(void) {
 	return ncclSuccess;
 }
 
+typedef ncclResult_t (*group_fn)(void);
+
+// real_group_end is the real ncclGroupEnd, bound once.
+static group_fn real_group_end(void) {
+	REAL(ncclGroupEnd, ncclResult_t, (void))
+	return f_;
+}
+
 // forward_group sends calls to NCCL as one group of their own.
 static ncclResult_t forward_group(const struct intranode_call *calls, int n) {
 	REAL(ncclGroupStart, ncclResult_t, (void))
-	typedef ncclResult_t (*end_fn)(void);
-	end_fn end = (end_fn)intranode_real_sym("ncclGroupEnd");
+	group_fn end = real_group_end();
 	if (f_ == NULL || end == NULL) return intranode_missing("ncclGroupStart");
 	ncclResult_t r = f_();
 	for (int i = 0; r == ncclSuccess && i < n; i++) r = intranode_forward(&calls[i]);
