@@ -325,7 +325,7 @@ ncclResult_t ncclGroupStart(void) {
 // group nested in another (PyTorch nests them in its coalesced calls)
 // leaves the held calls to the outermost end, as NCCL does.
 ncclResult_t ncclGroupEnd(void) {
-	REAL(ncclGroupEnd, ncclResult_t, (void))
+	group_fn f_ = real_group_end();
 	if (f_ == NULL) return intranode_missing("ncclGroupEnd");
 	if (inside) return f_();
 	if (depth > 1) {
