@@ -287,10 +287,10 @@ static ncclResult_t run(struct intranode_call *c) {
 // run_group gives a group's collectives, all on one communicator, to Go,
 // which runs them all or (-1) sends the group to NCCL.
 static ncclResult_t run_group(struct intranode_call *calls, int n) {
-	int lost_comm = has(lost, calls[0].comm);
-	int go = !has(off, calls[0].comm);
-	for (int i = 0; go && !lost_comm && i < n; i++) go = eligible(&calls[i]);
-	if (!go) return forward_group(calls, n);
+	if (has(off, calls[0].comm)) return forward_group(calls, n);
+	if (!has(lost, calls[0].comm))
+		for (int i = 0; i < n; i++)
+			if (!eligible(&calls[i])) return forward_group(calls, n);
 	inside++;
 	int r = intranodeNcclRun(calls, n);
 	inside--;
