@@ -10,22 +10,20 @@ import "fmt"
 type CCLCreation int
 
 const (
-	// CCLBlocking, the default, creates each communicator with
-	// ncclCommInitRank. A peer that dies during the creation leaves the
-	// survivor's creating thread waiting inside the library, with its
-	// sockets and shared-memory files, until the process exits.
-	CCLBlocking CCLCreation = iota
-	// CCLGuarded creates each communicator non-blocking
+	// CCLGuarded, the default, creates each communicator non-blocking
 	// (ncclCommInitRankConfig with blocking=0) and connects it, then
 	// duplicates it with ncclCommSplit into a blocking communicator that
 	// shares its connections and makes the calls. A peer that dies during
 	// any of that is aborted out at the timeout, and calls cost what they
-	// cost on a blocking communicator. It is not the default: in fault
-	// soaks on 4×H200 (docs/results/2026-11-28-h200x4-f) 3 calls in 45
-	// jobs returned a wrong result without an error, which no other mode
-	// has shown. Where the library lacks ncclCommInitRankConfig or
-	// ncclCommSplit (NCCL before 2.18), it is CCLBlocking.
-	CCLGuarded
+	// cost on a blocking communicator. Where the library lacks
+	// ncclCommInitRankConfig or ncclCommSplit (NCCL before 2.18), it is
+	// CCLBlocking.
+	CCLGuarded CCLCreation = iota
+	// CCLBlocking creates each communicator with ncclCommInitRank. A peer
+	// that dies during the creation leaves the survivor's creating thread
+	// waiting inside the library, with its sockets and shared-memory
+	// files, until the process exits.
+	CCLBlocking
 	// CCLNonBlocking creates non-blocking communicators and makes the
 	// calls on them: a creation a dead peer leaves waiting is aborted out
 	// at the timeout, but the library runs each eager call on a thread of

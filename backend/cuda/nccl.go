@@ -32,7 +32,7 @@ const (
 	// libnccl.so.2 (a file name searched on the loader path, or a path).
 	EnvNCCLLibrary = "INTRANODE_NCCL_LIBRARY"
 	// EnvNCCLCreation says how the backend makes its NCCL communicators:
-	// "blocking" (the default), "guarded" or "nonblocking"
+	// "guarded" (the default), "blocking" or "nonblocking"
 	// (backend.CCLCreation, SetNCCLCreation).
 	EnvNCCLCreation = "INTRANODE_NCCL_CREATION"
 	// DefaultNCCLTimeout bounds creating and releasing an NCCL
@@ -79,13 +79,13 @@ func (b *Backend) SetNCCLTimeout(d time.Duration) { b.nccl.SetTimeout(d) }
 
 // SetNCCLCreation says how NCCL communicators created afterwards are
 // made ($INTRANODE_NCCL_CREATION sets the initial value; see
-// backend.CCLCreation). The default, backend.CCLBlocking, keeps a creation
-// that waits on a dead peer, with its thread, sockets and /dev/shm files,
-// for the process's life; backend.CCLNonBlocking leaves nothing behind but
-// costs each eager call a thread NCCL starts for it (about 100 µs at 4
-// ranks on H200); backend.CCLGuarded (NCCL 2.18 and newer) leaves nothing
-// behind at the blocking cost per call, but returned wrong results in
-// fault soaks (docs/results/2026-11-28-h200x4-f).
+// backend.CCLCreation). The default, backend.CCLGuarded (NCCL 2.18 and
+// newer), leaves nothing behind when a peer dies during a creation and
+// costs calls what blocking communicators do; backend.CCLBlocking keeps a
+// creation that waits on a dead peer, with its thread, sockets and
+// /dev/shm files, for the process's life; backend.CCLNonBlocking leaves
+// nothing behind but costs each eager call a thread NCCL starts for it
+// (about 100 µs at 4 ranks on H200).
 func (b *Backend) SetNCCLCreation(c backend.CCLCreation) { b.nccl.SetCreation(c) }
 
 // FallbackAllReduce reduces count elements of dtype from in into out (they

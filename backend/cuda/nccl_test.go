@@ -499,8 +499,12 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 		}
 	}
 
+	// The default creation is guarded: each rank's communicator is a
+	// non-blocking parent and the blocking duplicate split from it.
+	before := live()
 	a := group("IntraNodeComm0")
 	allReduce(a)
+	require.Equal(t, before+2*world, live(), "communicators made by %d ranks under the default creation", world)
 	ncclMovers(ctx, t, b, ranks, a)
 
 	// The inter-host communicator of collective.HostGroups is the same
@@ -587,10 +591,10 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	b.SetNCCLTimeout(5 * time.Second)
 
 	// Communicators made each way: the calls work on all of them (the
-	// ones above are blocking, the default; the movers' all-to-all after
-	// an all-reduce needs the guarded duplicate to share its parent's
+	// ones above are guarded, the default, whose movers' all-to-all after
+	// an all-reduce needs the duplicate to share its parent's
 	// connections).
-	for _, mode := range []backend.CCLCreation{backend.CCLGuarded, backend.CCLNonBlocking} {
+	for _, mode := range []backend.CCLCreation{backend.CCLBlocking, backend.CCLNonBlocking} {
 		b.SetNCCLCreation(mode)
 		gs := group("IntraNodeComm-" + mode.String())
 		allReduce(gs)
@@ -614,7 +618,7 @@ func TestNCCLMockEndToEndChild(t *testing.T) {
 	} {
 		b.SetNCCLCreation(tc.mode)
 		t.Setenv(tc.env, "1")
-		before := live()
+		before = live()
 		dies := group("IntraNodeCommDies-" + tc.mode.String() + "-" + tc.call)
 		errs := make([]error, world)
 		start = time.Now()

@@ -33,7 +33,7 @@ const (
 	// librccl.so.1 (a file name searched on the loader path, or a path).
 	EnvRCCLLibrary = "INTRANODE_RCCL_LIBRARY"
 	// EnvRCCLCreation says how the backend makes its RCCL communicators:
-	// "blocking" (the default), "guarded" or "nonblocking"
+	// "guarded" (the default), "blocking" or "nonblocking"
 	// (backend.CCLCreation, SetRCCLCreation).
 	EnvRCCLCreation = "INTRANODE_RCCL_CREATION"
 

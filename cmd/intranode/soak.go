@@ -516,7 +516,7 @@ func soakJob(ctx context.Context, cfg soakConfig, kind string, faultAt time.Dura
 				limit, phase = soakRendezvousTimeout(cfg)+time.Second, ", forming the group (counted from the later of the fault and the survivor's Rendezvous)"
 			}
 			if d > limit {
-				j.problems = append(j.problems, fmt.Sprintf("rank %d failed %v after the fault (limit %v%s)", r, d, limit, phase))
+				j.problems = append(j.problems, fmt.Sprintf("rank %d failed %v after the fault (limit %v%s): %s", r, d, limit, phase, rep.Error))
 			}
 		}
 		if rep.Error == "" && !j.injected.IsZero() && r != victim && (kind == chaosKill || kind == chaosStop) {

@@ -8,7 +8,7 @@
 #   go build -tags cuda -o .gpu/intranode ./cmd/intranode
 # then run this with the device tool, carrying .gpu. Output lands in
 # $OUT/soak-*.txt. INTRANODE_NCCL_CREATION in the environment says how the
-# ranks make their NCCL communicators (blocking, the default; guarded;
+# ranks make their NCCL communicators (guarded, the default; blocking;
 # nonblocking: docs/RELIABILITY.md). The creation step measures what an
 # NCCL call costs on communicators made each way. The shared step (not
 # in the default steps) runs the kill soak with every rank on GPU 0, so

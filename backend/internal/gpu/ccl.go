@@ -51,26 +51,29 @@ import (
 // steps 2 and 4 costs its peers depends on how communicators are made
 // (backend.CCLCreation, SetCreation):
 //
-//   - blocking (the default, ncclCommInitRank): steps 3 and 4 run on a
-//     goroutine of their own and the caller leaves it at the timeout, but
+//   - guarded (the default): steps 3 and 4 make a non-blocking
+//     communicator (ncclCommInitRankConfig with blocking=0, NCCL 2.14 and
+//     newer) on the library's thread while this side polls
+//     ncclCommGetAsyncError, and then (step 5) ncclCommSplit duplicates
+//     it, the same way, into a blocking communicator that shares its
+//     connections (splitShare, NCCL 2.18 and newer), which makes the
+//     calls. The abort at the timeout ends the library's thread wherever
+//     it waits and frees what it held. Calls cost what they cost on any
+//     blocking communicator. On 4×H200 (docs/results/2026-11-29-h200x4)
+//     20 of 20 kill trials at world 4 and 20 of 20 at world 2 left no
+//     survivor holding anything, against 12 of 20 blocking in the same
+//     call; a 10-minute kill-and-stop soak, 61 of 63 (one survivor kept
+//     one TCP socket of NCCL's in close-wait after a kill of rank 0
+//     during a creation; one failed 6.06 s after the fault).
+//   - blocking (ncclCommInitRank): steps 3 and 4 run on a goroutine of
+//     their own and the caller leaves it at the timeout, but
 //     ncclCommInitRank or the first group of sends and receives waits on
 //     the dead peer for ever, and no abort can reach a call the library
 //     has not returned from: that goroutine, the library's threads,
-//     sockets and /dev/shm files stay until the process exits (7 of 20
-//     kill trials on 4×H200, docs/results/2026-11-28-h200x4-c). Guarded
+//     sockets and /dev/shm files stay until the process exits (8 of 20
+//     kill trials on 4×H200, docs/results/2026-11-29-h200x4). Guarded
 //     creation falls back to it where the library lacks
 //     ncclCommInitRankConfig or ncclCommSplit.
-//   - guarded: steps 3 and 4 make a non-blocking communicator
-//     (ncclCommInitRankConfig with blocking=0, NCCL 2.14 and newer) on
-//     the library's thread while this side polls
-//     ncclCommGetAsyncError, and then (step 5) ncclCommSplit duplicates it,
-//     the same way, into a blocking communicator that shares its
-//     connections (splitShare, NCCL 2.18 and newer), which makes the
-//     calls. The abort at the timeout ends the library's thread wherever
-//     it waits and frees what it held: nothing is left. Calls cost what
-//     they cost on any blocking communicator. Not the default: 3 calls
-//     in 45 fault-soak jobs returned wrong results without an error on
-//     4×H200 (docs/results/2026-11-28-h200x4-f).
 //   - non-blocking: as guarded without step 5. The library runs every
 //     later call (every ncclGroupEnd) on a new thread too, which took an
 //     eager NCCL all-reduce at 4 ranks from 13–24 µs to 110–140 µs a call;
