@@ -116,6 +116,11 @@ type Comm struct {
 	stream backend.Stream // for Barrier and internal work
 	tab    Thresholds
 	calls  callState // sequence numbers and the failure that ends the comm (verify.go)
+	// aborting is closed when the abort of the vendor communicator that
+	// overran started has ended, with its error in abortErr; nil while
+	// none has started.
+	aborting chan struct{}
+	abortErr error
 }
 
 // New creates a comm for rank of world ranks meeting through st. It does
@@ -465,23 +470,30 @@ type fallbackReleaser interface {
 }
 
 // overran fails the comm after a call whose work was still running at its
-// deadline (cause says how the wait ended) and aborts the backend's vendor
-// communicator, whose kernels (unlike the comm's) have no deadline of
-// their own and would otherwise hold the stream, and every free that waits
-// for it, for good. It returns the error the caller should report.
+// deadline (cause says how the wait ended) and starts the abort of the
+// backend's vendor communicator, whose kernels (unlike the comm's) have no
+// deadline of their own and would otherwise hold the stream, and every
+// free that waits for it, for good. It returns the error the caller should
+// report at once: the abort (ncclCommAbort, which can take seconds when it
+// meets a dead peer's sockets) goes on while the caller hears of the
+// failure, and Close waits for it.
 func (c *Comm) overran(cause error) error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.calls.failed == nil {
 		c.calls.failed = cause
 	}
-	r, ok := c.b.(fallbackReleaser)
 	c.setFailed()
-	c.mu.Unlock()
-	if ok {
-		if err := r.ReleaseFallback(c); err != nil {
-			c.log.Warn("aborting the vendor communicator after a call overran its deadline", "err", err)
-			return errors.Join(cause, err)
-		}
+	if r, ok := c.b.(fallbackReleaser); ok && c.aborting == nil {
+		done := make(chan struct{})
+		c.aborting = done
+		go func() {
+			defer close(done)
+			if err := r.ReleaseFallback(c); err != nil {
+				c.log.Warn("aborting the vendor communicator after a call overran its deadline", "err", err)
+				c.abortErr = err
+			}
+		}()
 	}
 	return cause
 }
@@ -537,7 +549,12 @@ func (c *Comm) release() error {
 	// still waiting for a peer, which the frees below would wait for.
 	if r, ok := c.b.(fallbackReleaser); ok && (c.mem != nil || c.refused != nil) {
 		c.setFailed()
-		errs = append(errs, r.ReleaseFallback(c))
+		if c.aborting != nil {
+			<-c.aborting // bounded by the backend's own release timeout
+			errs = append(errs, c.abortErr)
+		} else {
+			errs = append(errs, r.ReleaseFallback(c))
+		}
 	}
 	errs = closing.Field(errs, &c.stream)
 	errs = closing.Field(errs, &c.status)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -549,10 +550,91 @@ func TestOverrunAbortsVendor(t *testing.T) {
 	w, err = c.AllReduce(short, v.stuck, buf.Ptr(), 16, backend.Float32, backend.Sum, collective.None)
 	require.NoError(t, err)
 	require.ErrorIs(t, w.Synchronize(short), backend.ErrTimeout)
-	require.Equal(t, 1, v.count(v.released, key))
 	require.NoError(t, v.stuck.Synchronize(ctx), "the abort ended the stuck work")
+	require.Equal(t, 1, v.count(v.released, key))
 	_, err = c.AllReduce(ctx, s, buf.Ptr(), 16, backend.Float32, backend.Sum, collective.None)
 	require.ErrorIs(t, err, collective.ErrCommFailed)
+}
+
+// slowAbortVendor is an abortingVendor whose abort ends the stuck work at
+// once but does not return until the test lets it (ncclCommAbort stops
+// NCCL's kernels, then can take seconds over a dead peer's sockets).
+type slowAbortVendor struct {
+	*abortingVendor
+	let  chan struct{}
+	done atomic.Bool
+}
+
+func (v *slowAbortVendor) ReleaseFallback(c *collective.Comm) error {
+	err := v.abortingVendor.ReleaseFallback(c)
+	<-v.let
+	v.done.Store(true)
+	return err
+}
+
+// TestOverrunReportsBeforeAbortEnds: the call that overran its deadline
+// reports its failure while the vendor communicator's abort is still
+// going on (before, the caller waited for the abort, up to the vendor
+// timeout on top of its own deadline), and Close waits for that abort.
+func TestOverrunReportsBeforeAbortEnds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	v := &slowAbortVendor{abortingVendor: &abortingVendor{vendorBackend: newVendorBackend(t, fake.WithDevices(2))},
+		let: make(chan struct{})}
+	comms, errs := rendezvousDevices(t, ctx, v, []int{0, 1})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	defer comms[1].Close()
+	c := comms[0]
+	s, err := c.Device().NewStream(ctx)
+	require.NoError(t, err)
+	buf, err := c.Device().Alloc(ctx, 64)
+	require.NoError(t, err)
+	v.stuck = &stuckStream{Stream: s, released: make(chan struct{})}
+	// Rank 1 makes the call too, so the ranks' confirmation of it
+	// succeeds and only rank 0's stuck vendor work holds its call.
+	s1, err := comms[1].Device().NewStream(ctx)
+	require.NoError(t, err)
+	defer s1.Close()
+	buf1, err := comms[1].Device().Alloc(ctx, 64)
+	require.NoError(t, err)
+	defer buf1.Close()
+
+	short, scancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer scancel()
+	w, err := c.AllReduce(short, v.stuck, buf.Ptr(), 16, backend.Float32, backend.Sum, collective.None)
+	require.NoError(t, err)
+	w1, err := comms[1].AllReduce(ctx, s1, buf1.Ptr(), 16, backend.Float32, backend.Sum, collective.None)
+	require.NoError(t, err)
+	require.NoError(t, w1.Synchronize(ctx))
+	// Synchronize returns although the abort cannot end yet (the 10 s
+	// bound only turns a Synchronize that waits for it into a failure
+	// rather than a hang).
+	synced := make(chan error, 1)
+	go func() { synced <- w.Synchronize(short) }()
+	select {
+	case err := <-synced:
+		require.ErrorIs(t, err, backend.ErrTimeout)
+	case <-time.After(10 * time.Second):
+		close(v.let)
+		t.Fatal("Synchronize waited for the vendor communicator's abort")
+	}
+	require.False(t, v.done.Load(), "the abort was let go only now")
+	require.NoError(t, buf.Close())
+	require.NoError(t, s.Close())
+
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case err := <-closed:
+		close(v.let)
+		t.Fatalf("Close returned (%v) before the vendor communicator's abort ended", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(v.let)
+	require.NoError(t, <-closed)
+	require.True(t, v.done.Load(), "Close waited for the abort")
 }
 
 // TestAverageAgainstSum: ranks that average and ranks that sum make
