@@ -6,7 +6,10 @@
 #   go build -buildmode=c-shared -tags cuda -ldflags='-s -w' -o .gpu/libintranode-nccl.so ./cmd/libintranode-nccl
 #   (the nccl-tests source in .gpu/nccl-tests)
 # then run this with the device tool, carrying .gpu. Raw output lands in
-# $OUT/nccl-api.tgz, repacked after every step.
+# $OUT/nccl-api.tgz, repacked after every step. The tests step takes
+# TESTS (which), TESTS_MAX (largest size), TESTS_WARMUP and TESTS_ITERS
+# (nccl-tests' -w and -n, 5 and 20: below 1 MiB a row of 20 calls can
+# stray by several µs, 200 settle it).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
@@ -44,7 +47,7 @@ for s in $STEPS; do
       for with in no yes; do
         pre=""; [ $with = yes ] && pre=$LIB
         f="$R/nccltests-$t-$with.txt"
-        LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO timeout 60 /tmp/nt/${t}_perf -b 8 -e "${TESTS_MAX:-256M}" -f 2 -c 1 -t "$W" -g 1 -d bfloat16 -w 5 -n 20 > "$f" 2>&1
+        LD_PRELOAD=$pre INTRANODE_NCCL_DEBUG=INFO timeout 60 /tmp/nt/${t}_perf -b 8 -e "${TESTS_MAX:-256M}" -f 2 -c 1 -t "$W" -g 1 -d bfloat16 -w "${TESTS_WARMUP:-5}" -n "${TESTS_ITERS:-20}" > "$f" 2>&1
         echo "$t lib=$with exit $? $(grep -E 'Out of bounds|Avg bus' "$f" | tr '\n' ' ') accelerated=$(grep -c 'msg=accelerated' "$f")"
       done
     done ;;
