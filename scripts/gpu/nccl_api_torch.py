@@ -11,7 +11,7 @@ the same on subgroups made by split_group (halves at world 4 and up,
 pairs; up to 65,539 elements); destroy_process_group.
 MODE=perf: the collectives in PERF_OPS (all_reduce, reduce_scatter,
 all_gather, and all_reduce_avg and reduce_scatter_avg with ReduceOp.AVG;
-default all_reduce) on bf16 from 1 KiB (the all_reduce) or 1 KiB a rank to PERF_MAX
+default all_reduce, reduce_scatter and all_gather) on bf16 from 1 KiB (the all_reduce) or 1 KiB a rank to PERF_MAX
 bytes (default 256 MiB), the mean time per call in a CUDA-graph replay of
 ITERS calls and eagerly (and the eager calls' host time until the last
 is queued, before the wait for them); rank 0 prints a table.
@@ -197,7 +197,7 @@ def perf():
     iters = int(os.environ.get("ITERS", "20"))
     top = int(os.environ.get("PERF_MAX", str(256 << 20)))
     rows = []
-    for op in os.environ.get("PERF_OPS", "all_reduce").split():
+    for op in os.environ.get("PERF_OPS", "all_reduce reduce_scatter all_gather").split():
         size = 1024 if op.startswith("all_reduce") else 1024 * world
         while size <= top:
             call, factor = perf_op(op, size)
