@@ -116,7 +116,10 @@ static __thread int inside;
 // MAX_HELD of them, as PyTorch's coalesced calls make) is held and, after
 // the real group has ended, handed to Go, which runs every call on
 // intranode or sends the whole group to NCCL in a group of its own. Any
-// other call in the group first sends the held ones to NCCL, in order.
+// other call in the group, and any collective that goes to NCCL whatever
+// its size (on a communicator ruled out, of a datatype or reduction
+// intranode lacks), first sends the held ones to NCCL, in order, and
+// joins the caller's group there, as without the library.
 enum { MAX_HELD = 64 };
 static __thread int depth;
 static __thread int held_n, others;
@@ -274,10 +277,17 @@ void intranode_interrupt(ncclComm_t comm) {
 	inside--;
 }
 
+// for_nccl: a call that goes to NCCL whatever its size, known without
+// Go: its communicator is ruled out, or intranode lacks its datatype or
+// reduction (unless the communicator is lost: Go fails every call on it).
+static int for_nccl(const struct intranode_call *c) {
+	return has(off, c->comm) || (!eligible(c) && !has(lost, c->comm));
+}
+
 // run gives a call to Go, which runs it or (-1) sends it to NCCL; a lost
 // communicator's calls all go to Go, which fails them.
 static ncclResult_t run(struct intranode_call *c) {
-	if (has(off, c->comm) || (!eligible(c) && !has(lost, c->comm))) return intranode_forward(c);
+	if (for_nccl(c)) return intranode_forward(c);
 	inside++;
 	int r = intranodeNcclRun(c, 1);
 	inside--;
@@ -287,10 +297,8 @@ static ncclResult_t run(struct intranode_call *c) {
 // run_group gives a group's collectives, all on one communicator, to Go,
 // which runs them all or (-1) sends the group to NCCL.
 static ncclResult_t run_group(struct intranode_call *calls, int n) {
-	if (has(off, calls[0].comm)) return forward_group(calls, n);
-	if (!has(lost, calls[0].comm))
-		for (int i = 0; i < n; i++)
-			if (!eligible(&calls[i])) return forward_group(calls, n);
+	for (int i = 0; i < n; i++)
+		if (for_nccl(&calls[i])) return forward_group(calls, n);
 	inside++;
 	int r = intranodeNcclRun(calls, n);
 	inside--;
@@ -300,7 +308,10 @@ static ncclResult_t run_group(struct intranode_call *calls, int n) {
 static ncclResult_t collective(struct intranode_call c) {
 	if (inside || !intranode_enabled()) return intranode_forward(&c);
 	if (depth > 0) {
-		if (!others && held_n < MAX_HELD && held_buf() != NULL && (held_n == 0 || held[0].comm == c.comm)) {
+		// A call that goes to NCCL anyway joins the caller's group there,
+		// as without the library, and so do the calls held before it.
+		if (!others && !for_nccl(&c) && held_n < MAX_HELD && held_buf() != NULL &&
+		    (held_n == 0 || held[0].comm == c.comm)) {
 			held[held_n++] = c;
 			return ncclSuccess;
 		}

@@ -248,6 +248,15 @@ static void *rank_main(void *arg) {
 	CHECK(g8[COUNT - 1] == world, "grouped int8 all-reduce rank %d = %d", rank, g8[COUNT - 1]);
 	reached(rank, "ncclAllReduce", 2 * world);
 	reached(rank, "ncclAllReduce in a group", 2 * world);
+	// A call that goes to NCCL whatever its size reaches it inside the
+	// caller's group, as without the library.
+	for (int i = 0; i < COUNT; i++) g8[i] = 1;
+	OK(ncclGroupStart());
+	OK(ncclAllReduce(g8, g8, COUNT, ncclInt8, ncclSum, comm, NULL));
+	OK(ncclGroupEnd());
+	CHECK(g8[0] == world, "lone grouped int8 all-reduce rank %d = %d", rank, g8[0]);
+	reached(rank, "ncclAllReduce", world);
+	reached(rank, "ncclAllReduce in a group", world);
 	OK(ncclGroupStart());
 	OK(ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL));
 	OK(ncclSend(in, COUNT, ncclFloat32, (rank + 1) % world, comm, NULL));
