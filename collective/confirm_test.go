@@ -92,6 +92,13 @@ func (v *postingVendor) ReleaseFallback(*collective.Comm) error {
 	return nil
 }
 
+// wasAborted says whether ReleaseFallback has aborted the group.
+func (v *postingVendor) wasAborted() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.aborted
+}
+
 // run is the vendor kernel: it waits for every rank's call of the same
 // number and writes the sum, unless the group is aborted: then it ends
 // at once and writes nothing.
@@ -221,12 +228,14 @@ func TestVendorCallsAreConfirmed(t *testing.T) {
 	}
 
 	// Rank 0 gives up on the second call at its deadline and aborts the
-	// vendor communicator; rank 1 makes it afterwards. Without the
+	// vendor communicator (the abort goes on beside the failed call);
+	// rank 1 makes the call once that abort has ended. Without the
 	// confirmation (collective.WithoutConfirm, for measuring the vendor
 	// alone) rank 1 returns what its buffer held: the hazard.
 	require.NoError(t, comms[1].Device().Memset(ctx, ranks[1].out.Ptr(), 0, 4*count))
 	err := call(0, 500*time.Millisecond)
 	require.ErrorIs(t, err, backend.ErrTimeout, "rank 0")
+	require.Eventually(t, v.wasAborted, 10*time.Second, time.Millisecond, "rank 0 aborts its vendor communicator")
 	require.NoError(t, callWithoutDeadline(1, collective.WithoutConfirm()))
 	require.Zero(t, sum(1), "the aborted vendor wrote nothing")
 
