@@ -12,7 +12,10 @@
 # nonblocking: docs/RELIABILITY.md). The creation step measures what an
 # NCCL call costs on communicators made each way. The shared step (not
 # in the default steps) runs the kill soak with every rank on GPU 0, so
-# it needs one GPU only.
+# it needs one GPU only. mixed-bg and mixed-wait run the mixed step across
+# two device calls, for a soak longer than one call may run:
+#   call 1: MIXED=10m MIXED_LIMIT=700 STEPS="mixed-bg" bash scripts/gpu/soak.sh; sleep 570
+#   call 2: STEPS=mixed-wait bash scripts/gpu/soak.sh
 set -u
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/out}
@@ -57,6 +60,22 @@ for s in ${STEPS:-calm kills pairs creation mixed}; do
     timeout "${MIXED_LIMIT:-600}" $BIN soak --backend cuda --world "$W" --chaos kill,stop --job 4s --timeout 3s --duration "${MIXED:-3m}" 2>&1 \
       | tee "$OUT/soak-mixed-w$W.txt" | cut -c1-700 | grep -v ': ok$' | tail -"${TAIL:-30}"
     shm ;;
+  mixed-bg)
+    # The mixed step in a process of its own (setsid), for a soak longer
+    # than one device call may run: this step returns at once; a later
+    # call on the same machine runs mixed-wait, which waits for it and
+    # brings its files back. MIXED and MIXED_LIMIT as for mixed.
+    step "kill and stop in the background, world $W, ${MIXED:-3m}"
+    rm -rf /tmp/soak-bg && mkdir -p /tmp/soak-bg
+    OUT=/tmp/soak-bg STEPS=mixed TAIL="${TAIL:-30}" setsid nohup bash -c 'bash "$0" > /tmp/soak-bg/log.txt 2>&1; touch /tmp/soak-bg/done' "$0" \
+      > /dev/null 2>&1 < /dev/null &
+    echo "started; collect with STEPS=mixed-wait" ;;
+  mixed-wait)
+    step "waiting for the background soak"
+    for _ in $(seq "${MIXED_WAIT:-590}"); do [ -e /tmp/soak-bg/done ] && break; sleep 1; done
+    [ -e /tmp/soak-bg/done ] || echo "still running after ${MIXED_WAIT:-590} s"
+    cp /tmp/soak-bg/*.txt "$OUT"/ 2>/dev/null
+    cat /tmp/soak-bg/log.txt ;;
   creation)
     # NCCL all-reduce on communicators made each way, at sizes where a
     # call's fixed cost shows: each call waited for (--single), and calls
