@@ -43,11 +43,12 @@ func wait(done <-chan struct{}, peers []Peer, finished func(rank int) bool) (Pee
 		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 		who = append(who, p)
 	}
+	// The eventfd, when there is one, is the last of fds; who holds the
+	// peers of the others.
 	timeout := pollInterval
-	var wake []unix.PollFd
-	if len(fds) > 0 {
+	if len(who) > 0 {
 		if efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
-			wake = []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}}
+			fds = append(fds, unix.PollFd{Fd: int32(efd), Events: unix.POLLIN})
 			timeout = -1
 			quit := make(chan struct{})
 			var wg sync.WaitGroup
@@ -58,12 +59,12 @@ func wait(done <-chan struct{}, peers []Peer, finished func(rank int) bool) (Pee
 				case <-quit:
 				}
 			})
-			// The writer has returned before the eventfd closes, so it
-			// never writes to a descriptor number reused since.
+			// The writer returns before the deferred close of fds above
+			// closes the eventfd, so it never writes to a descriptor
+			// number reused since.
 			defer func() {
 				close(quit)
 				wg.Wait()
-				_ = unix.Close(efd)
 			}()
 		}
 	}
@@ -73,19 +74,18 @@ func wait(done <-chan struct{}, peers []Peer, finished func(rank int) bool) (Pee
 			return Peer{}, false
 		default:
 		}
-		if len(fds) == 0 {
+		if len(who) == 0 {
 			<-done
 			return Peer{}, false
 		}
-		polled := append(append(make([]unix.PollFd, 0, len(fds)+len(wake)), fds...), wake...)
-		n, err := unix.Poll(polled, timeout)
+		n, err := unix.Poll(fds, timeout)
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			<-done
 			return Peer{}, false
 		}
 		if n > 0 {
-			for i := 0; i < len(fds); i++ {
-				if polled[i].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) == 0 {
+			for i := 0; i < len(who); i++ {
+				if fds[i].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) == 0 {
 					continue
 				}
 				if early(who[i]) {
@@ -95,7 +95,6 @@ func wait(done <-chan struct{}, peers []Peer, finished func(rank int) bool) (Pee
 				_ = unix.Close(int(fds[i].Fd))
 				fds = append(fds[:i], fds[i+1:]...)
 				who = append(who[:i], who[i+1:]...)
-				polled = append(polled[:i], polled[i+1:]...)
 				i--
 			}
 		}
