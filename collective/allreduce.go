@@ -44,6 +44,14 @@ const (
 	// its symmetric buffer and reads what it needs from the peers' buffers
 	// (kernels/abi.go). Not an all-reduce algorithm.
 	Direct
+	// Copy: all-gather, broadcast and all-to-all on the copy engines, for
+	// a call whose input lies in the caller's symmetric buffer at the same
+	// offset on every rank. The ranks agree on the call (a one-block
+	// kernel, kernels.MoverSync), each copies what it needs straight from
+	// its peers' buffers into its output (backend.Stream.CopyAsync), and
+	// a second agreement tells every rank that its peers have finished
+	// reading its input. No SM moves data. Not an all-reduce algorithm.
+	Copy
 )
 
 // Algos lists the all-reduce kernel algorithms.
@@ -52,7 +60,8 @@ var Algos = []Algo{OneShot, TwoShot, HCM, Pipeline}
 // algoNames are the String names, by value; algoKernels the kernels'
 // names (None has none; Direct's are the operations').
 var (
-	algoNames   = [...]string{None: "none", OneShot: "oneshot", TwoShot: "twoshot", HCM: "hcm", Pipeline: "pipeline", Direct: "direct"}
+	algoNames = [...]string{None: "none", OneShot: "oneshot", TwoShot: "twoshot", HCM: "hcm", Pipeline: "pipeline", Direct: "direct",
+		Copy: "copy"}
 	algoKernels = [...]kernels.Algo{OneShot: kernels.OneShot, TwoShot: kernels.TwoShot, HCM: kernels.HCM, Pipeline: kernels.Pipeline}
 )
 
@@ -64,8 +73,8 @@ func (a Algo) String() string {
 	return "none"
 }
 
-// ParseAlgo parses "none", "oneshot", "twoshot", "hcm", "pipeline" or
-// "direct" (any case, dashes ignored).
+// ParseAlgo parses "none", "oneshot", "twoshot", "hcm", "pipeline",
+// "direct" or "copy" (any case, dashes ignored).
 func ParseAlgo(s string) (Algo, error) {
 	k := strings.ToLower(strings.ReplaceAll(s, "-", ""))
 	for a, name := range algoNames {
@@ -73,7 +82,7 @@ func ParseAlgo(s string) (Algo, error) {
 			return Algo(a), nil
 		}
 	}
-	return None, backend.Errorf(backend.CodeInvalidArgument, "unknown algorithm %q (none, oneshot, twoshot, hcm, pipeline, direct)", s)
+	return None, backend.Errorf(backend.CodeInvalidArgument, "unknown algorithm %q (none, oneshot, twoshot, hcm, pipeline, direct, copy)", s)
 }
 
 // kernel is the all-reduce kernel of a (OneShot, TwoShot, HCM, Pipeline).

@@ -123,6 +123,25 @@ func (c *Comm) SelectAlgo(op Op, count int, dtype backend.DType) Algo {
 	return c.tab.SelectMover(op, max(in, out)*dtype.Size())
 }
 
+// SelectMove is SelectAlgo for a call whose input is at in: Copy where
+// the input lies in this rank's symmetric buffer and the copy engines are
+// the fastest path at that size (Thresholds.Copy), else SelectAlgo's
+// choice. Every rank must then place its input at the same offset of its
+// buffer, or the call fails as a mismatch.
+func (c *Comm) SelectMove(op Op, in backend.DevicePtr, count int, dtype backend.DType) Algo {
+	a := c.SelectAlgo(op, count, dtype)
+	if op == OpAllReduce || !dtype.Valid() || count <= 0 || count > maxCount(dtype) {
+		return a
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inN, outN := op.Elements(count, c.world)
+	if w, ok := c.tab.Copy[op]; ok && w.Contains(max(inN, outN)*dtype.Size()) && c.copyable(op, in, inN*dtype.Size()) == nil {
+		return Copy
+	}
+	return a
+}
+
 // ReduceScatter reduces with op, across the group, World blocks of count
 // elements at in (block r at in + r*count elements) and writes the
 // reduction of block Rank to out (count elements), enqueued on s. In place
@@ -158,6 +177,23 @@ func (c *Comm) Broadcast(ctx context.Context, s backend.Stream, buf backend.Devi
 func (c *Comm) AllToAll(ctx context.Context, s backend.Stream, in, out backend.DevicePtr, count int,
 	dtype backend.DType, algo Algo, opts ...CallOption) (*Work, error) {
 	return c.move(ctx, s, moveCall{op: OpAllToAll, in: in, out: out, count: count, dtype: dtype}, algo, opts)
+}
+
+// copyable says why a call of op whose input is the n bytes at in cannot
+// take the Copy path, or nil; the caller holds c.mu.
+func (c *Comm) copyable(op Op, in backend.DevicePtr, n int) error {
+	switch {
+	case op != OpAllGather && op != OpBroadcast && op != OpAllToAll:
+		return fmt.Errorf("the copy engines cannot reduce")
+	case c.mem == nil || !c.initialized:
+		return fmt.Errorf("no symmetric buffer")
+	}
+	lo := c.mem.Buffer(c.rank)
+	if in < lo || in.Add(n) > lo.Add(c.mem.BufferSize()) {
+		return fmt.Errorf("the input (%d bytes at %#x) is not inside this rank's symmetric buffer (%d bytes at %#x), where the peers read it",
+			n, uint64(in), c.mem.BufferSize(), uint64(lo))
+	}
+	return nil
 }
 
 // moveCall is one data-movement call as the caller made it.
@@ -204,8 +240,11 @@ func (c *Comm) move(ctx context.Context, s backend.Stream, m moveCall, algo Algo
 				ErrNotInitialized, m.op, c.b.Name())
 		}
 		move := c.moveChunks
-		if algo == Pipeline {
+		switch algo {
+		case Pipeline:
 			move = c.movePipelined
+		case Copy:
+			move = c.moveCopy
 		}
 		if err := move(ctx, s, m, timeout); err != nil {
 			return nil, err
@@ -233,8 +272,8 @@ func (c *Comm) checkMove(s backend.Stream, m moveCall, algo Algo) error {
 		return bad("nil stream")
 	case m.op == OpAllReduce || m.op.kernel() == "":
 		return bad("not a data-movement collective")
-	case algo != None && algo != Direct && algo != Pipeline:
-		return bad("algorithm %v is an all-reduce algorithm (use Direct, Pipeline or None)", algo)
+	case algo != None && algo != Direct && algo != Pipeline && algo != Copy:
+		return bad("algorithm %v is an all-reduce algorithm (use Direct, Pipeline, Copy or None)", algo)
 	case !m.dtype.Valid():
 		return bad("unsupported dtype %v", m.dtype)
 	case m.op == OpReduceScatter && !m.red.Valid():
@@ -252,6 +291,14 @@ func (c *Comm) checkMove(s backend.Stream, m moveCall, algo Algo) error {
 	}
 	if err := c.checkRanges(m.in, inN*m.dtype.Size(), m.out, outN*m.dtype.Size()); err != nil {
 		return fmt.Errorf("collective: %v: %w", m.op, err)
+	}
+	if algo == Copy {
+		// Every rank's input, the broadcast's too, says where the peers'
+		// inputs are: at the same offset of their buffers.
+		in, _ := m.op.Elements(m.count, c.world)
+		if err := c.copyable(m.op, m.in, in*m.dtype.Size()); err != nil {
+			return bad("Copy: %v", err)
+		}
 	}
 	if c.mem != nil {
 		for r := range c.world {
@@ -301,6 +348,53 @@ func (c *Comm) movePipelined(ctx context.Context, s backend.Stream, m moveCall, 
 	key, extra := m.key()
 	args := m.args(0, m.count, timeoutNs, extra|kernels.MoverPipeline)
 	return c.enqueue(ctx, s, m.op.kernel(), moverPipelineLaunchConfig(m.op, m.count*m.dtype.Size(), c.world), args, key)
+}
+
+// moveCopy enqueues a data-movement call on the copy engines (Copy): the
+// agreement kernel (kernels.MoverSync), a copy from each peer's symmetric
+// buffer, at the offset of this rank's input in its own, into the output
+// (and this rank's own part from its input), and the agreement again, so
+// that no rank writes its input while a peer still reads it. The two
+// agreements are two calls of the comm, and their fingerprints carry the
+// input's offset, so ranks whose offsets differ fail as a mismatch.
+// The caller holds c.mu.
+func (c *Comm) moveCopy(ctx context.Context, s backend.Stream, m moveCall, timeoutNs uint64) error {
+	size := m.dtype.Size()
+	n := m.count * size
+	off := int(m.in - c.mem.Buffer(c.rank))
+	key, extra := m.key()
+	key.count ^= off << 24 // a fingerprint, not a value: only its mix matters
+	args := m.args(0, m.count, timeoutNs, extra|kernels.MoverSync)
+	cfg := backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32), Early: true}
+	if err := c.enqueue(ctx, s, m.op.kernel(), cfg, args, key); err != nil {
+		return err
+	}
+	// Start with the next rank's part, so that at three ranks and more
+	// every peer is read by one rank at a time.
+	for i := range c.world {
+		p := (c.rank + 1 + i) % c.world
+		if m.op == OpBroadcast && p != m.root {
+			continue
+		}
+		src := c.mem.Buffer(p).Add(off) // p's input, as this process maps it
+		if p == c.rank {
+			src = m.in
+		}
+		dst := m.out
+		switch m.op {
+		case OpAllGather:
+			dst = m.out.Add(p * n)
+		case OpAllToAll: // block Rank of p's input
+			dst, src = m.out.Add(p*n), src.Add(c.rank*n)
+		}
+		if dst == src {
+			continue
+		}
+		if err := s.CopyAsync(dst, src, n); err != nil {
+			return fmt.Errorf("collective: %v: copying rank %d's part: %w", m.op, p, err)
+		}
+	}
+	return c.enqueue(ctx, s, m.op.kernel(), cfg, args, key)
 }
 
 // key is what the Call of every launch of the call fingerprints (callKey)

@@ -15,6 +15,7 @@ import (
 	"github.com/intranode/intranode/backend/fake"
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/connectivity"
+	"github.com/intranode/intranode/internal/numeric"
 	"github.com/intranode/intranode/symmetric"
 	"github.com/intranode/intranode/symmetric/store"
 )
@@ -660,4 +661,73 @@ func TestAverageAgainstSum(t *testing.T) {
 		require.ErrorIs(t, err, collective.ErrMismatch, "rank %d", r)
 		require.ErrorContains(t, err, fmt.Sprintf("rank %d", 1-r), "rank %d", r)
 	}
+}
+
+// TestSelectMove: auto takes the copy engines for a call whose input lies
+// in the caller's symmetric buffer (where the backend's window says they
+// win: the fake's is every size) and the kernels otherwise; a reduction
+// never takes them. The call it picks runs and moves the right data.
+func TestSelectMove(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	comms := fakePair(t, ctx, 64<<10, 10*time.Second)
+	f32 := backend.Float32
+	const count = 100
+	plain, err := comms[0].Device().Alloc(ctx, 8*count)
+	require.NoError(t, err)
+	defer plain.Close()
+	sym := comms[0].Memory().Buffer(0)
+	for _, tc := range []struct {
+		op   collective.Op
+		in   backend.DevicePtr
+		want collective.Algo
+	}{
+		{collective.OpAllGather, sym.Add(64), collective.Copy},
+		{collective.OpBroadcast, sym, collective.Copy},
+		{collective.OpAllToAll, sym.Add(4), collective.Copy},
+		{collective.OpAllGather, plain.Ptr(), collective.Direct},
+		{collective.OpAllToAll, sym.Add(comms[0].BufferSize() - 4*count), collective.Direct}, // runs past the buffer's end
+		{collective.OpReduceScatter, sym, collective.Direct},
+	} {
+		require.Equal(t, tc.want, comms[0].SelectMove(tc.op, tc.in, count, f32), "%v from %#x", tc.op, uint64(tc.in))
+	}
+	// The pick runs: an all-gather of 100 floats from offset 64 of both
+	// buffers, each rank's input its rank+1 everywhere.
+	outs := make([]backend.Allocation, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		in := c.Memory().Buffer(r).Add(64)
+		require.NoError(t, c.Device().CopyToDevice(ctx, in, float32s(count, float64(r+1))))
+		out, err := c.Device().Alloc(ctx, 2*4*count)
+		require.NoError(t, err)
+		defer out.Close()
+		outs[r] = out
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := c.Device().NewStream(ctx)
+			require.NoError(t, err)
+			defer s.Close()
+			algo := c.SelectMove(collective.OpAllGather, in, count, f32)
+			require.Equal(t, collective.Copy, algo)
+			w, err := c.AllGather(ctx, s, in, out.Ptr(), count, f32, algo)
+			require.NoError(t, err)
+			require.NoError(t, w.Synchronize(ctx))
+		}()
+	}
+	wg.Wait()
+	for r, c := range comms {
+		got := make([]byte, 2*4*count)
+		require.NoError(t, c.Device().CopyFromDevice(ctx, got, outs[r].Ptr()))
+		want := append(float32s(count, 1), float32s(count, 2)...)
+		require.Equal(t, want, got, "rank %d", r)
+	}
+}
+
+// float32s is n float32 elements of value v.
+func float32s(n int, v float64) []byte {
+	b := make([]byte, 4*n)
+	numeric.EncodeFunc(backend.Float32, b, n, func(int) float64 { return v })
+	return b
 }

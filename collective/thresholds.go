@@ -32,6 +32,11 @@ type Thresholds struct {
 	// sizes (as for Movers) for which its pipelined kernel (Pipeline) is
 	// the fastest path; it takes precedence over Movers.
 	MoverPipeline map[Op]Window
+	// Copy holds, per data-movement collective, the message sizes (as for
+	// Movers) for which the copy engines (Copy) are the fastest path for
+	// a call whose input lies in the symmetric buffer (Comm.SelectMove);
+	// a collective missing from the map never selects it.
+	Copy map[Op]Window
 	// AvgMax is the largest all-reduce, in bytes, that an average
 	// (backend.Avg) takes on the comm's kernels: their sum, then the
 	// division kernel's pass over the output, which above it costs more
@@ -303,7 +308,9 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 		never := map[Op]Window{OpReduceScatter: Never, OpAllGather: Never, OpBroadcast: Never, OpAllToAll: Never}
 		return Thresholds{OneShotMax: 256 << 10, Movers: never, AvgMax: 4 << 20}
 	case backendName == "fake":
-		return Thresholds{OneShotMax: 1 << 10}
+		// The fake's copy path is a memmove per peer; its kernels copy in
+		// first and signal as they go.
+		return Thresholds{OneShotMax: 1 << 10, Copy: map[Op]Window{OpAllGather: {Min: 1}, OpBroadcast: {Min: 1}, OpAllToAll: {Min: 1}}}
 	}
 	return Thresholds{OneShotMax: 16 << 10}
 }

@@ -31,6 +31,8 @@ func init() {
 		Case{Name: "movers/push-path", MinWorld: 2, Run: moversPast(kernels.OneShotLLMax)},
 		Case{Name: "movers/classic-path", MinWorld: 2, Run: moversPast(kernels.OneShotPushMax)},
 		Case{Name: "movers/repeat-100", MinWorld: 2, Run: caseMoversRepeat},
+		Case{Name: "movers/copy-engines", MinWorld: 2, Run: caseMoversCopy},
+		Case{Name: "movers/copy-offsets-differ", MinWorld: 2, Run: caseMoversCopyMismatch},
 	)
 }
 
@@ -54,6 +56,10 @@ type moverCall struct {
 	kernelDeadline time.Duration
 	// untouched: the call must fail, leaving the output as it was.
 	untouched bool
+	// symOff places the input of a call on the copy engines
+	// (collective.Copy) in the rank's symmetric buffer: its canaries
+	// start symOff bytes in, the input canarySize bytes after them.
+	symOff int
 }
 
 func (m moverCall) String() string {
@@ -121,7 +127,13 @@ func moverOnce(ctx context.Context, e *Env, c *collective.Comm, m moverCall) err
 	dev := c.Device()
 	size := m.dtype.Size()
 	inN, outN, inOff, outOff := m.layout(e.Rank, e.World)
-	in, err := newGuarded(ctx, e, dev, inN*size)
+	var in *guarded
+	var err error
+	if m.algo == collective.Copy {
+		in, err = newGuardedAt(ctx, e, dev, c.Memory().Buffer(e.Rank).Add(m.symOff), inN*size)
+	} else {
+		in, err = newGuarded(ctx, e, dev, inN*size)
+	}
 	if err != nil {
 		return err
 	}
@@ -493,5 +505,85 @@ func moverBadCalls(ctx context.Context, e *Env, c *collective.Comm, s backend.St
 		{"all-gather with Output", func() (*collective.Work, error) {
 			return c.AllGather(ctx, s, p, p, 1, f32, collective.Direct, collective.Output(p))
 		}},
+		{"all-gather on the copy engines from outside the symmetric buffer", func() (*collective.Work, error) {
+			return c.AllGather(ctx, s, p, p.Add(16), 1, f32, collective.Copy)
+		}},
+		{"all-to-all on the copy engines past the symmetric buffer's end", func() (*collective.Work, error) {
+			last, err := c.GetBuffer(e.Rank, 4, f32, c.BufferSize()-16)
+			if err != nil {
+				return nil, err
+			}
+			return c.AllToAll(ctx, s, last.Ptr, p, 4, f32, collective.Copy)
+		}},
+		{"reduce-scatter on the copy engines", func() (*collective.Work, error) {
+			return c.ReduceScatter(ctx, s, sym.Ptr, p, 1, f32, backend.Sum, collective.Copy)
+		}},
 	}, nil
+}
+
+// caseMoversCopy runs all-gather, broadcast (from every root) and
+// all-to-all on the copy engines (collective.Copy), their input in the
+// symmetric buffer at two offsets, in every dtype, from one element to as
+// many as the buffer holds, back to back with the kernels' paths on the
+// same comm.
+func caseMoversCopy(ctx context.Context, e *Env) error {
+	return withComm(ctx, e, bufferFor(e), func(c *collective.Comm) error {
+		seed := 900
+		for _, op := range []collective.Op{collective.OpAllGather, collective.OpBroadcast, collective.OpAllToAll} {
+			for i, d := range backend.DTypes {
+				// The most the buffer holds at the larger offset, with
+				// the input's canaries.
+				in, _ := op.Elements(1, e.World)
+				most := (c.BufferSize() - 40 - 2*canarySize) / d.Size() / in
+				counts := []int{1, 3, 1000, most}
+				if e.Quick {
+					counts = []int{1 + i, 1001}
+				}
+				for j, n := range counts {
+					seed++
+					m := moverCall{op: op, algo: collective.Copy, dtype: d, count: n, root: seed % e.World, seed: seed,
+						outPlace: true, symOff: 40 * (j % 2)}
+					if err := moverOnce(ctx, e, c, m); err != nil {
+						return err
+					}
+					// The kernels' path next, so that the two share
+					// the comm's call sequence and channels.
+					m.algo, m.seed = collective.Direct, seed+1000
+					if err := moverOnce(ctx, e, c, m); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// caseMoversCopyMismatch: ranks that put their input at different offsets
+// of the symmetric buffer (rank 0 at one, the others at another) make
+// different calls on the copy engines, which every rank must report as a
+// mismatch (collective.ErrMismatch) within the deadline, rather than
+// return what it read at its own offset of its peers' buffers.
+func caseMoversCopyMismatch(ctx context.Context, e *Env) (err error) {
+	c, err := newComm(ctx, e, bufferFor(e))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The comm is failed; close it without the barrier of closeInto.
+		err = errors.Join(err, c.Close())
+	}()
+	m := moverCall{op: collective.OpAllGather, algo: collective.Copy, dtype: backend.Float32, count: 1000, seed: 5,
+		outPlace: true}
+	if err := moverOnce(ctx, e, c, m); err != nil {
+		return fmt.Errorf("before the offsets differ: %w", err)
+	}
+	if e.Rank == 0 {
+		m.symOff = 64
+	}
+	err = moverOnce(ctx, e, c, m)
+	if !errors.Is(err, collective.ErrMismatch) {
+		return fmt.Errorf("rank %d's offset %d against the others': got %v, want ErrMismatch", e.Rank, m.symOff, err)
+	}
+	return nil
 }

@@ -70,12 +70,15 @@ func closeComm(ctx context.Context, c *collective.Comm) error {
 	return errors.Join(berr, c.Close())
 }
 
-// guarded is device memory with canaries on both sides of the usable part.
-// The host buffers it hands out (host, read) are lent by the run's pool
-// and go back to it at close: they are the caller's until then.
+// guarded is device memory with canaries on both sides of the usable part:
+// an allocation of its own, or a range of memory the case holds (the
+// symmetric buffer). The host buffers it hands out (host, read) are lent
+// by the run's pool and go back to it at close: they are the caller's
+// until then.
 type guarded struct {
 	dev   backend.Device
-	alloc backend.Allocation
+	alloc backend.Allocation // nil: at lies in memory guarded does not own
+	at    backend.DevicePtr  // the canary before the usable part
 	n     int
 	pool  *hostPool
 	lent  [][]byte
@@ -86,11 +89,22 @@ func newGuarded(ctx context.Context, e *Env, dev backend.Device, n int) (*guarde
 	if err != nil {
 		return nil, err
 	}
-	if err := dev.Memset(ctx, a.Ptr(), canary, n+2*canarySize); err != nil {
+	g, err := newGuardedAt(ctx, e, dev, a.Ptr(), n)
+	if err != nil {
 		_ = a.Close()
 		return nil, err
 	}
-	return &guarded{dev: dev, alloc: a, n: n, pool: e.pool}, nil
+	g.alloc = a
+	return g, nil
+}
+
+// newGuardedAt guards the n bytes at at+canarySize, with its canaries in
+// the canarySize bytes on either side; the caller keeps the memory.
+func newGuardedAt(ctx context.Context, e *Env, dev backend.Device, at backend.DevicePtr, n int) (*guarded, error) {
+	if err := dev.Memset(ctx, at, canary, n+2*canarySize); err != nil {
+		return nil, err
+	}
+	return &guarded{dev: dev, at: at, n: n, pool: e.pool}, nil
 }
 
 // newPatterned is a guarded buffer of count elements of d holding this
@@ -129,7 +143,7 @@ func (g *guarded) unchanged(ctx context.Context, want []byte, what fmt.Stringer)
 	return nil
 }
 
-func (g *guarded) ptr() backend.DevicePtr { return g.alloc.Ptr().Add(canarySize) }
+func (g *guarded) ptr() backend.DevicePtr { return g.at.Add(canarySize) }
 
 func (g *guarded) write(ctx context.Context, b []byte) error {
 	return g.dev.CopyToDevice(ctx, g.ptr(), b[:g.n])
@@ -145,9 +159,9 @@ func (g *guarded) read(ctx context.Context) ([]byte, error) {
 func (g *guarded) checkCanaries(ctx context.Context) error {
 	side := make([]byte, canarySize)
 	for _, before := range []bool{true, false} {
-		at := g.alloc.Ptr().Add(canarySize + g.n)
+		at := g.at.Add(canarySize + g.n)
 		if before {
-			at = g.alloc.Ptr()
+			at = g.at
 		}
 		if err := g.dev.CopyFromDevice(ctx, side, at); err != nil {
 			return err
@@ -168,6 +182,9 @@ func (g *guarded) checkCanaries(ctx context.Context) error {
 func (g *guarded) close() error {
 	g.pool.put(g.lent)
 	g.lent = nil
+	if g.alloc == nil {
+		return nil
+	}
 	return g.alloc.Close()
 }
 

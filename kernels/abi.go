@@ -509,6 +509,21 @@ const PipelineWideBytes = 16 << 20
 // all-to-all" in the package documentation).
 const MoverPipeline = 1 << 62
 
+// MoverSync is the bit of a data-movement launch's Extra (all-gather,
+// broadcast, all-to-all; the rest of Extra as without it) that asks for
+// the copy path's agreement instead of any data movement: block 0 makes
+// one Barrier(all) on its channel whose first signal carries the Call and
+// is checked, as every path's first barrier is, and the launch touches
+// neither buffer nor output. The host's copy engines move the data
+// between two such launches (collective's Copy): the first tells each
+// rank that every peer has reached the call, so its input is ready; the
+// second that every peer has finished reading. Any grid works; one block
+// is enough.
+const MoverSync = 1 << 61
+
+// MoverModes are the bits of Extra that select a data-movement path.
+const MoverModes = MoverPipeline | MoverSync
+
 // MoverPipelineChunk is the byte size of one chunk of a pipelined
 // data-movement launch with blocks of n bytes and grid blocks, at any world
 // size (the world-2 Pipeline's chunk): 0 when the grid is too large for the
@@ -661,7 +676,8 @@ func AlgoByID(id uint32) Algo {
 }
 
 // CallInfo packs algo, dtype and op for a Record: the AlgoID in bits
-// 16–30, the dtype in 8–15, the op in 0–7.
+// 16–29 (bits 30 and 31 are InfoSync and InfoPipelined), the dtype in
+// 8–15, the op in 0–7.
 func CallInfo(a Algo, d backend.DType, op backend.ReduceOp) uint32 {
 	return AlgoID(a)<<16 | uint32(d&0xff)<<8 | uint32(op&0xff)
 }
@@ -672,13 +688,21 @@ func CallInfo(a Algo, d backend.DType, op backend.ReduceOp) uint32 {
 // different calls.
 const InfoPipelined uint32 = 1 << 31
 
+// InfoSync is set in a Record's Info (and its Call's fingerprint) by a
+// data-movement launch that is the copy path's agreement (MoverSync in
+// Extra).
+const InfoSync uint32 = 1 << 30
+
 // LaunchInfo is the Info of a launch of algorithm a with this Extra:
 // CallInfo, with InfoPipelined for a data-movement launch whose Extra asks
-// for the pipelined path.
+// for the pipelined path and InfoSync for the copy path's agreement.
 func LaunchInfo(a Algo, d backend.DType, op backend.ReduceOp, extra uint64) uint32 {
 	info := CallInfo(a, d, op)
 	if a.IsMover() && extra&MoverPipeline != 0 {
 		info |= InfoPipelined
+	}
+	if a.IsMover() && extra&MoverSync != 0 {
+		info |= InfoSync
 	}
 	return info
 }
@@ -730,11 +754,15 @@ type Record struct {
 func (r Record) Seq() uint32 { return uint32(r.Call >> 32) }
 
 // Algo is the record's algorithm.
-func (r Record) Algo() Algo { return AlgoByID(r.Info >> 16 & 0x7fff) }
+func (r Record) Algo() Algo { return AlgoByID(r.Info >> 16 & 0x3fff) }
 
 // Pipelined reports whether the record's launch took a data-movement
 // collective's pipelined path.
 func (r Record) Pipelined() bool { return r.Info&InfoPipelined != 0 }
+
+// Synced reports whether the record's launch was the copy path's
+// agreement (MoverSync).
+func (r Record) Synced() bool { return r.Info&InfoSync != 0 }
 
 // DType is the record's element type.
 func (r Record) DType() backend.DType { return backend.DType(r.Info >> 8 & 0xff) }
@@ -750,6 +778,9 @@ func (r Record) String() string {
 	name := string(r.Algo())
 	if r.Pipelined() {
 		name = "pipelined " + name
+	}
+	if r.Synced() {
+		name = "copied " + name
 	}
 	if a := r.Algo(); a.IsMover() && a != ReduceScatter {
 		return fmt.Sprintf("call %d: %s of %d %v", r.Seq(), name, r.Count, r.DType())

@@ -52,7 +52,7 @@ func runBench(ctx context.Context, args []string, s streams) error {
 	dtypeS := fs.String("dtype", "bfloat16", "element type: float, half, bfloat16, double, int32")
 	collS := fs.String("op", "all_reduce", "collectives, comma-separated: all_reduce, reduce_scatter, all_gather, broadcast, alltoall, or all")
 	opS := fs.String("redop", "sum", "reduction: sum, max, min, avg")
-	algoS := fs.String("algo", "all", "all, auto (the comm's choice per size), or a list of oneshot,twoshot,hcm,pipeline (all-reduce; pipeline also the other collectives' pipelined kernels), direct (the other collectives' kernels), nccl")
+	algoS := fs.String("algo", "all", "all, auto (the comm's choice per size), or a list of oneshot,twoshot,hcm,pipeline (all-reduce; pipeline also the other collectives' pipelined kernels), direct (the other collectives' kernels), copy (all-gather, broadcast, all-to-all on the copy engines, the input in the symmetric buffer: rows up to --buffer), nccl")
 	iters := fs.Int("iters", 20, "timed iterations per row")
 	warmup := fs.Int("warmup", 5, "untimed iterations before timing")
 	graph := fs.Bool("graph", false, "capture the timed iterations into a graph and replay it")
@@ -227,7 +227,7 @@ func benchSetup(backendName string, world int, minB, maxB string, factor int, dt
 	var algos []string
 	switch algoS {
 	case "all":
-		algos = []string{"oneshot", "twoshot", "hcm", "pipeline", "direct", "nccl"}
+		algos = []string{"oneshot", "twoshot", "hcm", "pipeline", "direct", "copy", "nccl"}
 	case "auto":
 		algos = []string{"auto"}
 	default:

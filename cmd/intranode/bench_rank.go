@@ -240,7 +240,10 @@ func benchRank(ctx context.Context, cfg benchConfig, rank int, st store.Store, b
 					smp := benchSample{Coll: coll.String(), Rank: rank, Bytes: count * div * cfg.DType.Size(), Algo: name,
 						InPlace: inPlace}
 					algo, why := m.algo(name, count)
-					m.vendorOnly = name == "nccl"
+					if algo == collective.Copy && inPlace && why == "" {
+						why = "in place (its output would be the symmetric buffer)"
+					}
+					m.vendorOnly, m.symmetric = name == "nccl", algo == collective.Copy
 					if why != "" {
 						smp.Skipped = why
 					} else if smp.TimeUS, smp.Wrong, err = m.run(ctx, algo, count, m.nextSeed(), inPlace); err != nil {
@@ -346,6 +349,9 @@ type benchMeasure struct {
 	// vendorOnly measures the vendor library alone (the nccl rows): its
 	// calls leave out the ranks' confirmation (collective.WithoutConfirm).
 	vendorOnly bool
+	// symmetric puts the input at the start of the comm's symmetric
+	// buffer (the copy rows: collective.Copy reads it there).
+	symmetric bool
 }
 
 // placement returns where a call of count elements per rank reads and
@@ -353,6 +359,9 @@ type benchMeasure struct {
 // as NCCL lays in-place calls out (the input is the output's block Rank for
 // all-gather, the output the input's block Rank for reduce-scatter).
 func (m *benchMeasure) placement(count int, inPlace bool) (in, out backend.DevicePtr) {
+	if m.symmetric {
+		return m.c.Memory().Buffer(m.rank), m.out
+	}
 	if !inPlace {
 		return m.in, m.out
 	}
@@ -424,13 +433,19 @@ func (m *benchMeasure) algo(name string, count int) (collective.Algo, string) {
 		return 0, err.Error()
 	}
 	if m.coll != collective.OpAllReduce {
-		if a != collective.Direct && a != collective.Pipeline {
+		in, _ := m.coll.Elements(count, m.cfg.World)
+		switch {
+		case a == collective.Copy && m.coll == collective.OpReduceScatter:
+			return 0, "the copy engines cannot reduce"
+		case a == collective.Copy && in*d.Size() > m.c.BufferSize():
+			return 0, "input larger than the buffer"
+		case a != collective.Direct && a != collective.Pipeline && a != collective.Copy:
 			return 0, "an all-reduce algorithm"
 		}
 		return a, ""
 	}
 	switch {
-	case a == collective.Direct:
+	case a == collective.Direct || a == collective.Copy:
 		return 0, "not an all-reduce algorithm"
 	case a == collective.HCM && m.c.Topology().String() != "HybridCubeMesh":
 		return 0, "needs a hybrid cube mesh"

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/intranode/intranode/backend"
 	"github.com/intranode/intranode/kernels"
@@ -26,6 +27,7 @@ type mover struct {
 	world, root     int
 	n, stride, part int  // bytes
 	pipelined       bool // kernels.MoverPipeline
+	synced          bool // kernels.MoverSync
 	bufs            [][]byte
 	in, out         []byte
 }
@@ -56,8 +58,11 @@ func setupMover(ctx context.Context, mem Memory, a kernels.AllReduceArgs, algo k
 	k := &mover{launch: l, algo: algo, a: a, world: int(a.World), n: int(a.Count) * size}
 	k.stride, k.part = k.n, int(kernels.MoverPart(a.Count, size))
 	k.pipelined = a.Extra&kernels.MoverPipeline != 0
-	extra := a.Extra &^ kernels.MoverPipeline
+	k.synced = a.Extra&kernels.MoverSync != 0
+	extra := a.Extra &^ kernels.MoverModes
 	switch {
+	case k.synced && algo == kernels.ReduceScatter:
+		return nil, l.badArgs("the copy path's agreement (MoverSync) is not a reduce-scatter's")
 	case algo == kernels.Broadcast:
 		if extra >= uint64(a.World) {
 			return nil, l.badArgs("broadcast root %d out of range [0,%d)", extra, a.World)
@@ -70,8 +75,8 @@ func setupMover(ctx context.Context, mem Memory, a kernels.AllReduceArgs, algo k
 		k.stride = int(extra) * size
 	}
 	span, blockedIn, blockedOut := layout(algo, k.world, k.n, k.part)
-	if k.pipelined {
-		span = 0 // the pipelined path uses no buffer
+	if k.pipelined || k.synced {
+		span = 0 // the pipelined path and the agreement use no buffer
 	}
 	if k.bufs, err = l.resolveAligned(mem, a, span, k.n, size); err != nil {
 		return nil, err
@@ -154,7 +159,18 @@ func (k *mover) gather() {
 
 func (k *mover) run() error {
 	k.publish(k.world, kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.LaunchInfo(k.algo, k.a.DType, k.a.Op, k.a.Extra)})
-	if k.pipelined {
+	mask := uint32(1)<<k.world - 1
+	switch {
+	case k.synced:
+		// After a failure (the agreement before this one timed out or
+		// found a mismatch) it does not signal, so that its peers fail
+		// too rather than pass on what this rank may no longer hold.
+		if k.status != nil && atomic.LoadUint32(word(k.status, 0)) != 0 {
+			return nil
+		}
+		_, err := k.barrier(allReduceChannel, mask)
+		return err
+	case k.pipelined:
 		return k.pipeline()
 	}
 	switch kernels.MoverPath(k.n, k.world) {
@@ -163,7 +179,6 @@ func (k *mover) run() error {
 	case "push":
 		return k.push()
 	}
-	mask := uint32(1)<<k.world - 1
 	if k.n > 0 {
 		k.copyIn()
 	}

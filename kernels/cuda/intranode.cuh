@@ -94,6 +94,9 @@ constexpr uint32_t kStatusMismatch = 3;
 // for the pipelined path (mover_pipeline); the rest of Extra keeps its
 // meaning (the block stride, or the broadcast's root).
 constexpr uint64_t kMoverPipeline = 1ull << 62;
+// kernels.MoverSync: the copy path's agreement (mover_sync), no data.
+constexpr uint64_t kMoverSync = 1ull << 61;
+constexpr uint64_t kMoverModes = kMoverPipeline | kMoverSync;
 
 // Element types (backend.DType) and operators (backend.ReduceOp).
 constexpr uint32_t kF32 = 0;
@@ -736,10 +739,11 @@ INTRANODE_DEVICE bool check(Args& a, Algo algo) {
          (half & 15) == 0 && bytes <= half;
   }
   if (ok && algo == Algo::kBroadcast) {
-    ok = (a.extra & ~kMoverPipeline) < a.world;  // the root
+    ok = (a.extra & ~kMoverModes) < a.world;  // the root
   } else if (ok && is_mover(algo)) {
-    const uint64_t s = a.extra & ~kMoverPipeline;  // the block stride
-    ok = s == 0 || (s >= a.count && s <= (1ull << 40));
+    const uint64_t s = a.extra & ~kMoverModes;  // the block stride
+    ok = (s == 0 || (s >= a.count && s <= (1ull << 40))) &&
+         !(algo == Algo::kReduceScatter && (a.extra & kMoverSync) != 0);
   }
   if (ok) {
     const uint32_t t = port::thread_index();
@@ -774,6 +778,9 @@ INTRANODE_DEVICE bool check(Args& a, Algo algo) {
     uint32_t id = static_cast<uint32_t>(algo) + 1;  // kernels.AlgoID
     if (is_mover(algo) && (a.extra & kMoverPipeline) != 0) {
       id |= 0x8000;  // kernels.InfoPipelined
+    }
+    if (is_mover(algo) && (a.extra & kMoverSync) != 0) {
+      id |= 0x4000;  // kernels.InfoSync
     }
     uint64_t* rec = reinterpret_cast<uint64_t*>(a.my_pad + kRecordOffset);
     port::store_word64(rec + 1, a.count);
@@ -2178,8 +2185,27 @@ INTRANODE_DEVICE void mover_relay(const Args& a, int n) {
   }
 }
 
+// mover_sync is the copy path's agreement (kernels.MoverSync): block 0's
+// Barrier(all), whose first signal carries the Call and is checked; the
+// other blocks and the data are left alone. After a failure (the status
+// word is set: the agreement before this one timed out or found a
+// mismatch) it does not signal, so that its peers fail too rather than
+// pass on what this rank may no longer hold.
+INTRANODE_DEVICE void mover_sync(const Args& a) {
+  if (port::block_index() != 0 || (a.status != nullptr && port::load_status(a.status) != 0)) {
+    return;
+  }
+  Team team;
+  team.open(a.my_pad, a.peer_pad, a.rank, a.world, a.status, a.timeout_ns, port::block_flag(), a.call);
+  team.barrier();
+}
+
 template <uint32_t DT, uint32_t OP>
 INTRANODE_DEVICE void mover(const Args& a, Algo algo) {
+  if ((a.extra & kMoverSync) != 0) {
+    mover_sync(a);
+    return;
+  }
   if ((a.extra & kMoverPipeline) != 0) {
     Args p = a;
     p.extra &= ~kMoverPipeline;
@@ -2293,7 +2319,7 @@ INTRANODE_DEVICE void all_reduce(Args a, Algo algo) {
   // The LL kernels (kernels.OneShotPath and kernels.MoverPath "ll") check
   // their arguments themselves, after issuing the loads that need none of
   // check's.
-  if ((algo == Algo::kOneShot || (is_mover(algo) && (a.extra & kMoverPipeline) == 0)) && a.count > 0 &&
+  if ((algo == Algo::kOneShot || (is_mover(algo) && (a.extra & kMoverModes) == 0)) && a.count > 0 &&
       a.world >= 1 && a.world <= kMaxRanks &&
       a.count <= ll_max(a.world) / kElemSize<DT>) {
     switch (algo) {

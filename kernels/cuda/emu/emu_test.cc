@@ -809,6 +809,57 @@ void mismatched_calls() {
   }
 }
 
+// copy_agreement: the copy path's agreement (kMoverSync in Extra) is a
+// barrier that carries the Call and touches no data: ranks whose Calls
+// agree pass with the outputs and buffers as they were; Calls that differ
+// end in StatusMismatch naming the peer on both ranks; a rank whose status
+// word is already set does not signal, so its peer times out naming it;
+// a reduce-scatter cannot be one (StatusBadArgs).
+void copy_agreement() {
+  struct Trial {
+    const char* what;
+    uint64_t tag[2];
+    uint32_t preset[2];  // status words before the launch
+    Algo algo;
+    uint32_t want[2];    // status codes after it
+  } trials[] = {
+      {"agree", {call_tag(1, Algo::kAllGather, 1000, kF32, kSum), call_tag(1, Algo::kAllGather, 1000, kF32, kSum)},
+       {0, 0}, Algo::kAllGather, {0, 0}},
+      {"differ", {call_tag(1, Algo::kAllToAll, 1000, kF32, kSum), call_tag(1, Algo::kAllToAll, 1001, kF32, kSum)},
+       {0, 0}, Algo::kAllToAll, {kStatusMismatch, kStatusMismatch}},
+      {"failed before", {call_tag(1, Algo::kBroadcast, 1000, kF32, kSum), call_tag(1, Algo::kBroadcast, 1000, kF32, kSum)},
+       {kStatusTimeout | 1u << 8, 0}, Algo::kBroadcast, {kStatusTimeout, kStatusTimeout}},
+      {"reduce-scatter", {call_tag(1, Algo::kReduceScatter, 1000, kF32, kSum),
+                          call_tag(1, Algo::kReduceScatter, 1000, kF32, kSum)},
+       {0, 0}, Algo::kReduceScatter, {kStatusBadArgs, kStatusBadArgs}},
+  };
+  for (const Trial& t : trials) {
+    Group g(2, 1 << 20);
+    std::vector<float> in[2], out[2];
+    for (int r = 0; r < 2; ++r) {
+      in[r].assign(4096, float(r + 1));
+      out[r].assign(4096, -7.0f);
+      g.status[r] = t.preset[r];
+      std::memset(g.bufs[r]->p, 0x5a, 1 << 20);
+    }
+    // The broadcast's Extra is its root; the others' the block stride.
+    const uint64_t extra = (t.algo == Algo::kBroadcast ? 0 : 1000) | kMoverSync;
+    launch({0, 1}, 3, 64, [&](int r) {
+      kernel_for<kF32>(t.algo)(g.buf_ptrs.data(), g.pad_ptrs.data(), in[r].data(), out[r].data(), 1000, r, 2, kF32,
+                               kSum, &g.status[r], 200'000'000ull, extra, t.tag[r]);
+    });
+    for (int r = 0; r < 2; ++r) {
+      const uint32_t code = g.status[r] & 0xff, peer = g.status[r] >> 8 & 0xff;
+      CHECK(code == t.want[r] && (code == 0 || code == kStatusBadArgs || peer == uint32_t(1 - r)),
+            "copy agreement %s: rank %d status %#x", t.what, r, g.status[r]);
+      bool untouched = true;
+      for (float v : out[r]) untouched = untouched && v == -7.0f;
+      for (int i = 0; i < (1 << 20); ++i) untouched = untouched && uint8_t(g.bufs[r]->p[i]) == 0x5a;
+      CHECK(untouched, "copy agreement %s: rank %d wrote data", t.what, r);
+    }
+  }
+}
+
 }  // namespace
 
 // divide_case runs intranode_divide_<DT> on count elements at offset
@@ -894,6 +945,11 @@ int main(int argc, char** argv) {
     std::printf(failures == 0 ? "emu: ll_stale_lines passed\n" : "emu: ll_stale_lines: %d failures\n", failures);
     return failures == 0 ? 0 : 1;
   }
+  if (argc > 1 && std::string(argv[1]) == "-copy") {  // that case alone
+    copy_agreement();
+    std::printf(failures == 0 ? "emu: copy_agreement passed\n" : "emu: copy_agreement: %d failures\n", failures);
+    return failures == 0 ? 0 : 1;
+  }
   if (argc > 1 && std::string(argv[1]) == "-divide") {  // that case alone
     divide(rng);
     std::printf(failures == 0 ? "emu: divide passed\n" : "emu: divide: %d failures\n", failures);
@@ -904,6 +960,7 @@ int main(int argc, char** argv) {
   confirm();
   failures_end_in_status();
   mismatched_calls();
+  copy_agreement();
   ll_stale_lines(rng);
   mixed_sequence(rng);
   sweep<kBF16>(rng, quick);
