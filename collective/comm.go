@@ -114,6 +114,10 @@ type Comm struct {
 	opt    call // callOf's scratch
 	status backend.HostAllocation
 	stream backend.Stream // for Barrier and internal work
+	// side, fork and join let the copy path (moveCopy) copy this rank's
+	// own part beside the peers' parts: made at its first call.
+	side       backend.Stream
+	fork, join backend.Event
 	tab    Thresholds
 	calls  callState // sequence numbers and the failure that ends the comm (verify.go)
 	// aborting is closed when the abort of the vendor communicator that
@@ -556,6 +560,9 @@ func (c *Comm) release() error {
 			errs = append(errs, r.ReleaseFallback(c))
 		}
 	}
+	errs = closing.Field(errs, &c.join)
+	errs = closing.Field(errs, &c.fork)
+	errs = closing.Field(errs, &c.side)
 	errs = closing.Field(errs, &c.stream)
 	errs = closing.Field(errs, &c.status)
 	c.module = nil // owned by c.mem

@@ -366,35 +366,80 @@ func (c *Comm) moveCopy(ctx context.Context, s backend.Stream, m moveCall, timeo
 	key.count ^= off << 24 // a fingerprint, not a value: only its mix matters
 	args := m.args(0, m.count, timeoutNs, extra|kernels.MoverSync)
 	cfg := backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32), Early: true}
+	// This rank's own part is a local copy from its input, which needs no
+	// peer: it runs on the side stream from here on, beside the peers'.
+	own := m.op != OpBroadcast || m.root == c.rank
+	dst, src := m.part(c.rank, c.rank, m.in, n)
+	if own && dst != src {
+		if err := c.copyBeside(ctx, s, dst, src, n); err != nil {
+			return fmt.Errorf("collective: %v: copying this rank's own part: %w", m.op, err)
+		}
+	}
 	if err := c.enqueue(ctx, s, m.op.kernel(), cfg, args, key); err != nil {
 		return err
 	}
 	// Start with the next rank's part, so that at three ranks and more
 	// every peer is read by one rank at a time.
-	for i := range c.world {
-		p := (c.rank + 1 + i) % c.world
+	for i := 1; i < c.world; i++ {
+		p := (c.rank + i) % c.world
 		if m.op == OpBroadcast && p != m.root {
 			continue
 		}
-		src := c.mem.Buffer(p).Add(off) // p's input, as this process maps it
-		if p == c.rank {
-			src = m.in
-		}
-		dst := m.out
-		switch m.op {
-		case OpAllGather:
-			dst = m.out.Add(p * n)
-		case OpAllToAll: // block Rank of p's input
-			dst, src = m.out.Add(p*n), src.Add(c.rank*n)
-		}
-		if dst == src {
-			continue
-		}
+		dst, src := m.part(c.rank, p, c.mem.Buffer(p).Add(off), n)
 		if err := s.CopyAsync(dst, src, n); err != nil {
 			return fmt.Errorf("collective: %v: copying rank %d's part: %w", m.op, p, err)
 		}
 	}
+	if own && dst != src {
+		if err := s.WaitEvent(c.join); err != nil {
+			return fmt.Errorf("collective: %v: joining the side stream: %w", m.op, err)
+		}
+	}
 	return c.enqueue(ctx, s, m.op.kernel(), cfg, args, key)
+}
+
+// part is where rank me's output takes the n bytes of rank p's part of a
+// call on the copy engines, and where they come from when p's input is at
+// in (as this process maps it).
+func (m moveCall) part(me, p int, in backend.DevicePtr, n int) (dst, src backend.DevicePtr) {
+	switch m.op {
+	case OpAllGather:
+		return m.out.Add(p * n), in
+	case OpAllToAll: // block me of p's input
+		return m.out.Add(p * n), in.Add(me * n)
+	}
+	return m.out, in
+}
+
+// copyBeside enqueues a copy of n bytes from src to dst that runs on the
+// comm's side stream after everything already on s, and records c.join
+// after it, for s to wait for; the caller holds c.mu.
+func (c *Comm) copyBeside(ctx context.Context, s backend.Stream, dst, src backend.DevicePtr, n int) error {
+	if c.side == nil {
+		side, err := c.dev.NewStream(ctx)
+		if err != nil {
+			return err
+		}
+		fork, err := c.dev.NewEvent(ctx, false)
+		if err != nil {
+			return errors.Join(err, side.Close())
+		}
+		join, err := c.dev.NewEvent(ctx, false)
+		if err != nil {
+			return errors.Join(err, fork.Close(), side.Close())
+		}
+		c.side, c.fork, c.join = side, fork, join
+	}
+	if err := s.Record(c.fork); err != nil {
+		return err
+	}
+	if err := c.side.WaitEvent(c.fork); err != nil {
+		return err
+	}
+	if err := c.side.CopyAsync(dst, src, n); err != nil {
+		return err
+	}
+	return c.side.Record(c.join)
 }
 
 // key is what the Call of every launch of the call fingerprints (callKey)
