@@ -122,6 +122,21 @@ func TestMoverWindows(t *testing.T) {
 		require.NotEqual(t, Pipeline, DefaultThresholds("cuda", 8).SelectMover(o, 256<<20), "world 8 %v", o)
 	}
 	require.Equal(t, Direct, DefaultThresholds("fake", 2).SelectMover(OpAllGather, 256<<20))
+	// The copy engines: at world 2 on CUDA the broadcast and all-to-all
+	// from 64 MiB, the all-gather from 256 MiB, never a reduction; no
+	// window where they were not measured.
+	for _, tc := range []struct {
+		op   Op
+		n    int
+		want bool
+	}{
+		{OpBroadcast, 64<<20 - 1, false}, {OpBroadcast, 64 << 20, true}, {OpAllToAll, 64 << 20, true},
+		{OpAllGather, 64 << 20, false}, {OpAllGather, 256 << 20, true}, {OpReduceScatter, 1 << 30, false},
+	} {
+		w, ok := w2.Copy[tc.op]
+		require.Equal(t, tc.want, ok && w.Contains(tc.n), "world 2 copy %v of %d bytes", tc.op, tc.n)
+	}
+	require.Empty(t, w4.Copy, "world 4: not measured")
 }
 
 func TestOpNamesAndFactors(t *testing.T) {

@@ -118,8 +118,8 @@ type Comm struct {
 	// own part beside the peers' parts: made at its first call.
 	side       backend.Stream
 	fork, join backend.Event
-	tab    Thresholds
-	calls  callState // sequence numbers and the failure that ends the comm (verify.go)
+	tab        Thresholds
+	calls      callState // sequence numbers and the failure that ends the comm (verify.go)
 	// aborting is closed when the abort of the vendor communicator that
 	// overran started has ended, with its error in abortErr; nil while
 	// none has started.

@@ -268,6 +268,30 @@ func (t Thresholds) SelectMover(op Op, n int) Algo {
 // and at worlds 3 and 5–7 nothing of today's kernels is measured: NCCL for
 // every data-movement collective.
 //
+// The copy engines (Copy, for inputs in the symmetric buffer), world 2,
+// 2×H200, 2026-11-29 (docs/results/2026-11-29-h200x2-c/3, bench-copy.txt:
+// `intranode bench --backend cuda --world 2 --graph --op
+// all_gather,broadcast,alltoall --algo copy,pipeline,direct,nccl -b 1M -e
+// 256M -f 4 --buffer 260M`), µs:
+//
+//	bytes          1M     4M     16M    64M     256M
+//	all-gather     24.88  28.65  45.62  118.82  401.35
+//	  pipelined    47.50  19.66  36.18  118.24  407.14
+//	  NCCL         11.30  25.93  53.58  155.15  547.12
+//	broadcast      20.65  32.15  64.48  197.25  726.83
+//	  pipelined    20.06  19.26  56.69  200.82  755.99
+//	  NCCL         12.35  25.53  61.81  202.60  750.75
+//	alltoall       20.96  28.46  46.65  118.08  400.31
+//	  pipelined    47.77  21.35  37.78  119.15  409.79
+//	  NCCL         13.08  20.21  52.68  135.46  470.05
+//
+// The copy engines win the broadcast from 64 MiB (1.02× the pipelined
+// kernel and 1.03× NCCL at 256 MiB: 369.3 GB/s), the all-to-all from
+// 64 MiB and the all-gather at 256 MiB (1.01–1.02× the pipelined
+// kernels, which they tie at 64 MiB); below, the two agreement launches
+// and the engines' start cost more than they save. Other worlds: not
+// measured, no window.
+//
 // An average all-reduce (AvgMax) adds the division kernel to the sum
 // (divideConfig; 1×H200, docs/results/2026-11-29-h200x1-g/): at worlds 2,
 // 4 and 8, a multiplication by the exact reciprocal, 1.17–1.33 µs a launch
@@ -294,6 +318,10 @@ func DefaultThresholds(backendName string, world int) Thresholds {
 			OpAllGather:     {Min: 8<<20 + 1},
 			OpBroadcast:     {Min: 8<<20 + 1, Max: 64 << 20},
 			OpAllToAll:      {Min: 8<<20 + 1},
+		}, Copy: map[Op]Window{
+			OpAllGather: {Min: 256 << 20},
+			OpBroadcast: {Min: 64 << 20},
+			OpAllToAll:  {Min: 64 << 20},
 		}, AvgMax: 64 << 20}
 	case backendName == "cuda" && world == 4:
 		return Thresholds{OneShotMax: 256 << 10, Movers: map[Op]Window{

@@ -758,8 +758,15 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 				algo = collective.None
 			}
 		} else {
-			algo = []collective.Algo{collective.Direct, collective.Direct, collective.Pipeline, collective.None}[rng.IntN(4)]
+			algo = []collective.Algo{collective.Direct, collective.Direct, collective.Pipeline, collective.None, collective.Copy}[rng.IntN(5)]
+			// The copy engines read the input from the symmetric buffer
+			// and write no output there: out of place, within the buffer.
+			if in, _ := m.coll.Elements(count, cfg.World); algo == collective.Copy &&
+				(m.coll == collective.OpReduceScatter || inPlace || in*m.cfg.DType.Size() > c.BufferSize()) {
+				algo = collective.Direct
+			}
 		}
+		m.symmetric = algo == collective.Copy
 		seed := rep.Calls + 1
 		began := time.Now()
 		cctx, ccancel := context.WithTimeout(ctx, cfg.Timeout)
