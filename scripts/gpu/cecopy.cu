@@ -24,18 +24,22 @@ int main() {
   if (n < 2) { std::printf("needs two GPUs, found %d\n", n); return 1; }
   for (int d = 0; d < 2; ++d) { CK(cudaSetDevice(d)); CK(cudaDeviceEnablePeerAccess(1 - d, 0)); }
   const size_t sizes[] = {size_t(16) << 20, size_t(64) << 20, size_t(256) << 20};
-  void* a[2]; void* b[2]; cudaStream_t s[2]; cudaEvent_t e0[2], e1[2];
+  void* a[2]; void* b[2]; void* c[2]; cudaStream_t s[2], s2[2]; cudaEvent_t e0[2], e1[2], e2[2];
   for (int d = 0; d < 2; ++d) {
     CK(cudaSetDevice(d)); CK(cudaMalloc(&a[d], sizes[2])); CK(cudaMalloc(&b[d], sizes[2]));
+    CK(cudaMalloc(&c[d], sizes[2]));
     CK(cudaMemset(a[d], d + 1, sizes[2])); CK(cudaStreamCreateWithFlags(&s[d], cudaStreamNonBlocking));
-    CK(cudaEventCreate(&e0[d])); CK(cudaEventCreate(&e1[d]));
+    CK(cudaStreamCreateWithFlags(&s2[d], cudaStreamNonBlocking));
+    CK(cudaEventCreate(&e0[d])); CK(cudaEventCreate(&e1[d])); CK(cudaEventCreate(&e2[d]));
   }
   // mode: 0 CE pull (the receiver's engine reads the peer), 1 CE push (the
   // sender's engine writes the peer), 2 SM stores to the peer (132 blocks),
-  // 3 SM loads from the peer.
-  const char* names[] = {"ce-pull", "ce-push", "sm-store", "sm-load"};
+  // 3 SM loads from the peer, 4 CE pull with a local copy of the same size
+  // on a second stream of the receiver at the same time (an all-gather's
+  // own part beside its peer's).
+  const char* names[] = {"ce-pull", "ce-push", "sm-store", "sm-load", "ce-pull+local"};
   for (size_t bytes : sizes) {
-    for (int mode = 0; mode < 4; ++mode) {
+    for (int mode = 0; mode < 5; ++mode) {
       for (int both = 0; both < 2; ++both) {
         std::vector<float> gbs;
         for (int rep = 0; rep < 7; ++rep) {
@@ -44,18 +48,24 @@ int main() {
           for (int d = 0; d < 1 + both; ++d) {
             // Direction d: data moves from GPU 1-d to GPU d.
             const int rx = d, tx = 1 - d;
-            const int eng = (mode == 0 || mode == 3) ? rx : tx;
+            const int eng = (mode == 0 || mode == 3 || mode == 4) ? rx : tx;
             CK(cudaSetDevice(eng));
             CK(cudaEventRecord(e0[eng], s[eng]));
-            if (mode <= 1) {
+            if (mode == 4) {  // the local copy on s2, joined back into s
+              CK(cudaStreamWaitEvent(s2[eng], e0[eng], 0));
+              CK(cudaMemcpyAsync(c[rx], a[rx], bytes, cudaMemcpyDeviceToDevice, s2[eng]));
+              CK(cudaEventRecord(e2[eng], s2[eng]));
+            }
+            if (mode <= 1 || mode == 4) {
               CK(cudaMemcpyAsync(b[rx], a[tx], bytes, cudaMemcpyDeviceToDevice, s[eng]));
+              if (mode == 4) CK(cudaStreamWaitEvent(s[eng], e2[eng], 0));
             } else {
               store_copy<<<132, 512, 0, s[eng]>>>(static_cast<const int4*>(a[tx]), static_cast<int4*>(b[rx]), bytes / 16);
             }
             CK(cudaEventRecord(e1[eng], s[eng]));
           }
           for (int d = 0; d < 1 + both; ++d) {
-            const int eng = (mode == 0 || mode == 3) ? d : 1 - d;
+            const int eng = (mode == 0 || mode == 3 || mode == 4) ? d : 1 - d;
             CK(cudaSetDevice(eng)); CK(cudaEventSynchronize(e1[eng]));
             float ms = 0; CK(cudaEventElapsedTime(&ms, e0[eng], e1[eng]));
             worst = std::max(worst, ms);
