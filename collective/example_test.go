@@ -140,3 +140,81 @@ func ExampleJoinHosts() {
 	// rank 2: node-1 local rank 0 of 2, inter-node ranks [0 2], all joined true
 	// rank 3: node-1 local rank 1 of 2, inter-node ranks [1 3], all joined true
 }
+
+// A broadcast whose input lies in the symmetric buffer can run on the copy
+// engines: each rank puts its input at the same offset of its own buffer
+// (Memory().Buffer(rank)), and SelectMove picks Copy where the backend's
+// measurements say the engines are fastest (on the fake: always), so the
+// receivers copy the root's data straight out of its buffer.
+func ExampleComm_SelectMove() {
+	ctx := context.Background()
+	b, err := fake.New(fake.WithDevices(2))
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+	st := store.NewMem()
+	defer st.Close()
+
+	lines := make([]string, 2)
+	var wg sync.WaitGroup
+	for rank := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lines[rank] = broadcastRank(ctx, b, st, rank)
+		}()
+	}
+	wg.Wait()
+	fmt.Println(lines[0])
+	fmt.Println(lines[1])
+	// Output:
+	// rank 0: copy [7 7 7 7]
+	// rank 1: copy [7 7 7 7]
+}
+
+func broadcastRank(ctx context.Context, b backend.Backend, st store.Store, rank int) string {
+	c, err := collective.New(st, rank, 2, collective.Options{Backend: b, BufferSize: 1 << 20})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	if err := c.Rendezvous(ctx); err != nil {
+		panic(err)
+	}
+	dev := c.Device()
+	in := c.Memory().Buffer(rank).Add(4096) // the same offset on every rank
+	host := make([]byte, 16)
+	for i := range 4 {
+		numeric.Put(backend.Float32, host, i, float64(7*(1-rank))) // rank 0 (the root): 7s
+	}
+	if err := dev.CopyToDevice(ctx, in, host); err != nil {
+		panic(err)
+	}
+	out, err := dev.Alloc(ctx, 16)
+	if err != nil {
+		panic(err)
+	}
+	defer out.Close()
+	s, err := dev.NewStream(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	algo := c.SelectMove(collective.OpBroadcast, in, 4, backend.Float32)
+	w, err := c.Broadcast(ctx, s, in, 4, backend.Float32, 0, algo, collective.Output(out.Ptr()))
+	if err != nil {
+		panic(err)
+	}
+	if err := w.Synchronize(ctx); err != nil {
+		panic(err)
+	}
+	if err := dev.CopyFromDevice(ctx, host, out.Ptr()); err != nil {
+		panic(err)
+	}
+	vals := make([]float64, 4)
+	for i := range vals {
+		vals[i] = numeric.Get(backend.Float32, host, i)
+	}
+	return fmt.Sprintf("rank %d: %v %v", rank, algo, vals)
+}

@@ -2,10 +2,11 @@
 // one host, one way and both ways at once (GB/s, 10^9 bytes/s). Two GPUs
 // in one process with peer access; each figure is the median of 5 timed
 // repetitions after 2 warm-ups. Build and run on the GPU host:
-//   nvcc -O3 -std=c++17 -o .gpu/cecopy scripts/gpu/cecopy.cu && .gpu/cecopy
+//   nvcc -O3 -std=c++17 -o .gpu/cecopy scripts/gpu/cecopy.cu && .gpu/cecopy [graph]
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
@@ -18,7 +19,12 @@ __global__ void store_copy(const int4* __restrict__ src, int4* __restrict__ dst,
   }
 }
 
-int main() {
+// empty stands in for a one-block launch between copies.
+__global__ void empty() {}
+
+int main(int argc, char** argv) {
+  // "graph": only the graphs of pulls at the end.
+  const bool graph_only = argc > 1 && std::string(argv[1]) == "graph";
   int n = 0;
   CK(cudaGetDeviceCount(&n));
   if (n < 2) { std::printf("needs two GPUs, found %d\n", n); return 1; }
@@ -39,7 +45,7 @@ int main() {
   // own part beside its peer's).
   const char* names[] = {"ce-pull", "ce-push", "sm-store", "sm-load", "ce-pull+local"};
   for (size_t bytes : sizes) {
-    for (int mode = 0; mode < 5; ++mode) {
+    for (int mode = 0; mode < 5 && !graph_only; ++mode) {
       for (int both = 0; both < 2; ++both) {
         std::vector<float> gbs;
         for (int rep = 0; rep < 7; ++rep) {
@@ -78,5 +84,35 @@ int main() {
       }
     }
   }
+  // What a call of the copy path pays around its pull: a graph of 20
+  // one-way pulls captured alone, and the same with an empty one-block
+  // kernel before and after each pull (the copy path's two agreement
+  // launches, without their signals). Median of 5 replays, per pull.
+  for (size_t bytes : sizes) {
+    for (int kern = 0; kern < 2; ++kern) {
+      CK(cudaSetDevice(0));
+      cudaGraph_t g; cudaGraphExec_t ge;
+      CK(cudaStreamBeginCapture(s[0], cudaStreamCaptureModeGlobal));
+      for (int i = 0; i < 20; ++i) {
+        if (kern) empty<<<1, 32, 0, s[0]>>>();
+        CK(cudaMemcpyAsync(b[0], a[1], bytes, cudaMemcpyDeviceToDevice, s[0]));
+        if (kern) empty<<<1, 32, 0, s[0]>>>();
+      }
+      CK(cudaStreamEndCapture(s[0], &g));
+      CK(cudaGraphInstantiate(&ge, g, 0));
+      std::vector<float> us;
+      for (int rep = 0; rep < 7; ++rep) {
+        CK(cudaEventRecord(e0[0], s[0])); CK(cudaGraphLaunch(ge, s[0])); CK(cudaEventRecord(e1[0], s[0]));
+        CK(cudaEventSynchronize(e1[0]));
+        float ms = 0; CK(cudaEventElapsedTime(&ms, e0[0], e1[0]));
+        if (rep >= 2) us.push_back(ms * 1e3f / 20);
+      }
+      std::sort(us.begin(), us.end());
+      std::printf("graph     %-13s %4zu MiB  %8.2f us a pull (%.1f GB/s)\n", kern ? "kernel+pull+kernel" : "pull", bytes >> 20,
+                  us[us.size() / 2], bytes / (us[us.size() / 2] * 1e-6f) / 1e9f);
+      CK(cudaGraphExecDestroy(ge)); CK(cudaGraphDestroy(g));
+    }
+  }
   return 0;
 }
+

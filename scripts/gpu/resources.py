@@ -5,7 +5,11 @@ entry point whose stack frame, spill stores, spill loads or registers
 differ: python3 scripts/gpu/resources.py BEFORE.txt AFTER.txt
 
 Only an entry point's own "Function properties" line counts (the lines of
-the non-inlined functions it calls follow it and are skipped)."""
+the non-inlined functions it calls follow it and are skipped).
+
+It also reads `cuobjdump -res-usage -arch sm_90 IMAGE` output, which has
+no spill counts: there the columns are stack, local memory, shared
+memory and registers."""
 import re
 import sys
 
@@ -14,6 +18,8 @@ def parse(path):
     """Map entry point -> (stack, spill stores, spill loads, registers)."""
     props, cur = {}, None
     lines = open(path).read().splitlines()
+    if any(line.startswith("Resource usage:") for line in lines):
+        return parse_res_usage(lines)
     for i, line in enumerate(lines):
         m = re.search(r"Compiling entry function '(\w+)'", line)
         if m:
@@ -26,6 +32,22 @@ def parse(path):
         m = re.search(r"Used (\d+) registers", line)
         if m and cur in props and props[cur][3] is None:
             props[cur][3] = m.group(1)
+    return props
+
+
+def parse_res_usage(lines):
+    """Map entry point -> (stack, local, shared, registers) from
+    cuobjdump -res-usage."""
+    props, cur = {}, None
+    for line in lines:
+        m = re.match(r"\s*Function (\w+):", line)
+        if m:
+            cur = m.group(1)
+            continue
+        if cur and "REG:" in line:
+            f = dict(re.findall(r"(\w+):(\d+)", line))
+            props[cur] = [f["STACK"], f["LOCAL"], f["SHARED"], f["REG"]]
+            cur = None
     return props
 
 
