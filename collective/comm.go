@@ -114,12 +114,12 @@ type Comm struct {
 	opt    call // callOf's scratch
 	status backend.HostAllocation
 	stream backend.Stream // for Barrier and internal work
-	// side, fork and join let the copy path (moveCopy) copy this rank's
-	// own part beside the peers' parts: made at its first call.
-	side       backend.Stream
-	fork, join backend.Event
-	tab        Thresholds
-	calls      callState // sequence numbers and the failure that ends the comm (verify.go)
+	// lanes and forks let the copy path (moveCopy) run its copies beside
+	// each other: made as its calls need them (lanes.go).
+	lanes []lane
+	forks [2]backend.Event
+	tab   Thresholds
+	calls callState // sequence numbers and the failure that ends the comm (verify.go)
 	// aborting is closed when the abort of the vendor communicator that
 	// overran started has ended, with its error in abortErr; nil while
 	// none has started.
@@ -560,9 +560,7 @@ func (c *Comm) release() error {
 			errs = append(errs, r.ReleaseFallback(c))
 		}
 	}
-	errs = closing.Field(errs, &c.join)
-	errs = closing.Field(errs, &c.fork)
-	errs = closing.Field(errs, &c.side)
+	errs = c.closeLanes(errs)
 	errs = closing.Field(errs, &c.stream)
 	errs = closing.Field(errs, &c.status)
 	c.module = nil // owned by c.mem

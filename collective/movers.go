@@ -356,8 +356,10 @@ func (c *Comm) movePipelined(ctx context.Context, s backend.Stream, m moveCall, 
 // (and this rank's own part from its input), and the agreement again, so
 // that no rank writes its input while a peer still reads it. The two
 // agreements are two calls of the comm, and their fingerprints carry the
-// input's offset, so ranks whose offsets differ fail as a mismatch.
-// The caller holds c.mu.
+// input's offset, so ranks whose offsets differ fail as a mismatch. The
+// copies run side by side: this rank's own part (which needs no peer)
+// on lane 0 from the start, the first peer's on s after the agreement,
+// every other peer's on a lane of its own. The caller holds c.mu.
 func (c *Comm) moveCopy(ctx context.Context, s backend.Stream, m moveCall, timeoutNs uint64) error {
 	size := m.dtype.Size()
 	n := m.count * size
@@ -366,33 +368,45 @@ func (c *Comm) moveCopy(ctx context.Context, s backend.Stream, m moveCall, timeo
 	key.count ^= off << 24 // a fingerprint, not a value: only its mix matters
 	args := m.args(0, m.count, timeoutNs, extra|kernels.MoverSync)
 	cfg := backend.LaunchConfig{Grid: backend.D1(1), Block: backend.D1(32), Early: true}
-	// This rank's own part is a local copy from its input, which needs no
-	// peer: it runs on the side stream from here on, beside the peers'.
-	own := m.op != OpBroadcast || m.root == c.rank
-	dst, src := m.part(c.rank, c.rank, m.in, n)
-	if own && dst != src {
-		if err := c.copyBeside(ctx, s, dst, src, n); err != nil {
+	ownDst, ownSrc := m.part(c.rank, c.rank, m.in, n)
+	own := (m.op != OpBroadcast || m.root == c.rank) && ownDst != ownSrc
+	// The peers whose parts this rank reads, the next rank first, so that
+	// at three ranks and more each peer is read by one rank at a time.
+	var peers []int
+	for i := 1; i < c.world; i++ {
+		if p := (c.rank + i) % c.world; m.op != OpBroadcast || p == m.root {
+			peers = append(peers, p)
+		}
+	}
+	if err := c.openLanes(ctx, max(len(peers), 1)); err != nil {
+		return fmt.Errorf("collective: %v: %w", m.op, err)
+	}
+	var joins []backend.Event
+	if own {
+		if err := c.copyOnLane(s, 0, 0, ownDst, ownSrc, n); err != nil {
 			return fmt.Errorf("collective: %v: copying this rank's own part: %w", m.op, err)
 		}
+		joins = append(joins, c.lanes[0].done)
 	}
 	if err := c.enqueue(ctx, s, m.op.kernel(), cfg, args, key); err != nil {
 		return err
 	}
-	// Start with the next rank's part, so that at three ranks and more
-	// every peer is read by one rank at a time.
-	for i := 1; i < c.world; i++ {
-		p := (c.rank + i) % c.world
-		if m.op == OpBroadcast && p != m.root {
-			continue
-		}
+	for i, p := range peers {
 		dst, src := m.part(c.rank, p, c.mem.Buffer(p).Add(off), n)
-		if err := s.CopyAsync(dst, src, n); err != nil {
+		var err error
+		if i == 0 {
+			err = s.CopyAsync(dst, src, n)
+		} else {
+			err = c.copyOnLane(s, i, 1, dst, src, n)
+			joins = append(joins, c.lanes[i].done)
+		}
+		if err != nil {
 			return fmt.Errorf("collective: %v: copying rank %d's part: %w", m.op, p, err)
 		}
 	}
-	if own && dst != src {
-		if err := s.WaitEvent(c.join); err != nil {
-			return fmt.Errorf("collective: %v: joining the side stream: %w", m.op, err)
+	for _, ev := range joins {
+		if err := s.WaitEvent(ev); err != nil {
+			return fmt.Errorf("collective: %v: joining the copies: %w", m.op, err)
 		}
 	}
 	return c.enqueue(ctx, s, m.op.kernel(), cfg, args, key)
@@ -409,37 +423,6 @@ func (m moveCall) part(me, p int, in backend.DevicePtr, n int) (dst, src backend
 		return m.out.Add(p * n), in.Add(me * n)
 	}
 	return m.out, in
-}
-
-// copyBeside enqueues a copy of n bytes from src to dst that runs on the
-// comm's side stream after everything already on s, and records c.join
-// after it, for s to wait for; the caller holds c.mu.
-func (c *Comm) copyBeside(ctx context.Context, s backend.Stream, dst, src backend.DevicePtr, n int) error {
-	if c.side == nil {
-		side, err := c.dev.NewStream(ctx)
-		if err != nil {
-			return err
-		}
-		fork, err := c.dev.NewEvent(ctx, false)
-		if err != nil {
-			return errors.Join(err, side.Close())
-		}
-		join, err := c.dev.NewEvent(ctx, false)
-		if err != nil {
-			return errors.Join(err, fork.Close(), side.Close())
-		}
-		c.side, c.fork, c.join = side, fork, join
-	}
-	if err := s.Record(c.fork); err != nil {
-		return err
-	}
-	if err := c.side.WaitEvent(c.fork); err != nil {
-		return err
-	}
-	if err := c.side.CopyAsync(dst, src, n); err != nil {
-		return err
-	}
-	return c.side.Record(c.join)
 }
 
 // key is what the Call of every launch of the call fingerprints (callKey)

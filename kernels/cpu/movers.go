@@ -158,16 +158,18 @@ func (k *mover) gather() {
 }
 
 func (k *mover) run() error {
+	// The copy path's agreement after a failure (the agreement before it
+	// timed out or found a mismatch) neither signals, so that its peers
+	// fail too rather than pass on what this rank may no longer hold, nor
+	// publishes its Call: a peer still in the call before would find it
+	// in its slot (same parity) and take it for a different call.
+	if k.synced && k.status != nil && atomic.LoadUint32(word(k.status, 0)) != 0 {
+		return nil
+	}
 	k.publish(k.world, kernels.Record{Call: k.call, Count: k.a.Count, Info: kernels.LaunchInfo(k.algo, k.a.DType, k.a.Op, k.a.Extra)})
 	mask := uint32(1)<<k.world - 1
 	switch {
 	case k.synced:
-		// After a failure (the agreement before this one timed out or
-		// found a mismatch) it does not signal, so that its peers fail
-		// too rather than pass on what this rank may no longer hold.
-		if k.status != nil && atomic.LoadUint32(word(k.status, 0)) != 0 {
-			return nil
-		}
 		_, err := k.barrier(allReduceChannel, mask)
 		return err
 	case k.pipelined:

@@ -856,6 +856,12 @@ void copy_agreement() {
       for (float v : out[r]) untouched = untouched && v == -7.0f;
       for (int i = 0; i < (1 << 20); ++i) untouched = untouched && uint8_t(g.bufs[r]->p[i]) == 0x5a;
       CHECK(untouched, "copy agreement %s: rank %d wrote data", t.what, r);
+      // A rank that had failed publishes no Call into its peer's slot,
+      // where a peer still in an earlier call would take it for another.
+      const uint64_t* slot = reinterpret_cast<const uint64_t*>(
+          g.pads[1 - r]->p + kCallInOffset + (uint64_t(r) * 2 + (t.tag[r] >> 32 & 1)) * 8);
+      CHECK((t.preset[r] == 0) == (*slot == t.tag[r]) || t.want[r] == kStatusBadArgs,
+            "copy agreement %s: rank %d's Call in its peer's slot: %#llx", t.what, r, (unsigned long long)*slot);
     }
   }
 }
