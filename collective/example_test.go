@@ -18,6 +18,40 @@ import (
 // the fake's kernels: collective brings them, as its doc says (no test of
 // this package imports kernels/cpu, so this example fails if it does not).
 func ExampleComm_AllReduce() {
+	results := onTwoRanks(func(ctx context.Context, c *collective.Comm, rank int) []float64 {
+		dev := c.Device()
+		buf, err := dev.Alloc(ctx, 16)
+		if err != nil {
+			panic(err)
+		}
+		defer buf.Close()
+		// rank 0: 0,10,20,30; rank 1: 1,11,21,31
+		putFloats(ctx, dev, buf.Ptr(), float64(rank), float64(rank+10), float64(rank+20), float64(rank+30))
+		s, err := dev.NewStream(ctx)
+		if err != nil {
+			panic(err)
+		}
+		defer s.Close()
+		algo := c.SelectAllReduceAlgo(4, backend.Float32)
+		w, err := c.AllReduce(ctx, s, buf.Ptr(), 4, backend.Float32, backend.Sum, algo)
+		if err != nil {
+			panic(err)
+		}
+		if err := w.Synchronize(ctx); err != nil {
+			panic(err)
+		}
+		return getFloats(ctx, dev, buf.Ptr(), 4)
+	})
+	fmt.Println("rank 0:", results[0])
+	fmt.Println("rank 1:", results[1])
+	// Output:
+	// rank 0: [1 21 41 61]
+	// rank 1: [1 21 41 61]
+}
+
+// onTwoRanks forms a comm of two ranks on the fake backend, goroutines of
+// this process, runs f on each and returns what each returned.
+func onTwoRanks[R any](f func(ctx context.Context, c *collective.Comm, rank int) R) [2]R {
 	ctx := context.Background()
 	b, err := fake.New(fake.WithDevices(2))
 	if err != nil {
@@ -26,70 +60,52 @@ func ExampleComm_AllReduce() {
 	defer b.Close()
 	st := store.NewMem()
 	defer st.Close()
-
-	results := make([][]float64, 2)
+	var results [2]R
 	var wg sync.WaitGroup
 	for rank := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[rank] = allReduceRank(ctx, b, st, rank)
+			c, err := collective.New(st, rank, 2, collective.Options{Backend: b, BufferSize: 1 << 20})
+			if err != nil {
+				panic(err)
+			}
+			defer c.Close()
+			if err := c.Rendezvous(ctx); err != nil {
+				panic(err)
+			}
+			results[rank] = f(ctx, c, rank)
+			if err := c.Barrier(ctx); err != nil {
+				panic(err)
+			}
 		}()
 	}
 	wg.Wait()
-	fmt.Println("rank 0:", results[0])
-	fmt.Println("rank 1:", results[1])
-	// Output:
-	// rank 0: [1 21 41 61]
-	// rank 1: [1 21 41 61]
+	return results
 }
 
-func allReduceRank(ctx context.Context, b backend.Backend, st store.Store, rank int) []float64 {
-	c, err := collective.New(st, rank, 2, collective.Options{Backend: b, BufferSize: 1 << 20})
-	if err != nil {
+// putFloats writes vals as float32s at p.
+func putFloats(ctx context.Context, dev backend.Device, p backend.DevicePtr, vals ...float64) {
+	host := make([]byte, 4*len(vals))
+	for i, v := range vals {
+		numeric.Put(backend.Float32, host, i, v)
+	}
+	if err := dev.CopyToDevice(ctx, p, host); err != nil {
 		panic(err)
 	}
-	defer c.Close()
-	if err := c.Rendezvous(ctx); err != nil {
+}
+
+// getFloats reads n float32s at p.
+func getFloats(ctx context.Context, dev backend.Device, p backend.DevicePtr, n int) []float64 {
+	host := make([]byte, 4*n)
+	if err := dev.CopyFromDevice(ctx, host, p); err != nil {
 		panic(err)
 	}
-	dev := c.Device()
-	buf, err := dev.Alloc(ctx, 16)
-	if err != nil {
-		panic(err)
+	vals := make([]float64, n)
+	for i := range vals {
+		vals[i] = numeric.Get(backend.Float32, host, i)
 	}
-	defer buf.Close()
-	host := make([]byte, 16)
-	for i := range 4 {
-		numeric.Put(backend.Float32, host, i, float64(rank+10*i)) // rank 0: 0,10,20,30; rank 1: 1,11,21,31
-	}
-	if err := dev.CopyToDevice(ctx, buf.Ptr(), host); err != nil {
-		panic(err)
-	}
-	s, err := dev.NewStream(ctx)
-	if err != nil {
-		panic(err)
-	}
-	defer s.Close()
-	algo := c.SelectAllReduceAlgo(4, backend.Float32)
-	w, err := c.AllReduce(ctx, s, buf.Ptr(), 4, backend.Float32, backend.Sum, algo)
-	if err != nil {
-		panic(err)
-	}
-	if err := w.Synchronize(ctx); err != nil {
-		panic(err)
-	}
-	if err := dev.CopyFromDevice(ctx, host, buf.Ptr()); err != nil {
-		panic(err)
-	}
-	out := make([]float64, 4)
-	for i := range out {
-		out[i] = numeric.Get(backend.Float32, host, i)
-	}
-	if err := c.Barrier(ctx); err != nil {
-		panic(err)
-	}
-	return out
+	return vals
 }
 
 // Four ranks of a job on two hosts (goroutines here, telling different
@@ -147,74 +163,34 @@ func ExampleJoinHosts() {
 // measurements say the engines are fastest (on the fake: always), so the
 // receivers copy the root's data straight out of its buffer.
 func ExampleComm_SelectMove() {
-	ctx := context.Background()
-	b, err := fake.New(fake.WithDevices(2))
-	if err != nil {
-		panic(err)
-	}
-	defer b.Close()
-	st := store.NewMem()
-	defer st.Close()
-
-	lines := make([]string, 2)
-	var wg sync.WaitGroup
-	for rank := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lines[rank] = broadcastRank(ctx, b, st, rank)
-		}()
-	}
-	wg.Wait()
+	lines := onTwoRanks(func(ctx context.Context, c *collective.Comm, rank int) string {
+		dev := c.Device()
+		in := c.Memory().Buffer(rank).Add(4096) // the same offset on every rank
+		v := float64(7 * (1 - rank))            // rank 0, the root: 7s
+		putFloats(ctx, dev, in, v, v, v, v)
+		out, err := dev.Alloc(ctx, 16)
+		if err != nil {
+			panic(err)
+		}
+		defer out.Close()
+		s, err := dev.NewStream(ctx)
+		if err != nil {
+			panic(err)
+		}
+		defer s.Close()
+		algo := c.SelectMove(collective.OpBroadcast, in, 4, backend.Float32)
+		w, err := c.Broadcast(ctx, s, in, 4, backend.Float32, 0, algo, collective.Output(out.Ptr()))
+		if err != nil {
+			panic(err)
+		}
+		if err := w.Synchronize(ctx); err != nil {
+			panic(err)
+		}
+		return fmt.Sprintf("rank %d: %v %v", rank, algo, getFloats(ctx, dev, out.Ptr(), 4))
+	})
 	fmt.Println(lines[0])
 	fmt.Println(lines[1])
 	// Output:
 	// rank 0: copy [7 7 7 7]
 	// rank 1: copy [7 7 7 7]
-}
-
-func broadcastRank(ctx context.Context, b backend.Backend, st store.Store, rank int) string {
-	c, err := collective.New(st, rank, 2, collective.Options{Backend: b, BufferSize: 1 << 20})
-	if err != nil {
-		panic(err)
-	}
-	defer c.Close()
-	if err := c.Rendezvous(ctx); err != nil {
-		panic(err)
-	}
-	dev := c.Device()
-	in := c.Memory().Buffer(rank).Add(4096) // the same offset on every rank
-	host := make([]byte, 16)
-	for i := range 4 {
-		numeric.Put(backend.Float32, host, i, float64(7*(1-rank))) // rank 0 (the root): 7s
-	}
-	if err := dev.CopyToDevice(ctx, in, host); err != nil {
-		panic(err)
-	}
-	out, err := dev.Alloc(ctx, 16)
-	if err != nil {
-		panic(err)
-	}
-	defer out.Close()
-	s, err := dev.NewStream(ctx)
-	if err != nil {
-		panic(err)
-	}
-	defer s.Close()
-	algo := c.SelectMove(collective.OpBroadcast, in, 4, backend.Float32)
-	w, err := c.Broadcast(ctx, s, in, 4, backend.Float32, 0, algo, collective.Output(out.Ptr()))
-	if err != nil {
-		panic(err)
-	}
-	if err := w.Synchronize(ctx); err != nil {
-		panic(err)
-	}
-	if err := dev.CopyFromDevice(ctx, host, out.Ptr()); err != nil {
-		panic(err)
-	}
-	vals := make([]float64, 4)
-	for i := range vals {
-		vals[i] = numeric.Get(backend.Float32, host, i)
-	}
-	return fmt.Sprintf("rank %d: %v %v", rank, algo, vals)
 }

@@ -703,9 +703,7 @@ func TestSelectMove(t *testing.T) {
 		require.NoError(t, err)
 		defer out.Close()
 		outs[r] = out
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			s, err := c.Device().NewStream(ctx)
 			require.NoError(t, err)
 			defer s.Close()
@@ -714,7 +712,7 @@ func TestSelectMove(t *testing.T) {
 			w, err := c.AllGather(ctx, s, in, out.Ptr(), count, f32, algo)
 			require.NoError(t, err)
 			require.NoError(t, w.Synchronize(ctx))
-		}()
+		})
 	}
 	wg.Wait()
 	for r, c := range comms {
