@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -180,5 +181,67 @@ func TestRelayedBroadcast(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestMoverSync: the copy path's agreement (kernels.MoverSync) is a
+// barrier carrying the Call that touches no data. Calls that agree pass
+// with outputs and buffers untouched; Calls that differ end in
+// StatusMismatch on both ranks; a rank whose status word is already set
+// neither signals (its peer times out naming it) nor publishes its Call
+// into the peer's slot, where a peer still in an earlier call would take
+// it for a different one; a reduce-scatter cannot be one.
+func TestMoverSync(t *testing.T) {
+	const count = 100
+	d := backend.Float32
+	tag := func(seq uint32, n int) uint64 {
+		return kernels.CallTagOf(seq, kernels.LaunchInfo(kernels.AllGather, d, backend.Sum, kernels.MoverSync), uint64(n))
+	}
+	for _, tc := range []struct {
+		name    string
+		algo    kernels.Algo
+		counts  [2]int
+		preset  [2]uint32
+		want    [2]int // status codes
+		timeout time.Duration
+	}{
+		{"agree", kernels.AllGather, [2]int{count, count}, [2]uint32{}, [2]int{0, 0}, 20 * time.Second},
+		{"differ", kernels.AllGather, [2]int{count, count + 1}, [2]uint32{},
+			[2]int{kernels.StatusMismatch, kernels.StatusMismatch}, 20 * time.Second},
+		{"failed before", kernels.AllGather, [2]int{count, count},
+			[2]uint32{kernels.EncodeStatus(kernels.StatusTimeout, 1, 0), 0},
+			[2]int{kernels.StatusTimeout, kernels.StatusTimeout}, 200 * time.Millisecond},
+		{"reduce-scatter", kernels.ReduceScatter, [2]int{count, count}, [2]uint32{},
+			[2]int{kernels.StatusBadArgs, kernels.StatusBadArgs}, 20 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGroup(2, 1<<16)
+			for r := range 2 {
+				for _, b := range [][]byte{g.bufBytes[r], g.outBytes[r]} {
+					for i := range b {
+						b[i] = 0x5a
+					}
+				}
+				binary.LittleEndian.PutUint32(g.statBuf[r], tc.preset[r])
+			}
+			fn := Mover(tc.algo, d)
+			runRanks(allRanks(2), func(r int) error {
+				a := g.allReduceArgs(r, g.in[r], g.out[r], tc.counts[r], d, backend.Sum)
+				a.Extra, a.Call, a.TimeoutNs = kernels.MoverSync, tag(7, tc.counts[r]), uint64(tc.timeout)
+				return fn(testCtx(t), g.mem, backend.LaunchConfig{}, a.Args())
+			})
+			for r := range 2 {
+				code, peer, _ := kernels.DecodeStatus(g.statusOf(r))
+				require.Equal(t, tc.want[r], code, "rank %d's status", r)
+				if code == kernels.StatusMismatch || code == kernels.StatusTimeout {
+					require.Equal(t, 1-r, peer, "rank %d's status names its peer", r)
+				}
+				require.Equal(t, bytes.Repeat([]byte{0x5a}, len(g.outBytes[r])), g.outBytes[r], "rank %d's output", r)
+				require.Equal(t, bytes.Repeat([]byte{0x5a}, len(g.bufBytes[r])), g.bufBytes[r], "rank %d's buffer", r)
+				slot := binary.LittleEndian.Uint64(g.padBytes[1-r][kernels.CallInWord(r, 7&1):])
+				published := tc.preset[r] == 0 && tc.want[r] != kernels.StatusBadArgs
+				require.Equal(t, published, slot == tag(7, tc.counts[r]), "rank %d's Call in its peer's slot: %#x", r, slot)
+			}
+		})
 	}
 }
