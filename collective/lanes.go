@@ -41,15 +41,11 @@ func (c *Comm) openLanes(ctx context.Context, k int) error {
 	return nil
 }
 
-// copyOnLane enqueues a copy of n bytes from src to dst on lane i after
-// everything on s so far, through fork event f (recorded on s here, so
-// lanes that share f in one call start from the same point), and records
+// copyOnLane enqueues a copy of n bytes from src to dst on lane i, after
+// fork event f, which the caller has recorded on its stream, and records
 // the lane's done event after it; the caller holds c.mu.
-func (c *Comm) copyOnLane(s backend.Stream, i, f int, dst, src backend.DevicePtr, n int) error {
+func (c *Comm) copyOnLane(i, f int, dst, src backend.DevicePtr, n int) error {
 	l := c.lanes[i]
-	if err := s.Record(c.forks[f]); err != nil {
-		return err
-	}
 	if err := l.s.WaitEvent(c.forks[f]); err != nil {
 		return err
 	}

@@ -383,7 +383,11 @@ func (c *Comm) moveCopy(ctx context.Context, s backend.Stream, m moveCall, timeo
 	}
 	var joins []backend.Event
 	if own {
-		if err := c.copyOnLane(s, 0, 0, ownDst, ownSrc, n); err != nil {
+		err := s.Record(c.forks[0])
+		if err == nil {
+			err = c.copyOnLane(0, 0, ownDst, ownSrc, n)
+		}
+		if err != nil {
 			return fmt.Errorf("collective: %v: copying this rank's own part: %w", m.op, err)
 		}
 		joins = append(joins, c.lanes[0].done)
@@ -391,13 +395,18 @@ func (c *Comm) moveCopy(ctx context.Context, s backend.Stream, m moveCall, timeo
 	if err := c.enqueue(ctx, s, m.op.kernel(), cfg, args, key); err != nil {
 		return err
 	}
+	if len(peers) > 1 {
+		if err := s.Record(c.forks[1]); err != nil {
+			return fmt.Errorf("collective: %v: %w", m.op, err)
+		}
+	}
 	for i, p := range peers {
 		dst, src := m.part(c.rank, p, c.mem.Buffer(p).Add(off), n)
 		var err error
 		if i == 0 {
 			err = s.CopyAsync(dst, src, n)
 		} else {
-			err = c.copyOnLane(s, i, 1, dst, src, n)
+			err = c.copyOnLane(i, 1, dst, src, n)
 			joins = append(joins, c.lanes[i].done)
 		}
 		if err != nil {

@@ -760,9 +760,9 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 		} else {
 			algo = []collective.Algo{collective.Direct, collective.Direct, collective.Pipeline, collective.None, collective.Copy}[rng.IntN(5)]
 			// The copy engines read the input from the symmetric buffer
-			// and write no output there: out of place, within the buffer.
-			if in, _ := m.coll.Elements(count, cfg.World); algo == collective.Copy &&
-				(m.coll == collective.OpReduceScatter || inPlace || in*m.cfg.DType.Size() > c.BufferSize()) {
+			// and write no output there: out of place, where the bench
+			// would run them.
+			if _, why := m.algo("copy", count); algo == collective.Copy && (inPlace || why != "") {
 				algo = collective.Direct
 			}
 		}
