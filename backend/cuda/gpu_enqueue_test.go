@@ -19,8 +19,10 @@ import (
 // thread: the host time of the Comm method (its checks, the call record,
 // the kernels' launches through the driver) until it returns, not the
 // kernels' run. All-reduce by algorithm and size; at 1 KiB also the
-// average (a sum and a division: two launches), and the Direct
-// reduce-scatter and all-gather (1 KiB per rank). Two ranks on devices 0
+// average (a sum and a division: two launches), the Direct
+// reduce-scatter (1 KiB) and all-gather (1 and 256 KiB of output). ns/op
+// is the wall time per call of the whole pattern: a rank a whole batch
+// ahead of its peer, whose kernels wait on the device. Two ranks on devices 0
 // and 1 (ranks sharing a device meet through the store around every
 // launch, which would be what it measured): in each batch rank 0 enqueues
 // its calls on its stream, then rank 1 on its own, each timed alone, then
@@ -37,7 +39,7 @@ func BenchmarkGPUEnqueue(b *testing.B) {
 			return err
 		}
 	}
-	for _, size := range []int{1 << 10, 256 << 10, 16 << 20} {
+	for _, size := range []int{1 << 10, 64 << 10, 256 << 10, 16 << 20} {
 		for _, algo := range []collective.Algo{collective.OneShot, collective.TwoShot, collective.Pipeline} {
 			if size > 1<<20 && algo != collective.Pipeline {
 				continue
@@ -52,12 +54,14 @@ func BenchmarkGPUEnqueue(b *testing.B) {
 			return err
 		})
 	})
-	b.Run("allgather-direct/1KiB", func(b *testing.B) {
-		benchEnqueue(b, 1<<10, func(ctx context.Context, c *collective.Comm, s backend.Stream, in, out backend.DevicePtr, n int) error {
-			_, err := c.AllGather(ctx, s, in, out, n/c.World(), backend.BFloat16, collective.Direct)
-			return err
+	for _, size := range []int{1 << 10, 256 << 10} {
+		b.Run(fmt.Sprintf("allgather-direct/%dKiB", size>>10), func(b *testing.B) {
+			benchEnqueue(b, size, func(ctx context.Context, c *collective.Comm, s backend.Stream, in, out backend.DevicePtr, n int) error {
+				_, err := c.AllGather(ctx, s, in, out, n/c.World(), backend.BFloat16, collective.Direct)
+				return err
+			})
 		})
-	})
+	}
 }
 
 // enqueueCall makes one call of a bf16 buffer of n elements at in (the

@@ -48,13 +48,18 @@
   }
 
 // INTRANODE_FOR_TYPES expands ENTRY(type name, type, ...) for every
-// element type.
+// element type; INTRANODE_TRIAL_BF16 builds bf16 alone, a trial image made
+// in a fraction of the time (scripts/gpu/ktrial.sh).
+#ifdef INTRANODE_TRIAL_BF16
+#define INTRANODE_FOR_TYPES(ENTRY, ...) ENTRY(bf16, intranode::kBF16, __VA_ARGS__)
+#else
 #define INTRANODE_FOR_TYPES(ENTRY, ...)        \
   ENTRY(f32, intranode::kF32, __VA_ARGS__)     \
   ENTRY(f16, intranode::kF16, __VA_ARGS__)     \
   ENTRY(bf16, intranode::kBF16, __VA_ARGS__)   \
   ENTRY(f64, intranode::kF64, __VA_ARGS__)     \
   ENTRY(i32, intranode::kI32, __VA_ARGS__)
+#endif
 
 #define INTRANODE_ALL_REDUCE(DTYPE_NAME, DTYPE, ALGO_NAME, ALGO) \
   INTRANODE_ARGS_ENTRY(intranode_##ALGO_NAME##_##DTYPE_NAME, intranode::all_reduce<DTYPE>(a, ALGO))

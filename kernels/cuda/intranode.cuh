@@ -930,6 +930,29 @@ INTRANODE_DEVICE bool ll_differs(const V16& l, uint32_t f) {
   return l.y == l.w && l.y != f && (l.y & 1) && (l.y >> 24) == (f >> 24);
 }
 
+// Every thread of an LL launch polls its own lines, up to 64K threads
+// loading from the GPU's memory without pause while a peer is late, which
+// is also the memory the peer's lines must be written into. After
+// kLLSpinFree polls a thread waits between polls, the wait doubling from
+// 32 ns up to kLLSleepMax: ranks in step (whose lines arrive within a few
+// polls) never wait; a rank far ahead of its peer leaves the memory to the
+// peer's writes. (-D overrides both; kLLSleepMax 0 polls without pause.)
+#ifndef INTRANODE_LL_SPIN_FREE
+#define INTRANODE_LL_SPIN_FREE 16
+#endif
+#ifndef INTRANODE_LL_SLEEP_MAX
+#define INTRANODE_LL_SLEEP_MAX 1024
+#endif
+constexpr uint32_t kLLSpinFree = INTRANODE_LL_SPIN_FREE;
+constexpr uint32_t kLLSleepMax = INTRANODE_LL_SLEEP_MAX;
+INTRANODE_DEVICE void ll_backoff(uint32_t spin) {
+  if (kLLSleepMax > 0 && spin > kLLSpinFree) {
+    const uint32_t d = spin - kLLSpinFree;
+    const uint32_t ns = 16u << (d < 10 ? d : 10);
+    port::sleep_ns(ns < kLLSleepMax ? ns : kLLSleepMax);
+  }
+}
+
 // The epoch (kernels.EpochWord) counts the one-shot calls that use the
 // pad's slots; every block of a launch reads it, and it must advance once
 // per launch, after all have. epoch_count_in runs once every thread of the
@@ -1209,6 +1232,7 @@ INTRANODE_DEVICE void ll_collective(Args a, Algo algo, int n) {
                 break;
               }
             }
+            ll_backoff(spin);
           }
         }
       }

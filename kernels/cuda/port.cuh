@@ -52,6 +52,11 @@ INTRANODE_DEVICE uint64_t now_ns() {
   return t;
 }
 
+// sleep_ns parks the calling thread for about ns nanoseconds (at most
+// twice that: __nanosleep's promise), letting the memory system serve
+// others while it waits.
+INTRANODE_DEVICE void sleep_ns(uint32_t ns) { __nanosleep(ns); }
+
 // Flag words of the signal pads. Loads spin with acquire at system scope so
 // that the load that sees a peer's flag also orders every later read of the
 // peer's data; stores release at system scope (st.release.sys: MEMBAR.ALL.SYS

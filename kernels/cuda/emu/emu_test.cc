@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -642,6 +643,44 @@ void ll_stale_lines(std::mt19937_64& rng) {
   run_case<kF32>(g, {Algo::kOneShot, 2, 200, 1, 32, kSum, Mode::kOutOfPlace, false}, rng, 1);
 }
 
+// ll_backoff: an LL receiver whose peer is late pauses between polls (the
+// first pause 32 ns, doubling up to kLLSleepMax); one whose peer's lines
+// are already there never pauses. Rank 0 starts 50 ms before rank 1.
+void ll_backoff() {
+  Group g(2, 1 << 16);
+  constexpr uint64_t n = 64;
+  std::vector<float> in[2] = {std::vector<float>(n, 1.0f), std::vector<float>(n, 2.0f)};
+  std::vector<float> out[2] = {std::vector<float>(n), std::vector<float>(n)};
+  std::mutex mu;
+  port::Pauses got[2];
+  const uint64_t tag = call_tag(++g.seq, Algo::kOneShot, n, kF32, kSum);
+  const auto body = [&](int r) {
+    port::pauses = {};
+    intranode_one_shot_f32(g.buf_ptrs.data(), g.pad_ptrs.data(), in[r].data(), out[r].data(), n, r, 2, kF32,
+                           kSum, &g.status[r], kTimeout, 0, tag);
+    std::lock_guard<std::mutex> lock(mu);
+    if (port::pauses.count > 0 && (got[r].count == 0 || port::pauses.first_ns < got[r].first_ns)) {
+      got[r].first_ns = port::pauses.first_ns;
+    }
+    got[r].count += port::pauses.count;
+    got[r].longest_ns = std::max(got[r].longest_ns, port::pauses.longest_ns);
+  };
+  std::thread early([&] { launch({0}, 1, 32, body); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  launch({1}, 1, 32, body);
+  early.join();
+  for (int r = 0; r < 2; ++r) {
+    CHECK(g.status[r] == 0, "ll_backoff rank %d: status %#x", r, g.status[r]);
+    for (uint64_t i = 0; i < n; ++i) {
+      CHECK(out[r][i] == 3.0f, "ll_backoff rank %d element %llu: %g, want 3", r, (unsigned long long)i, out[r][i]);
+    }
+  }
+  CHECK(got[0].count > 0 && got[0].first_ns == 32 && got[0].longest_ns == kLLSleepMax,
+        "ll_backoff: the early rank paused %llu times, first %u ns, longest %u ns; want some, 32, %u",
+        (unsigned long long)got[0].count, got[0].first_ns, got[0].longest_ns, kLLSleepMax);
+  CHECK(got[1].count == 0, "ll_backoff: the late rank paused %llu times, want 0", (unsigned long long)got[1].count);
+}
+
 void signals() {
   Group g(3, 4096);
   // Two puts may precede two waits.
@@ -951,6 +990,11 @@ int main(int argc, char** argv) {
     std::printf(failures == 0 ? "emu: ll_stale_lines passed\n" : "emu: ll_stale_lines: %d failures\n", failures);
     return failures == 0 ? 0 : 1;
   }
+  if (argc > 1 && std::string(argv[1]) == "-ll-backoff") {  // that case alone
+    ll_backoff();
+    std::printf(failures == 0 ? "emu: ll_backoff passed\n" : "emu: ll_backoff: %d failures\n", failures);
+    return failures == 0 ? 0 : 1;
+  }
   if (argc > 1 && std::string(argv[1]) == "-copy") {  // that case alone
     copy_agreement();
     std::printf(failures == 0 ? "emu: copy_agreement passed\n" : "emu: copy_agreement: %d failures\n", failures);
@@ -968,6 +1012,7 @@ int main(int argc, char** argv) {
   mismatched_calls();
   copy_agreement();
   ll_stale_lines(rng);
+  ll_backoff();
   mixed_sequence(rng);
   sweep<kBF16>(rng, quick);
   sweep<kF16>(rng, quick);

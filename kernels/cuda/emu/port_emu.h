@@ -106,6 +106,22 @@ inline void store_word64(uint64_t* p, uint64_t v) {
 inline uint32_t load_status(const uint32_t* p) {
   return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_relaxed);
 }
+// Pauses records the pauses a thread asked for (sleep_ns) since a test
+// last reset it: how many, the first's length and the longest.
+struct Pauses {
+  uint64_t count = 0;
+  uint32_t first_ns = 0, longest_ns = 0;
+};
+inline thread_local Pauses pauses;
+inline void sleep_ns(uint32_t ns) {
+  if (pauses.count++ == 0) {
+    pauses.first_ns = ns;
+  }
+  if (ns > pauses.longest_ns) {
+    pauses.longest_ns = ns;
+  }
+  std::this_thread::yield();
+}
 inline int popcount(uint32_t x) { return __builtin_popcount(x); }
 
 // Launches run one after the other in the emulator.
