@@ -1,7 +1,8 @@
 // Package ncclapi is the NCCL-API library's Go side: built with
 // cmd/libintranode-nccl into libintranode-nccl.so, put in front of the
 // real NCCL with LD_PRELOAD, it runs the all-reduces, reduce-scatters,
-// all-gathers and broadcasts of a communicator on intranode's kernels
+// all-gathers, broadcasts and all-to-alls (ncclAlltoAll) of a
+// communicator on intranode's kernels
 // where intranode's own selection says they win, and hands every other
 // call to the real NCCL unchanged (docs/NCCL.md).
 //

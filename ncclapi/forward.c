@@ -98,8 +98,6 @@ FWD(ncclRedOpCreatePreMulSum,
 FWD(ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm), (op, comm))
 COMM_OP(ncclReduce, (const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t s),
    (send, recv, count, dt, op, root, comm, s))
-COMM_OP(ncclAlltoAll, (const void *send, void *recv, size_t count, ncclDataType_t dt, ncclComm_t comm, cudaStream_t s),
-   (send, recv, count, dt, comm, s))
 COMM_OP(ncclGather, (const void *send, void *recv, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t s),
    (send, recv, count, dt, root, comm, s))
 COMM_OP(ncclScatter, (const void *send, void *recv, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t s),
@@ -168,6 +166,7 @@ ncclResult_t ncclReduceScatter(const void *, void *, size_t, ncclDataType_t, ncc
 ncclResult_t ncclAllGather(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
 ncclResult_t ncclBroadcast(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
 ncclResult_t ncclBcast(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+ncclResult_t ncclAlltoAll(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 ncclResult_t ncclCommDestroy(ncclComm_t);
@@ -189,6 +188,9 @@ ncclResult_t pncclAllGather(const void *s, void *r, size_t n, ncclDataType_t d, 
 }
 ncclResult_t pncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t d, int root, ncclComm_t c, cudaStream_t st) {
 	return ncclBroadcast(s, r, n, d, root, c, st);
+}
+ncclResult_t pncclAlltoAll(const void *s, void *r, size_t n, ncclDataType_t d, ncclComm_t c, cudaStream_t st) {
+	return ncclAlltoAll(s, r, n, d, c, st);
 }
 ncclResult_t pncclBcast(void *b, size_t n, ncclDataType_t d, int root, ncclComm_t c, cudaStream_t st) {
 	return ncclBcast(b, n, d, root, c, st);

@@ -41,7 +41,7 @@ enum { ncclInt8 = 0, ncclUint8 = 1, ncclInt32 = 2, ncclUint32 = 3, ncclInt64 = 4
 enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 };
 
 // The collectives the library may run itself (intranode_call.op).
-enum { IN_ALLREDUCE = 0, IN_REDUCESCATTER = 1, IN_ALLGATHER = 2, IN_BROADCAST = 3 };
+enum { IN_ALLREDUCE = 0, IN_REDUCESCATTER = 1, IN_ALLGATHER = 2, IN_BROADCAST = 3, IN_ALLTOALL = 4 };
 
 // One collective call as NCCL received it.
 struct intranode_call {

@@ -163,6 +163,10 @@ ncclResult_t intranode_forward(const struct intranode_call *c) {
 		REAL(ncclBroadcast, ncclResult_t, BROADCAST_P)
 		return f_ ? f_(c->send, c->recv, c->count, c->dtype, c->root, c->comm, c->stream) : intranode_missing("ncclBroadcast");
 	}
+	case IN_ALLTOALL: {
+		REAL(ncclAlltoAll, ncclResult_t, ALLGATHER_P)
+		return f_ ? f_(c->send, c->recv, c->count, c->dtype, c->comm, c->stream) : intranode_missing("ncclAlltoAll");
+	}
 	}
 	return ncclInternalError;
 }
@@ -371,6 +375,13 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
                            cudaStream_t stream) {
 	return collective((struct intranode_call){IN_BROADCAST, send, recv, count, dt, ncclSum, root, comm, stream});
+}
+
+// ncclAlltoAll (NCCL 2.28 and newer) sends block r of send (count elements)
+// to rank r, which receives it as block rank of recv.
+ncclResult_t ncclAlltoAll(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclComm_t comm,
+                          cudaStream_t stream) {
+	return collective((struct intranode_call){IN_ALLTOALL, send, recv, count, dt, ncclSum, 0, comm, stream});
 }
 
 ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t stream) {

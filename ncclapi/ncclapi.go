@@ -144,7 +144,7 @@ var (
 	reductions = map[C.int]backend.ReduceOp{C.ncclSum: backend.Sum, C.ncclMax: backend.Max, C.ncclMin: backend.Min,
 		C.ncclAvg: backend.Avg}
 	ops = map[C.int]collective.Op{C.IN_ALLREDUCE: collective.OpAllReduce, C.IN_REDUCESCATTER: collective.OpReduceScatter,
-		C.IN_ALLGATHER: collective.OpAllGather, C.IN_BROADCAST: collective.OpBroadcast}
+		C.IN_ALLGATHER: collective.OpAllGather, C.IN_BROADCAST: collective.OpBroadcast, C.IN_ALLTOALL: collective.OpAllToAll}
 )
 
 // realFuncs are the real NCCL's functions the bootstrap calls.
@@ -193,10 +193,10 @@ func intranodeNcclRun(first *C.struct_intranode_call, n C.int) C.int {
 	}
 	for i := range cs {
 		c := &cs[i]
-		op := ops[c.op]
+		op, okOp := ops[c.op]
 		dt, okType := dtypes[c.dtype]
 		red, okRed := reductions[c.red]
-		if !okType || (!okRed && op.Reduces()) {
+		if !okOp || !okType || (!okRed && op.Reduces()) {
 			if set.trace {
 				set.log.Debug("forwarded: datatype or reduction", "op", op, "ncclDtype", int(c.dtype), "ncclOp", int(c.red), "calls", n)
 			}

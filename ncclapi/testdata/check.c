@@ -46,6 +46,7 @@ ncclResult_t ncclReduceScatter(const void *, void *, size_t, ncclDataType_t, ncc
 ncclResult_t ncclAllGather(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
 ncclResult_t ncclBroadcast(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
 ncclResult_t ncclBcast(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+ncclResult_t ncclAlltoAll(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
 ncclResult_t pncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
 ncclResult_t ncclSend(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
 ncclResult_t ncclRecv(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
@@ -169,11 +170,21 @@ static void *rank_main(void *arg) {
 		for (int i = 0; i < COUNT; i++) in[i] = value(rank, i);
 		OK(ncclBcast(in, COUNT, ncclFloat32, 0, comm, NULL));
 		for (int i = 0; i < COUNT; i++) CHECK(in[i] == value(0, i), "bcast rank %d [%d] = %g", rank, i, in[i]);
+		// Block q of rank r's input becomes block r of rank q's output.
+		for (size_t i = 0; i < big; i++) in[i] = value(rank, (int)i);
+		dst = inplace ? in : out;
+		OK(ncclAlltoAll(in, dst, COUNT, ncclFloat32, comm, NULL));
+		for (size_t i = 0; i < big; i++) {
+			int q = (int)(i / COUNT);
+			float want = value(q, rank * COUNT + (int)(i % COUNT));
+			CHECK(dst[i] == want, "all-to-all rank %d [%zu] = %g, want %g", rank, i, dst[i], want);
+		}
 	}
 	reached(rank, "ncclAllReduce", 6 * fwd);
 	reached(rank, "ncclReduceScatter", 4 * fwd);
 	reached(rank, "ncclAllGather", 2 * fwd);
 	reached(rank, "ncclBroadcast", 4 * fwd);
+	reached(rank, "ncclAlltoAll", 2 * fwd);
 
 	// Forwarded whatever the switch: int8, send/receive.
 	signed char *b8 = (signed char *)in;
@@ -273,6 +284,9 @@ static void *rank_main(void *arg) {
 		CHECK(ncclAllReduce(in, NULL, COUNT, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidArgument, "NULL recvbuff");
 		CHECK(strstr(ncclGetLastError(comm), "recvbuff is NULL") != NULL, "message: %s", ncclGetLastError(comm));
 		CHECK(ncclAllReduce(in, out, big + 4096, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidArgument, "past the buffer");
+		CHECK(strstr(ncclGetLastError(comm), "bytes at") != NULL, "message: %s", ncclGetLastError(comm));
+		// An all-to-all reads and writes count elements for every rank.
+		CHECK(ncclAlltoAll(in, out, COUNT + 1, ncclFloat32, comm, NULL) == ncclInvalidArgument, "all-to-all past the buffer");
 		CHECK(strstr(ncclGetLastError(comm), "bytes at") != NULL, "message: %s", ncclGetLastError(comm));
 		sync_point();
 

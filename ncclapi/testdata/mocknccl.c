@@ -369,6 +369,21 @@ int ncclBroadcast(const void *send, void *recv, size_t n, int dtype, int root, s
 	return finish(c, recv, tmp, bytes);
 }
 
+// ncclAlltoAll (NCCL 2.28): block q of each rank's send goes to rank q.
+int ncclAlltoAll(const void *send, void *recv, size_t n, int dtype, struct comm *c, void *stream) {
+	(void)stream;
+	size_t bytes = n * size_of(dtype);
+	int r = enter("ncclAlltoAll", c, dtype, 0, bytes * (ok(c) ? c->g->nranks : 1));
+	if (r) return r;
+	struct group *g = c->g;
+	memcpy(g->stage[c->rank], send, bytes * g->nranks);
+	char *tmp = malloc(bytes * g->nranks + 1);
+	if (barrier(g) == 0)
+		for (int q = 0; q < g->nranks; q++)
+			memcpy(tmp + (size_t)q * bytes, (const char *)g->stage[q] + (size_t)c->rank * bytes, bytes);
+	return finish(c, recv, tmp, bytes * g->nranks);
+}
+
 // Groups of sends and receives, per thread.
 static __thread struct comm *gcomm;
 static __thread struct { void *buf; int peer; size_t bytes; } recvs[MAXR];

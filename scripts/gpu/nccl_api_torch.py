@@ -10,9 +10,10 @@ from every rank's input (each rank draws the others' from their seeds);
 the same on subgroups made by split_group (halves at world 4 and up,
 pairs; up to 65,539 elements); destroy_process_group.
 MODE=perf: the collectives in PERF_OPS (all_reduce, reduce_scatter,
-all_gather, and all_reduce_avg and reduce_scatter_avg with ReduceOp.AVG;
-default all_reduce, reduce_scatter and all_gather) on bf16 from 1 KiB (the all_reduce) or 1 KiB a rank to PERF_MAX
-bytes (default 256 MiB), the mean time per call in a CUDA-graph replay of
+all_gather, all_to_all (all_to_all_single, equal blocks), and
+all_reduce_avg and reduce_scatter_avg with ReduceOp.AVG; default
+all_reduce, reduce_scatter and all_gather) on bf16 from 1 KiB (the
+all_reduce) or 1 KiB a rank to PERF_MAX bytes (default 256 MiB), the mean time per call in a CUDA-graph replay of
 ITERS calls and eagerly (and the eager calls' host time until the last
 is queued, before the wait for them); rank 0 prints a table.
 MODE=coalesced: three 1 KiB all_reduce calls in one coalesced group, twice,
@@ -188,6 +189,11 @@ def perf_op(op, size):
         x = torch.ones(n, device=dev, dtype=torch.bfloat16)
         y = torch.empty(n // world, device=dev, dtype=torch.bfloat16)
         return (lambda: dist.reduce_scatter_tensor(y, x, op=red)), (world - 1) / world
+    if op == "all_to_all":
+        # nccl-tests' size: what a rank sends (and receives).
+        x = torch.ones(n, device=dev, dtype=torch.bfloat16)
+        y = torch.empty(n, device=dev, dtype=torch.bfloat16)
+        return (lambda: dist.all_to_all_single(y, x)), (world - 1) / world
     x = torch.ones(n // world, device=dev, dtype=torch.bfloat16)
     y = torch.empty(n, device=dev, dtype=torch.bfloat16)
     return (lambda: dist.all_gather_into_tensor(y, x)), (world - 1) / world
