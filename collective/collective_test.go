@@ -226,6 +226,21 @@ func TestPipelineLaunchConfig(t *testing.T) {
 	}
 	require.Equal(t, uint32(kernels.KernelChannels), LaunchConfig("cuda", Pipeline, 32<<20, 2).Grid.X)
 	require.Equal(t, uint32(kernels.KernelChannels), LaunchConfig("cuda", Pipeline, 256<<20, 2).Grid.X)
+	// A block per 8 KiB at world 2, per 64 KiB from three ranks on
+	// (pipelineBlockBytes), the pipelined data-movement kernels alike.
+	for _, tc := range []struct {
+		n, world int
+		grid     uint32
+	}{
+		{n: 8 << 10, world: 2, grid: 1},
+		{n: 512 << 10, world: 2, grid: 64},
+		{n: 1 << 20, world: 2, grid: 128},
+		{n: 1 << 20, world: 4, grid: 16},
+	} {
+		require.Equal(t, tc.grid, LaunchConfig("cuda", Pipeline, tc.n, tc.world).Grid.X, "all-reduce, %d bytes, world %d", tc.n, tc.world)
+		require.Equal(t, tc.grid, moverPipelineLaunchConfig(OpAllGather, tc.n, tc.world).Grid.X,
+			"all-gather, %d bytes, world %d", tc.n, tc.world)
+	}
 }
 
 // The data-movement kernels' grid: on the LL path the one-shot LL's for a

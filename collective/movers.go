@@ -471,7 +471,7 @@ func moverPipelineLaunchConfig(op Op, n, world int) backend.LaunchConfig {
 		chunk = func(grid int) int { return kernels.RelayChunk(world, grid) }
 	}
 	blocks := pipelineBlocks(chunk)
-	return backend.LaunchConfig{Grid: backend.D1(uint32(gridFor(n, 64<<10, blocks))), Block: backend.D1(512), Early: true}
+	return backend.LaunchConfig{Grid: backend.D1(uint32(gridFor(n, pipelineBlockBytes(world), blocks))), Block: backend.D1(512), Early: true}
 }
 
 // chunkDeadline is the check a chunk loop makes before issuing the chunk

@@ -391,7 +391,7 @@ func LaunchConfig(backendName string, algo Algo, bytes, world int) backend.Launc
 		// (kernels.PipelineScatters) and a block's step is World slices of
 		// kernels.PipelineSlice, measured at 128 blocks only (4×H200,
 		// docs/results/2026-11-26-h200x4-a).
-		per = 64 << 10
+		per = pipelineBlockBytes(world)
 		maxBlocks = pipelineBlocks(func(grid int) int { return kernels.PipelineChunk(bytes, world, grid) })
 	}
 	blocks := gridFor(work, per, maxBlocks)
@@ -437,6 +437,23 @@ func llPerBlock(n int) int {
 		return 16 << 10
 	}
 	return 2 << 10
+}
+
+// pipelineBlockBytes is the message bytes per block of the pipelined
+// kernels' grid (up to their most blocks, which an 8 MiB message reaches
+// at world 2). A block moves its chunks at a few tens of GB/s, so a grid
+// of a block per 64 KiB left the link idle below 8 MiB: at world 2 on
+// 2×H200 the forced Pipeline all-reduce took 33.86 µs at 512 KiB and the
+// pipelined all-gather 43.60 at 1 MiB, where 4 MiB took 18.75 and 17.87;
+// with a block per 8 KiB 8.84 and 10.34, and no row from 64 KiB to 16 MiB
+// slower beyond the run's spread (docs/results/2026-11-30-h200x2-a/
+// 8-pipeline-grid). From three ranks on a block per 64 KiB stays, as
+// measured: `auto` takes neither there below 16 MiB.
+func pipelineBlockBytes(world int) int {
+	if world <= 2 {
+		return 8 << 10
+	}
+	return 64 << 10
 }
 
 // gridFor is the blocks for work bytes at per bytes a block: at least one,
