@@ -198,7 +198,7 @@ func intranodeNcclRun(first *C.struct_intranode_call, n C.int) C.int {
 		red, okRed := reductions[c.red]
 		if !okOp || !okType || (!okRed && op.Reduces()) {
 			if set.trace {
-				set.log.Debug("forwarded: datatype or reduction", "op", op, "ncclDtype", int(c.dtype), "ncclOp", int(c.red), "calls", n)
+				set.log.Debug("forwarded: collective, datatype or reduction intranode lacks", "op", op, "ncclDtype", int(c.dtype), "ncclOp", int(c.red), "calls", n)
 			}
 			return forward
 		}
