@@ -9,17 +9,28 @@ the non-inlined functions it calls follow it and are skipped).
 
 It also reads `cuobjdump -res-usage -arch sm_90 IMAGE` output, which has
 no spill counts: there the columns are stack, local memory, shared
-memory and registers."""
+memory and registers; and the HIP image's metadata, `llvm-readelf --notes
+ARCH.co` of one architecture's code object (clang-offload-bundler
+--unbundle takes it out of kernels/hip/collectives.hsaco): there the
+columns are scratch bytes, VGPR spills, SGPR spills (kept in VGPR lanes,
+not memory) and VGPRs."""
 import re
 import sys
 
 
+PTXAS = "stack, spill stores, spill loads; registers"
+RES_USAGE = "stack, local, shared; registers"
+AMDGPU = "scratch, VGPR spills, SGPR spills; VGPRs"
+
+
 def parse(path):
-    """Map entry point -> (stack, spill stores, spill loads, registers)."""
+    """Map entry point -> its four columns, and the columns' names."""
     props, cur = {}, None
     lines = open(path).read().splitlines()
     if any(line.startswith("Resource usage:") for line in lines):
-        return parse_res_usage(lines)
+        return parse_res_usage(lines), RES_USAGE
+    if any(".vgpr_count:" in line for line in lines):
+        return parse_amdgpu_notes(lines), AMDGPU
     for i, line in enumerate(lines):
         m = re.search(r"Compiling entry function '(\w+)'", line)
         if m:
@@ -32,7 +43,7 @@ def parse(path):
         m = re.search(r"Used (\d+) registers", line)
         if m and cur in props and props[cur][3] is None:
             props[cur][3] = m.group(1)
-    return props
+    return props, PTXAS
 
 
 def parse_res_usage(lines):
@@ -51,9 +62,34 @@ def parse_res_usage(lines):
     return props
 
 
+def parse_amdgpu_notes(lines):
+    """Map entry point -> (scratch, VGPR spills, SGPR spills, VGPRs) from
+    the AMDGPU metadata llvm-readelf --notes prints, one map per kernel
+    whose keys come in any order."""
+    props, cur, fields = {}, None, {}
+    keys = ("private_segment_fixed_size", "vgpr_spill_count", "sgpr_spill_count", "vgpr_count")
+
+    def close():
+        if cur and all(k in fields for k in keys):
+            props[cur] = [fields[k] for k in keys]
+
+    for line in lines:
+        m = re.match(r"\s*-?\s*\.(\w+):\s+(\S+)", line)
+        if not m:
+            continue
+        key, value = m.groups()
+        if key == "name" and value.startswith("intranode_"):
+            close()
+            cur, fields = value, {}
+        elif key in keys and cur:
+            fields[key] = value
+    close()
+    return props
+
+
 def main():
-    before, after = parse(sys.argv[1]), parse(sys.argv[2])
-    print("| kernel | before (stack, spill stores, spill loads; registers) | after |")
+    (before, _), (after, columns) = parse(sys.argv[1]), parse(sys.argv[2])
+    print(f"| kernel | before ({columns}) | after |")
     print("|---|---|---|")
     for k in sorted(set(before) | set(after)):
         a, b = before.get(k), after.get(k)
