@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +16,6 @@ import (
 	"github.com/intranode/intranode/backend/fake"
 	"github.com/intranode/intranode/collective"
 	"github.com/intranode/intranode/connectivity"
-	"github.com/intranode/intranode/internal/numeric"
 	"github.com/intranode/intranode/symmetric"
 	"github.com/intranode/intranode/symmetric/store"
 )
@@ -698,7 +698,7 @@ func TestSelectMove(t *testing.T) {
 	var wg sync.WaitGroup
 	for r, c := range comms {
 		in := c.Memory().Buffer(r).Add(64)
-		require.NoError(t, c.Device().CopyToDevice(ctx, in, float32s(count, float64(r+1))))
+		putFloats(ctx, c.Device(), in, slices.Repeat([]float64{float64(r + 1)}, count)...)
 		out, err := c.Device().Alloc(ctx, 2*4*count)
 		require.NoError(t, err)
 		defer out.Close()
@@ -715,17 +715,8 @@ func TestSelectMove(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	want := append(slices.Repeat([]float64{1}, count), slices.Repeat([]float64{2}, count)...)
 	for r, c := range comms {
-		got := make([]byte, 2*4*count)
-		require.NoError(t, c.Device().CopyFromDevice(ctx, got, outs[r].Ptr()))
-		want := append(float32s(count, 1), float32s(count, 2)...)
-		require.Equal(t, want, got, "rank %d", r)
+		require.Equal(t, want, getFloats(ctx, c.Device(), outs[r].Ptr(), 2*count), "rank %d", r)
 	}
-}
-
-// float32s is n float32 elements of value v.
-func float32s(n int, v float64) []byte {
-	b := make([]byte, 4*n)
-	numeric.EncodeFunc(backend.Float32, b, n, func(int) float64 { return v })
-	return b
 }

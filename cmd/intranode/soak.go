@@ -762,8 +762,10 @@ func soakRank(ctx context.Context, cfg soakConfig, rank int, emit func(soakRepor
 			// The copy engines read the input from the symmetric buffer
 			// and write no output there: out of place, where the bench
 			// would run them.
-			if _, why := m.algo("copy", count); algo == collective.Copy && (inPlace || why != "") {
-				algo = collective.Direct
+			if algo == collective.Copy {
+				if _, why := m.algo("copy", count); inPlace || why != "" {
+					algo = collective.Direct
+				}
 			}
 		}
 		m.symmetric = algo == collective.Copy
